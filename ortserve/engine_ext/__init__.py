@@ -1,0 +1,75 @@
+"""ONNX Runtime inference engine (C++ extension ``_engine``), re-exported with type hints.
+
+Importing this package binds the engine to the ONNX Runtime shared library that the installed
+``onnxruntime`` (or ``onnxruntime-gpu``, same import name) wheel ships in ``onnxruntime/capi``. The
+engine is compiled against ORT's C API headers but not linked to the library, so it works with any
+ORT release at least as new as those headers (1.21). ``ORTSERVE_ONNXRUNTIME_LIB`` overrides the path,
+e.g. for a custom ORT build.
+
+    engine = Engine("model.onnx", intra_op_threads=2)
+    logits = engine.run({"input_ids": ids, "attention_mask": mask})["logits"]
+    engine.close()
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+from ortserve.engine_ext import _engine
+
+_LIBRARY_ENV = "ORTSERVE_ONNXRUNTIME_LIB"
+
+
+def _find_onnxruntime_library() -> Path:
+    """Path of libonnxruntime.so* inside the installed onnxruntime package (without importing it)."""
+    override = os.environ.get(_LIBRARY_ENV)
+    if override:
+        return Path(override)
+    spec = importlib.util.find_spec("onnxruntime")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            "ortserve.engine_ext needs the ONNX Runtime library: pip install onnxruntime "
+            f"(or onnxruntime-gpu), or set {_LIBRARY_ENV} to a libonnxruntime.so path"
+        )
+    searched: list[str] = []
+    for location in spec.submodule_search_locations:
+        capi = Path(location) / "capi"
+        searched.append(str(capi))
+        # Sorted so the pick is stable; libonnxruntime_providers_*.so do not match this pattern.
+        candidates = sorted(capi.glob("libonnxruntime.so*"))
+        if candidates:
+            return candidates[0]
+    raise ImportError(
+        f"no libonnxruntime.so* in {', '.join(searched)}; reinstall onnxruntime "
+        f"or set {_LIBRARY_ENV} to a libonnxruntime.so path"
+    )
+
+
+try:
+    _engine._init(str(_find_onnxruntime_library()))
+except _engine.EngineError as error:
+    raise ImportError(f"ortserve.engine_ext: {error}") from error
+
+Engine = _engine.Engine
+TensorInfo = _engine.TensorInfo
+EngineError = _engine.EngineError
+ModelLoadError = _engine.ModelLoadError
+InputError = _engine.InputError
+NonFiniteOutputError = _engine.NonFiniteOutputError
+EngineClosedError = _engine.EngineClosedError
+ort_version = _engine.ort_version
+library_path = _engine.library_path
+
+__all__ = [
+    "Engine",
+    "EngineClosedError",
+    "EngineError",
+    "InputError",
+    "ModelLoadError",
+    "NonFiniteOutputError",
+    "TensorInfo",
+    "library_path",
+    "ort_version",
+]

@@ -1,0 +1,77 @@
+"""Type stub for the C++ extension; see engine.h for the behaviour behind each method."""
+
+from os import PathLike
+from types import TracebackType
+from typing import Any
+
+from numpy.typing import NDArray
+
+class EngineError(RuntimeError):
+    """Base class of every engine failure."""
+
+class ModelLoadError(EngineError):
+    """The model file is missing, unreadable or unusable (message names the path and ORT's reason)."""
+
+class InputError(EngineError, ValueError):
+    """The feeds do not match the model's inputs (message names the input and what was expected)."""
+
+class NonFiniteOutputError(EngineError):
+    """An output holds NaN or Inf (message names the output and the count); only with check_finite."""
+
+class EngineClosedError(EngineError):
+    """run() was called after close()."""
+
+class TensorInfo:
+    @property
+    def name(self) -> str: ...
+    @property
+    def dtype(self) -> str:
+        """numpy-style element type: "int64", "float32", "bool", ..."""
+    @property
+    def shape(self) -> list[int]:
+        """-1 where the dimension is dynamic."""
+
+class Engine:
+    def __init__(
+        self,
+        path: str | PathLike[str],
+        *,
+        intra_op_threads: int = 1,
+        inter_op_threads: int = 1,
+        graph_optimization_level: str = "all",
+        device: str = "cpu",
+        allow_spinning: bool = False,
+        check_finite: bool = True,
+    ) -> None:
+        """Load an ONNX model. graph_optimization_level: "disable" | "basic" | "extended" | "all";
+        device: "cpu" | "cuda" | "cuda:N" (falls back to CPU, with one stderr line, when CUDA is
+        unavailable). Raises ModelLoadError, or ValueError for a bad option."""
+    @property
+    def inputs(self) -> list[TensorInfo]: ...
+    @property
+    def outputs(self) -> list[TensorInfo]: ...
+    @property
+    def device(self) -> str:
+        """What actually runs the model: "cpu" or "cuda:N"."""
+    @property
+    def path(self) -> str: ...
+    @property
+    def closed(self) -> bool:
+        """True once close() was called."""
+    def run(self, feeds: dict[str, NDArray[Any]]) -> dict[str, NDArray[Any]]:
+        """Run every output. Thread-safe; the GIL is released during inference. Raises InputError,
+        NonFiniteOutputError, EngineClosedError or EngineError."""
+    def close(self) -> None:
+        """Refuse new runs, wait for in-flight ones, release the session. Idempotent."""
+    def __enter__(self) -> Engine: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None: ...
+
+def _init(library_path: str) -> None: ...
+def ort_version() -> str: ...
+def library_path() -> str: ...
+

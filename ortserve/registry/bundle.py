@@ -1,0 +1,162 @@
+"""The model bundle format: a directory with model.onnx, tokenizer.json and manifest.json.
+
+`load_manifest` is cheap (the server calls it on every load); `validate_bundle` is the full check the
+`registry publish` command runs before anything is uploaded. `onnx` and `tokenizers` are imported
+lazily so that importing this module stays fast for the service.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BUNDLE_FORMAT = "onnx-text-classifier"
+MODEL_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+MANIFEST_FILE = "manifest.json"
+REQUIRED_FILES = (MODEL_FILE, TOKENIZER_FILE, MANIFEST_FILE)
+REQUIRED_INPUTS = ("input_ids", "attention_mask")
+OPTIONAL_INPUTS = ("token_type_ids",)
+OUTPUT_NAME = "logits"
+MIN_SEQ_LEN = 8
+MAX_SEQ_LEN = 8192
+# A manifest is a few hundred bytes; anything huge is a mistake, not a manifest.
+MAX_MANIFEST_BYTES = 64 * 1024
+
+
+class BundleError(ValueError):
+    """A bundle that the server could not serve; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class BundleManifest:
+    format: str
+    labels: tuple[str, ...]
+    max_seq_len: int
+    notes: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": self.format, "labels": list(self.labels), "max_seq_len": self.max_seq_len,
+                "notes": self.notes}
+
+
+def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
+    """Checks a decoded manifest object; `where` prefixes every error message."""
+    if not isinstance(data, dict):
+        raise BundleError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    fmt = data.get("format")
+    if fmt != BUNDLE_FORMAT:
+        raise BundleError(f"{where}: format must be {BUNDLE_FORMAT!r}, got {fmt!r}")
+    labels = data.get("labels")
+    if not isinstance(labels, list) or not labels:
+        raise BundleError(f"{where}: labels must be a non-empty list of strings")
+    if not all(isinstance(label, str) and label for label in labels):
+        raise BundleError(f"{where}: every label must be a non-empty string")
+    if len(set(labels)) != len(labels):
+        raise BundleError(f"{where}: labels must be unique, got {labels!r}")
+    max_seq_len = data.get("max_seq_len")
+    if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int):
+        raise BundleError(f"{where}: max_seq_len must be an integer, got {max_seq_len!r}")
+    if not MIN_SEQ_LEN <= max_seq_len <= MAX_SEQ_LEN:
+        raise BundleError(f"{where}: max_seq_len must be in {MIN_SEQ_LEN}..{MAX_SEQ_LEN}, got {max_seq_len}")
+    notes = data.get("notes", "")
+    if not isinstance(notes, str):
+        raise BundleError(f"{where}: notes must be a string")
+    return BundleManifest(format=fmt, labels=tuple(labels), max_seq_len=max_seq_len, notes=notes)
+
+
+def load_manifest(bundle_dir: str | Path) -> BundleManifest:
+    """Reads and checks manifest.json only (no ONNX or tokenizer parsing)."""
+    path = Path(bundle_dir) / MANIFEST_FILE
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_MANIFEST_BYTES + 1)
+    except FileNotFoundError:
+        raise BundleError(f"{path}: missing") from None
+    except OSError as e:
+        raise BundleError(f"{path}: cannot read ({e.strerror})") from None
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise BundleError(f"{path}: larger than {MAX_MANIFEST_BYTES} bytes")
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BundleError(f"{path}: not valid JSON ({e})") from None
+    return parse_manifest(data, str(path))
+
+
+def validate_bundle(bundle_dir: str | Path) -> BundleManifest:
+    """Full check: files present, manifest valid, ONNX graph signature, tokenizer loads."""
+    root = Path(bundle_dir)
+    if not root.is_dir():
+        raise BundleError(f"{root}: not a directory")
+    for name in REQUIRED_FILES:
+        path = root / name
+        if path.is_symlink() or not path.is_file():
+            raise BundleError(f"{path}: missing (a bundle needs {', '.join(REQUIRED_FILES)})")
+    manifest = load_manifest(root)
+    _check_onnx(root / MODEL_FILE, len(manifest.labels))
+    _check_tokenizer(root / TOKENIZER_FILE)
+    return manifest
+
+
+def _check_onnx(path: Path, num_labels: int) -> None:
+    import onnx  # lazy: heavy import, only `publish` needs it
+
+    try:
+        # External weights are not needed to check the signature.
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as e:  # onnx raises DecodeError, ValueError, ... for non-ONNX bytes
+        raise BundleError(f"{path}: not an ONNX model ({type(e).__name__}: {_first_line(e)})") from None
+    graph = model.graph
+    if not graph.node and not graph.output:
+        raise BundleError(f"{path}: not an ONNX model (empty graph)")
+    initializers = {init.name for init in graph.initializer}
+    inputs = {vi.name: vi for vi in graph.input if vi.name not in initializers}
+    for name in REQUIRED_INPUTS:
+        if name not in inputs:
+            raise BundleError(f"{path}: missing input {name!r} (inputs: {sorted(inputs)})")
+    unexpected = sorted(set(inputs) - set(REQUIRED_INPUTS) - set(OPTIONAL_INPUTS))
+    if unexpected:
+        raise BundleError(f"{path}: unexpected inputs {unexpected} (the server feeds only "
+                          f"{', '.join(REQUIRED_INPUTS + OPTIONAL_INPUTS)})")
+    for vi in inputs.values():
+        _check_tensor(path, "input", vi, onnx.TensorProto.INT64, "int64")
+    outputs = {vi.name: vi for vi in graph.output}
+    if OUTPUT_NAME not in outputs:
+        raise BundleError(f"{path}: missing output {OUTPUT_NAME!r} (outputs: {sorted(outputs)})")
+    dims = _check_tensor(path, "output", outputs[OUTPUT_NAME], onnx.TensorProto.FLOAT, "float32")
+    last = dims[-1]
+    if last.HasField("dim_value") and last.dim_value != num_labels:
+        raise BundleError(f"{path}: output {OUTPUT_NAME!r} has {last.dim_value} classes but "
+                          f"manifest.json lists {num_labels} labels")
+
+
+def _check_tensor(path: Path, kind: str, vi: Any, elem_type: int, type_name: str) -> Any:
+    if not vi.type.HasField("tensor_type"):
+        raise BundleError(f"{path}: {kind} {vi.name!r} is not a tensor")
+    tensor_type = vi.type.tensor_type
+    if tensor_type.elem_type != elem_type:
+        import onnx
+
+        actual = onnx.TensorProto.DataType.Name(tensor_type.elem_type)
+        raise BundleError(f"{path}: {kind} {vi.name!r} must be {type_name}, got {actual.lower()}")
+    if not tensor_type.HasField("shape") or len(tensor_type.shape.dim) != 2:
+        rank = len(tensor_type.shape.dim) if tensor_type.HasField("shape") else "unknown"
+        raise BundleError(f"{path}: {kind} {vi.name!r} must have rank 2, got rank {rank}")
+    return tensor_type.shape.dim
+
+
+def _check_tokenizer(path: Path) -> None:
+    from tokenizers import Tokenizer  # lazy, see module docstring
+
+    try:
+        Tokenizer.from_file(str(path))
+    except Exception as e:  # tokenizers raises its own Exception type for any parse failure
+        raise BundleError(f"{path}: not a loadable tokenizers file ({_first_line(e)})") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:200] if text else type(e).__name__

@@ -1,0 +1,208 @@
+"""The composition root: settings → metrics, pools, factory, manager, servicer → one grpc.aio server.
+
+Also owns health, reflection, the admin status RPC, the desired-state source and graceful
+shutdown. It holds no serving logic of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+import structlog
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from ortserve.proto import grpc_service_pb2 as pb
+from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
+from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
+from ortserve.service.assembly import ArtifactFetcher, VersionFactory
+from ortserve.service.config import Settings
+from ortserve.service.handlers import InferenceServicer
+from ortserve.service.manager import ModelManager
+from ortserve.service.metrics import Metrics
+
+log = structlog.get_logger("ortserve.server")
+
+INFERENCE_SERVICE = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
+ADMIN_STATUS_METHOD = "/ortserve.admin.v1.Admin/Status"
+LIVENESS_SERVICE = "liveness"
+"""Health service name that stays SERVING while the process runs (for liveness probes);
+the overall "" entry means ready (for readiness probes)."""
+
+# A desired-state source runs until cancelled, handing each new DesiredState to `apply`.
+StateSource = Callable[[Callable[[DesiredState], None], Metrics], Awaitable[None]]
+
+
+def bundle_source(settings: Settings) -> StateSource:
+    """The desired state for `ortserve serve --bundle DIR`: one model, one version, all traffic."""
+
+    async def run(apply: Callable[[DesiredState], None], metrics: Metrics) -> None:
+        version = DesiredVersion(settings.model_version, bundle_dir=settings.bundle)
+        model = DesiredModel(settings.model_name, {version.version: version}, {version.version: 100})
+        apply(DesiredState({model.model: model}))
+        await asyncio.Event().wait()
+
+    return run
+
+
+class Server:
+    def __init__(self, settings: Settings, *, source: StateSource, fetch: ArtifactFetcher | None = None) -> None:
+        self.settings = settings
+        self.metrics = Metrics()
+        self._source = source
+        self._tokenize_pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="ortserve-tok")
+        self._engine_pool = ThreadPoolExecutor(
+            settings.engine_concurrency * (settings.max_loaded_versions + 1), thread_name_prefix="ortserve-engine"
+        )
+        factory = VersionFactory(
+            settings, self.metrics, fetch=fetch, tokenize_pool=self._tokenize_pool, engine_pool=self._engine_pool
+        )
+        self.manager = ModelManager(
+            factory,
+            max_loaded_versions=settings.max_loaded_versions,
+            drain_timeout_s=settings.drain_timeout_s,
+            observer=self._on_lifecycle,
+        )
+        self.servicer = InferenceServicer(self.manager, self.metrics, max_texts=settings.max_texts_per_request)
+        self.health = health.aio.HealthServicer()
+        self._server: grpc.aio.Server | None = None
+        self._source_task: asyncio.Task[None] | None = None
+        self._metrics_http: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.port = 0
+        self.metrics_port = 0
+
+    async def start(self) -> None:
+        s = self.settings
+        self._loop = asyncio.get_running_loop()
+        server = grpc.aio.server(
+            options=[
+                ("grpc.so_reuseport", 0),  # on by default in grpcio: a port clash must fail, not share
+                ("grpc.max_receive_message_length", s.max_message_bytes),
+                ("grpc.max_send_message_length", s.max_message_bytes),
+            ]
+        )
+        pb_grpc.add_GRPCInferenceServiceServicer_to_server(self.servicer, server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        server.add_generic_rpc_handlers([_admin_handler(self._status_json)])
+        reflection.enable_server_reflection(
+            (INFERENCE_SERVICE, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+            server,
+        )
+        address = f"{s.host}:{s.port}"
+        if s.tls_cert:
+            self.port = server.add_secure_port(address, _tls_credentials(s))
+        else:
+            self.port = server.add_insecure_port(address)
+        await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
+        await server.start()
+        self._server = server
+        if s.metrics:
+            self.metrics.watch_manager(self._status_threadsafe)
+            self._metrics_http = self.metrics.serve(s.metrics_host, s.metrics_port)
+            self.metrics_port = self._metrics_http.server_port
+        self._source_task = asyncio.create_task(self._source(self.manager.apply, self.metrics))
+        self._source_task.add_done_callback(self._source_ended)
+        log.info(
+            "server_started",
+            port=self.port,
+            metrics_port=self.metrics_port,
+            tls=bool(s.tls_cert),
+            mtls=bool(s.tls_client_ca),
+        )
+
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Invariant 8: NOT_SERVING at once, refuse new calls, let in-flight ones finish, close engines."""
+        grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
+        started = time.monotonic()
+        self.servicer.accepting = False
+        await self.health.enter_graceful_shutdown()
+        log.info("shutdown_started", grace_s=grace)
+        if self._source_task is not None:
+            self._source_task.cancel()
+        if self._server is not None:
+            await self._server.stop(grace)
+        await self.manager.close()
+        self._tokenize_pool.shutdown(wait=False)
+        self._engine_pool.shutdown(wait=True)
+        if self._metrics_http is not None:
+            self._metrics_http.shutdown()
+        log.info("shutdown_complete", took_s=round(time.monotonic() - started, 3))
+
+    async def serve_until_signal(self) -> None:
+        await self.start()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("signal_received")
+        await self.stop()
+
+    def _source_ended(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("state_source_failed", error=repr(task.exception()))
+
+    def _on_lifecycle(self, event: str, model: str, version: str, **fields: Any) -> None:
+        log.info(f"version_{event}", model=model, version=version, **fields)
+        if event == "loaded":
+            self.metrics.reloads.labels(model, "success").inc()
+            self.metrics.load_seconds.labels(model).observe(fields.get("load_s", 0.0))
+        elif event == "failed":
+            self.metrics.reloads.labels(model, "failure").inc()
+        elif event == "swapped":
+            self.metrics.swaps.labels(model).inc()
+            asyncio.get_running_loop().create_task(self._update_health())
+
+    async def _update_health(self) -> None:
+        serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+        wanted = self.manager.wanted_models()
+        for model in set(wanted) | set(self.manager.served_models()):
+            await self.health.set(model, serving if self.manager.model_ready(model) else not_serving)
+        ready = bool(wanted) and all(self.manager.model_ready(m) for m in wanted)
+        await self.health.set("", serving if ready else not_serving)
+        await self.health.set(INFERENCE_SERVICE, serving if ready else not_serving)
+
+    def _status_json(self) -> bytes:
+        return json.dumps(self.manager.status(), sort_keys=True).encode()
+
+    def _status_threadsafe(self) -> dict[str, Any]:
+        """The manager is owned by the loop; the metrics thread asks the loop for a snapshot."""
+        assert self._loop is not None
+
+        async def snapshot() -> dict[str, Any]:
+            return self.manager.status()
+
+        return asyncio.run_coroutine_threadsafe(snapshot(), self._loop).result(timeout=5)
+
+
+def _admin_handler(status: Callable[[], bytes]) -> grpc.GenericRpcHandler:
+    """`ortserve status` reads this: JSON bytes, no schema to keep in step with the manager."""
+
+    async def status_rpc(request: bytes, context: Any) -> bytes:
+        return status()
+
+    handler = grpc.unary_unary_rpc_method_handler(
+        status_rpc, request_deserializer=lambda b: b, response_serializer=lambda b: b
+    )
+    return grpc.method_handlers_generic_handler("ortserve.admin.v1.Admin", {"Status": handler})
+
+
+def _tls_credentials(s: Settings) -> grpc.ServerCredentials:
+    def read(path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    return grpc.ssl_server_credentials(
+        [(read(s.tls_key), read(s.tls_cert))],
+        root_certificates=read(s.tls_client_ca) if s.tls_client_ca else None,
+        require_client_auth=bool(s.tls_client_ca),
+    )

@@ -1,0 +1,79 @@
+"""The composition root's factory: DesiredVersion → verified bundle → TextClassifier → Batcher.
+
+Injected into the manager, so the manager never knows about artifacts, engines or settings.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import Protocol
+
+from ortserve.registry.desired import ArtifactRef, DesiredVersion
+from ortserve.service.batch_policy import BatchPolicy
+from ortserve.service.batcher import Batcher
+from ortserve.service.config import Settings
+from ortserve.service.metrics import Metrics
+from ortserve.service.textmodel import EngineOptions, TextClassifier
+
+
+class ArtifactFetcher(Protocol):
+    def __call__(self, ref: ArtifactRef) -> Path:
+        """A local, sha256-verified bundle directory for `ref` (blocking)."""
+
+
+class VersionFactory:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        *,
+        fetch: ArtifactFetcher | None,
+        tokenize_pool: Executor,
+        engine_pool: Executor,
+    ) -> None:
+        self._settings = settings
+        self._metrics = metrics
+        self._fetch = fetch
+        self._tokenize_pool = tokenize_pool
+        self._engine_pool = engine_pool
+        self._policy = BatchPolicy(
+            max_batch_size=settings.max_batch_size,
+            max_queue_delay_s=settings.max_queue_delay_ms / 1000,
+            max_padding_ratio=settings.max_padding_ratio,
+        )
+        self._engine_options = EngineOptions(
+            intra_op_threads=settings.intra_op_threads,
+            inter_op_threads=settings.inter_op_threads,
+            graph_optimization_level=settings.graph_optimization_level,
+            device=settings.device,
+            allow_spinning=settings.allow_spinning,
+        )
+
+    def load(self, model: str, spec: DesiredVersion) -> TextClassifier:
+        if spec.artifact is not None:
+            if self._fetch is None:
+                raise RuntimeError("no artifact store configured for registry bundles")
+            bundle = self._fetch(spec.artifact)
+        elif spec.bundle_dir:
+            bundle = Path(spec.bundle_dir)
+        else:
+            raise ValueError(f"version {spec.version} has neither an artifact nor a bundle directory")
+        classifier = TextClassifier.load(bundle, self._engine_options)
+        try:
+            classifier.warm_up()  # invariant 1: no traffic before a real batch ran
+        except BaseException:
+            classifier.close()
+            raise
+        return classifier
+
+    def batcher(self, model: str, version: str, classifier: TextClassifier) -> Batcher:
+        return Batcher(
+            classifier,
+            policy=self._policy,
+            max_queue_items=self._settings.max_queue_items,
+            engine_concurrency=self._settings.engine_concurrency,
+            tokenize_pool=self._tokenize_pool,
+            engine_pool=self._engine_pool,
+            on_batch=self._metrics.batch_observer(model, version),
+        )

@@ -1,0 +1,242 @@
+"""Dynamic batching for one model version: admission, token-length grouping, deadlines, engine runs.
+
+Owned by the event loop: `infer` and every `_`-method except the executor bodies run on the loop
+thread, so the queue needs no lock. Tokenization runs in the shared tokenizer pool as soon as a
+request is admitted (it never waits behind the engine); batches run in the engine pool, at most
+`engine_concurrency` at once. The decision of what to run next is `batch_policy.choose_batch`.
+
+    infer(texts) ─► admit (bounded) ─► tokenize (pool) ─► pending ─► choose_batch ─► engine (pool)
+                                                                  ◄─ results split back per request
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ortserve.service.batch_policy import BatchPolicy, PendingText, choose_batch
+from ortserve.service.errors import DeadlineExceeded, Internal, ResourceExhausted, Unavailable
+from ortserve.service.textmodel import TextClassifier
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRun:
+    """What one engine run looked like; handed to the metrics observer."""
+
+    texts: int
+    padded_tokens: int
+    real_tokens: int
+    engine_s: float
+
+
+@dataclass(slots=True)
+class InferResult:
+    logits: np.ndarray
+    tokenize_s: float
+    queue_s: float
+    """Longest time any of this request's texts waited between tokenized and engine start."""
+    engine_s: float
+    """Engine time of the batches this request's texts ran in (summed when split)."""
+    batch_size: int
+    """Largest batch any of this request's texts ran in."""
+
+
+@dataclass(eq=False, slots=True)
+class _Request:
+    future: asyncio.Future[None]
+    deadline: float | None
+    logits: np.ndarray
+    remaining: int
+    queue_s: float = 0.0
+    engine_s: float = 0.0
+    batch_size: int = 0
+
+
+@dataclass(eq=False, slots=True)
+class _Item:
+    request: _Request
+    row: int
+    ids: np.ndarray
+    enqueued_at: float
+    key: PendingText = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.key = PendingText(len(self.ids), self.enqueued_at)
+
+
+class Batcher:
+    def __init__(
+        self,
+        classifier: TextClassifier,
+        *,
+        policy: BatchPolicy,
+        max_queue_items: int,
+        engine_concurrency: int,
+        tokenize_pool: Executor,
+        engine_pool: Executor,
+        on_batch: Callable[[BatchRun], None] | None = None,
+    ) -> None:
+        self._classifier = classifier
+        self._policy = policy
+        self._max_queue_items = max_queue_items
+        self._engine_concurrency = engine_concurrency
+        self._tokenize_pool = tokenize_pool
+        self._engine_pool = engine_pool
+        self._on_batch = on_batch
+        self._labels = len(classifier.labels)
+        self._admitted = 0  # texts admitted and not yet handed to the engine (tokenizing + pending)
+        self._pending: list[_Item] = []
+        self._in_flight = 0
+        self._closed = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def queue_depth(self) -> int:
+        return self._admitted
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    async def infer(self, texts: Sequence[str], *, deadline: float | None = None) -> InferResult:
+        """Logits for `texts`, in order. `deadline` is in `time.monotonic()` seconds."""
+        if self._closed:
+            raise Unavailable("model version is shutting down; retry")
+        n = len(texts)
+        # A request larger than the whole queue is still admitted into an empty queue, so the
+        # per-request maximum, not the queue size, bounds what one call may send.
+        if self._admitted and self._admitted + n > self._max_queue_items:
+            raise ResourceExhausted(
+                f"server busy: {self._admitted} texts queued for this model version "
+                f"(limit {self._max_queue_items}); retry with backoff"
+            )
+        loop = asyncio.get_running_loop()
+        self._admitted += n
+        self._idle.clear()
+        request = _Request(
+            future=loop.create_future(),
+            deadline=deadline,
+            logits=np.empty((n, self._labels), dtype=np.float32),
+            remaining=n,
+        )
+        queued = False
+        try:
+            started = time.monotonic()
+            token_ids = await loop.run_in_executor(self._tokenize_pool, self._classifier.tokenize, texts)
+            now = time.monotonic()
+            tokenize_s = now - started
+            if deadline is not None and now >= deadline:
+                raise DeadlineExceeded("deadline exceeded before the request reached the engine")
+            self._pending.extend(_Item(request, row, ids, now) for row, ids in enumerate(token_ids))
+            queued = True
+            self._dispatch()
+            await request.future
+            return InferResult(
+                logits=request.logits,
+                tokenize_s=tokenize_s,
+                queue_s=request.queue_s,
+                engine_s=request.engine_s,
+                batch_size=request.batch_size,
+            )
+        finally:
+            if not request.future.done():
+                request.future.cancel()
+            if queued:
+                self._forget(request)
+            else:
+                self._admitted -= n
+            self._check_idle()
+
+    async def drain(self) -> None:
+        """Wait until nothing is queued or running."""
+        await self._idle.wait()
+
+    def close(self) -> None:
+        """Refuse new requests; queued ones still run."""
+        self._closed = True
+
+    def _forget(self, request: _Request) -> None:
+        """Drop a finished request's texts that are still pending (failed, expired or cancelled)."""
+        before = len(self._pending)
+        self._pending = [item for item in self._pending if item.request is not request]
+        self._admitted -= before - len(self._pending)
+
+    def _dispatch(self) -> None:
+        while self._in_flight < self._engine_concurrency and self._pending:
+            now = time.monotonic()
+            self._expire(now)
+            if not self._pending:
+                return
+            chosen = choose_batch([item.key for item in self._pending], now, self._policy)
+            picked = set(chosen)
+            batch = [self._pending[i] for i in chosen]
+            self._pending = [item for i, item in enumerate(self._pending) if i not in picked]
+            self._admitted -= len(batch)
+            self._in_flight += 1
+            for item in batch:
+                req = item.request
+                req.queue_s = max(req.queue_s, now - item.enqueued_at)
+            loop = asyncio.get_running_loop()
+            task = loop.run_in_executor(self._engine_pool, _run_batch, self._classifier, [i.ids for i in batch])
+            task.add_done_callback(lambda f, batch=batch: self._finish(batch, f))
+
+    def _expire(self, now: float) -> None:
+        keep: list[_Item] = []
+        for item in self._pending:
+            req = item.request
+            if req.future.done():
+                continue
+            if req.deadline is not None and now >= req.deadline:
+                req.future.set_exception(
+                    DeadlineExceeded("deadline exceeded while queued; the request never reached the engine")
+                )
+                continue
+            keep.append(item)
+        self._admitted -= len(self._pending) - len(keep)
+        self._pending = keep
+
+    def _finish(self, batch: list[_Item], outcome: asyncio.Future[tuple[np.ndarray, float]]) -> None:
+        self._in_flight -= 1
+        try:
+            logits, engine_s = outcome.result()
+        except Exception as e:  # the engine's message is for operators and callers alike
+            error = Internal(f"inference failed: {e}")
+            for item in batch:
+                if not item.request.future.done():
+                    item.request.future.set_exception(error)
+        else:
+            width = max(len(item.ids) for item in batch)
+            real = sum(len(item.ids) for item in batch)
+            if self._on_batch is not None:
+                self._on_batch(BatchRun(len(batch), width * len(batch), real, engine_s))
+            seen: set[int] = set()
+            for row, item in enumerate(batch):
+                req = item.request
+                if req.future.done():
+                    continue
+                req.logits[item.row] = logits[row]
+                if id(req) not in seen:  # a request split over batches pays each batch once
+                    seen.add(id(req))
+                    req.engine_s += engine_s
+                    req.batch_size = max(req.batch_size, len(batch))
+                req.remaining -= 1
+                if req.remaining == 0:
+                    req.future.set_result(None)
+        self._dispatch()
+        self._check_idle()
+
+    def _check_idle(self) -> None:
+        if self._admitted == 0 and self._in_flight == 0:
+            self._idle.set()
+
+
+def _run_batch(classifier: TextClassifier, token_ids: list[np.ndarray]) -> tuple[np.ndarray, float]:
+    started = time.monotonic()
+    logits = classifier.run(token_ids)
+    return logits, time.monotonic() - started

@@ -1,0 +1,95 @@
+"""The `ortserve` command: `serve` runs the server, `status` asks a running one what it serves."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+
+from ortserve import __version__
+from ortserve.service import config
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ortserve", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"ortserve {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser(
+        "serve",
+        help="run the KServe V2 gRPC server",
+        description="Serve a local bundle (--bundle DIR) or what a registry says (--registry URL). "
+        "Settings come from defaults, then --config FILE (TOML or YAML), then ORTSERVE_* "
+        "environment variables, then these flags.",
+    )
+    serve.add_argument("--config", default="", help="settings file (TOML, or YAML by extension)")
+    config.add_arguments(serve)
+
+    status = sub.add_parser("status", help="print a running server's versions, routing and load errors")
+    status.add_argument("--address", default="localhost:8001", help="host:port of the gRPC server")
+    status.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    status.add_argument("--timeout", type=float, default=5.0)
+
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
+    return _status(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        settings = config.load_settings(file=args.config, flags=config.flags_from(args))
+    except config.ConfigError as e:
+        print(f"ortserve: {e}", file=sys.stderr)
+        return 2
+    if not settings.bundle and not settings.registry:
+        print("ortserve: nothing to serve: give --bundle DIR or --registry URL", file=sys.stderr)
+        return 2
+    # Imported late: `ortserve status` and config errors need neither the engine nor the registry.
+    from ortserve.service.app import Server, bundle_source
+    from ortserve.service.logs import configure_logging
+
+    configure_logging(level=settings.log_level, fmt=settings.log_format)
+    if settings.bundle:
+        server = Server(settings, source=bundle_source(settings))
+    else:
+        from ortserve.service.registry_source import registry_source
+
+        source, fetch = registry_source(settings)
+        server = Server(settings, source=source, fetch=fetch)
+    asyncio.run(server.serve_until_signal())
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    import grpc
+
+    from ortserve.service.app import ADMIN_STATUS_METHOD
+
+    try:
+        with grpc.insecure_channel(args.address) as channel:
+            call = channel.unary_unary(
+                ADMIN_STATUS_METHOD, request_serializer=lambda b: b, response_deserializer=lambda b: b
+            )
+            status = json.loads(call(b"", timeout=args.timeout))
+    except grpc.RpcError as e:
+        print(f"ortserve: cannot reach {args.address}: {e.code().name}: {e.details()}", file=sys.stderr)
+        return 3
+    if args.json:
+        print(json.dumps(status, indent=2, sort_keys=True))
+        return 0
+    print(f"registry index {status['registry_index']}")
+    for model, info in status["models"].items():
+        routing = " ".join(f"{v}={w}" for v, w in info["routing"].items()) or "(none)"
+        print(f"model {model}: routing {routing}")
+        for version, v in info["versions"].items():
+            extra = f"  error: {v['error']}" if v.get("error") else ""
+            print(f"  {version:<16} {v['state']:<9} leases={v.get('leases', 0)}{extra}")
+        if info.get("last_error"):
+            print(f"  last error: {info['last_error']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

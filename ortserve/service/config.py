@@ -1,0 +1,212 @@
+"""The server's settings: one typed object, layered defaults → file → ORTSERVE_* env → CLI flags.
+
+Every field's docstring is its `--help` text. `load_settings` names the setting and where its
+bad value came from, so a misconfigured pod fails at start with a message an operator can act on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_origin, get_type_hints
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _doc(text: str, **kw: Any) -> Any:
+    return field(metadata={"doc": text}, **kw)
+
+
+@dataclass(frozen=True)
+class Settings:
+    # -- network
+    host: str = _doc("Address the gRPC port binds to.", default="0.0.0.0")
+    port: int = _doc("gRPC port (KServe V2, health, reflection, admin status).", default=8001)
+    metrics_host: str = _doc("Address the Prometheus metrics port binds to.", default="0.0.0.0")
+    metrics_port: int = _doc("HTTP port for /metrics (0 picks a free port).", default=8002)
+    metrics: bool = _doc("Serve Prometheus metrics.", default=True)
+    max_message_bytes: int = _doc("Largest gRPC message accepted or sent.", default=8 * 1024 * 1024)
+    tls_cert: str = _doc("PEM server certificate; with tls_key turns TLS on.", default="")
+    tls_key: str = _doc("PEM private key of tls_cert.", default="")
+    tls_client_ca: str = _doc("PEM CA bundle; when set, clients must present a cert it signed (mTLS).", default="")
+    # -- what to serve
+    registry: str = _doc(
+        "Registry URL (consul://host:8500?prefix=ortserve/ or file:///path); serve what it says.", default=""
+    )
+    artifacts: str = _doc("Artifact store URL for registry bundles (default: beside a file registry).", default="")
+    artifact_cache: str = _doc("Local directory for fetched, verified bundles.", default="")
+    models: tuple[str, ...] = _doc("Only serve these registry models (default: all).", default=())
+    model_name: str = _doc("Model name for a local --bundle.", default="classifier")
+    model_version: str = _doc("Version name for a local --bundle.", default="1")
+    bundle: str = _doc("Serve this local bundle directory instead of a registry.", default="")
+    # -- requests and batching
+    max_texts_per_request: int = _doc("Most texts one ModelInfer call may carry.", default=128)
+    max_batch_size: int = _doc("Most texts in one engine run.", default=32)
+    max_queue_delay_ms: float = _doc("Longest a text may be passed over by length-bucketing.", default=10.0)
+    max_padding_ratio: float = _doc("Padded/real tokens allowed in one batch (>= 1.0).", default=1.3)
+    max_queue_items: int = _doc("Texts queued per version before RESOURCE_EXHAUSTED.", default=64)
+    engine_concurrency: int = _doc("Batches running at once per version.", default=1)
+    tokenizer_threads: int = _doc("Threads tokenizing requests.", default=1)
+    # -- engine
+    device: str = _doc("cpu, cuda or cuda:N (falls back to cpu with one log line).", default="cpu")
+    intra_op_threads: int = _doc("ONNX Runtime intra-op threads per engine (0 = ORT default).", default=2)
+    inter_op_threads: int = _doc("ONNX Runtime inter-op threads per engine.", default=1)
+    allow_spinning: bool = _doc("Let ORT's idle threads spin (costs CPU the event loop needs).", default=False)
+    graph_optimization_level: str = _doc("disable, basic, extended or all.", default="all")
+    # -- lifecycle
+    max_loaded_versions: int = _doc("Versions kept loaded per model (weighted ones always are).", default=3)
+    drain_timeout_s: float = _doc("Longest a retired version waits for its in-flight calls.", default=30.0)
+    shutdown_grace_s: float = _doc("On SIGTERM, time in-flight calls get to finish.", default=20.0)
+    # -- logs
+    log_level: str = _doc("debug, info, warning or error.", default="info")
+    log_format: str = _doc("json (one object per line) or console (for people).", default="json")
+
+    def validate(self) -> Settings:
+        checks: list[tuple[str, bool, str]] = [
+            ("port", 0 <= self.port <= 65535, "a TCP port 0..65535"),
+            ("metrics_port", 0 <= self.metrics_port <= 65535, "a TCP port 0..65535"),
+            ("max_message_bytes", self.max_message_bytes >= 1024, ">= 1024"),
+            ("max_texts_per_request", self.max_texts_per_request >= 1, ">= 1"),
+            ("max_batch_size", self.max_batch_size >= 1, ">= 1"),
+            ("max_queue_delay_ms", self.max_queue_delay_ms >= 0, ">= 0"),
+            ("max_padding_ratio", self.max_padding_ratio >= 1.0, ">= 1.0"),
+            ("max_queue_items", self.max_queue_items >= 1, ">= 1"),
+            ("engine_concurrency", self.engine_concurrency >= 1, ">= 1"),
+            ("tokenizer_threads", self.tokenizer_threads >= 1, ">= 1"),
+            ("intra_op_threads", self.intra_op_threads >= 0, ">= 0"),
+            ("inter_op_threads", self.inter_op_threads >= 0, ">= 0"),
+            ("max_loaded_versions", self.max_loaded_versions >= 1, ">= 1"),
+            ("drain_timeout_s", self.drain_timeout_s >= 0, ">= 0"),
+            ("shutdown_grace_s", self.shutdown_grace_s >= 0, ">= 0"),
+            (
+                "graph_optimization_level",
+                self.graph_optimization_level in ("disable", "basic", "extended", "all"),
+                "one of disable, basic, extended, all",
+            ),
+            (
+                "device",
+                self.device == "cpu"
+                or self.device == "cuda"
+                or (self.device.startswith("cuda:") and self.device[5:].isdigit()),
+                "cpu, cuda or cuda:N",
+            ),
+            (
+                "log_level",
+                self.log_level in ("debug", "info", "warning", "error"),
+                "one of debug, info, warning, error",
+            ),
+            ("log_format", self.log_format in ("json", "console"), "json or console"),
+            ("tls_key", bool(self.tls_cert) == bool(self.tls_key), "set together with tls_cert"),
+            ("tls_client_ca", not self.tls_client_ca or bool(self.tls_cert), "used only with tls_cert"),
+            ("bundle", not (self.bundle and self.registry), "either --bundle or --registry, not both"),
+        ]
+        for name, ok, expected in checks:
+            if not ok:
+                raise ConfigError(f"invalid setting {name}={getattr(self, name)!r}: expected {expected}")
+        return self
+
+
+_HINTS = get_type_hints(Settings)
+
+
+def _coerce(name: str, raw: Any, source: str) -> Any:
+    kind = _HINTS[name]
+    try:
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("not a boolean (true/false)")
+        if kind is int:
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise ValueError("not an integer")
+            return int(raw)
+        if kind is float:
+            return float(raw)
+        if get_origin(kind) is tuple:
+            items = raw.split(",") if isinstance(raw, str) else list(raw)
+            return tuple(str(i).strip() for i in items if str(i).strip())
+        if kind is str:
+            if not isinstance(raw, str | int | float):
+                raise ValueError("not a string")
+            return str(raw)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"invalid setting {name} (from {source}): {raw!r}: {e}") from None
+    raise AssertionError(f"unhandled setting type {kind}")
+
+
+def _read_file(path: str) -> Mapping[str, Any]:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    try:
+        if p.suffix in (".yaml", ".yml"):
+            import yaml  # only needed for YAML configs
+
+            data = yaml.safe_load(text) or {}
+        else:
+            data = tomllib.loads(text)
+    except Exception as e:
+        raise ConfigError(f"cannot parse config file {path}: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a table of settings")
+    data = data.get("ortserve", data)
+    return data
+
+
+def load_settings(
+    *, file: str = "", env: Mapping[str, str] | None = None, flags: Mapping[str, Any] | None = None
+) -> Settings:
+    names = {f.name for f in fields(Settings)}
+    values: dict[str, Any] = {}
+    if file:
+        for key, raw in _read_file(file).items():
+            key = key.replace("-", "_")
+            if key not in names:
+                raise ConfigError(f"unknown setting {key!r} in {file}")
+            values[key] = _coerce(key, raw, file)
+    for key, raw in (os.environ if env is None else env).items():
+        if key.startswith("ORTSERVE_"):
+            name = key[len("ORTSERVE_") :].lower()
+            if name in names:
+                values[name] = _coerce(name, raw, key)
+    for key, raw in (flags or {}).items():
+        if raw is not None:
+            values[key] = _coerce(key, raw, "--" + key.replace("_", "-"))
+    return Settings(**values).validate()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting, documented from the field docstrings; unset flags stay None."""
+    for f in fields(Settings):
+        flag = "--" + f.name.replace("_", "-")
+        kind = _HINTS[f.name]
+        default = f.default
+        help_text = f"{f.metadata['doc']} (default: {default!r}; env ORTSERVE_{f.name.upper()})"
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        elif get_origin(kind) is tuple:
+            parser.add_argument(flag, action="append", default=None, metavar="NAME", help=help_text)
+        else:
+            parser.add_argument(flag, default=None, metavar=f.name.split("_")[-1].upper(), help=help_text)
+
+
+def flags_from(namespace: argparse.Namespace) -> dict[str, Any]:
+    return {f.name: getattr(namespace, f.name, None) for f in fields(Settings)}
+
+
+def as_dict(settings: Settings) -> dict[str, Any]:
+    return dataclasses.asdict(settings)

@@ -1,0 +1,152 @@
+"""KServe V2 servicer: a translator. Decode and validate → lease a version → batcher → encode.
+
+Lookup lives in the manager, batching in the batcher, the wire format in codec; this file only
+wires them per call, maps errors to statuses (errors carry their own code) and writes the one
+structured log line per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+import structlog
+
+from ortserve import __version__
+from ortserve.proto import grpc_service_pb2 as pb
+from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
+from ortserve.service import codec
+from ortserve.service.errors import NotFound, ServiceError, Unavailable
+from ortserve.service.manager import ModelManager
+from ortserve.service.metrics import Metrics
+
+log = structlog.get_logger("ortserve.request")
+T = TypeVar("T")
+
+
+class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
+    def __init__(self, manager: ModelManager, metrics: Metrics, *, max_texts: int) -> None:
+        self._manager = manager
+        self._metrics = metrics
+        self._max_texts = max_texts
+        self.accepting = True  # False once shutdown starts: readiness says so before the port closes
+
+    async def ServerLive(self, request: pb.ServerLiveRequest, context: Any) -> pb.ServerLiveResponse:
+        return pb.ServerLiveResponse(live=True)
+
+    async def ServerReady(self, request: pb.ServerReadyRequest, context: Any) -> pb.ServerReadyResponse:
+        wanted = self._manager.wanted_models()
+        ready = self.accepting and bool(wanted) and all(self._manager.model_ready(m) for m in wanted)
+        return pb.ServerReadyResponse(ready=ready)
+
+    async def ModelReady(self, request: pb.ModelReadyRequest, context: Any) -> pb.ModelReadyResponse:
+        return pb.ModelReadyResponse(ready=self.accepting and self._manager.model_ready(request.name, request.version))
+
+    async def ServerMetadata(self, request: pb.ServerMetadataRequest, context: Any) -> pb.ServerMetadataResponse:
+        return pb.ServerMetadataResponse(name="ortserve", version=__version__, extensions=[])
+
+    async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Any) -> pb.ModelMetadataResponse:
+        return await _answer(context, lambda: self._model_metadata(request))
+
+    async def _model_metadata(self, request: pb.ModelMetadataRequest) -> pb.ModelMetadataResponse:
+        route = self._manager.route_table.models.get(request.name)
+        if route is None:
+            if request.name in self._manager.wanted_models():
+                raise Unavailable(f"model '{request.name}' is loading; no version is ready yet")
+            raise NotFound(f"unknown model '{request.name}'")
+        if request.version and request.version not in route.versions:
+            failure = self._manager.version_failure(request.name, request.version)
+            if failure:
+                raise Unavailable(f"model '{request.name}' version '{request.version}' failed to load: {failure}")
+            raise NotFound(f"model '{request.name}' has no loaded version '{request.version}'")
+        version = route.versions[request.version] if request.version else next(iter(route.versions.values()))
+        labels = len(version.classifier.labels) if version.classifier else -1
+        meta = pb.ModelMetadataResponse(name=request.name, versions=sorted(route.versions), platform="onnxruntime_onnx")
+        meta.inputs.add(name=codec.INPUT_NAME, datatype="BYTES", shape=[-1])
+        meta.outputs.add(name=codec.OUTPUT_NAME, datatype="FP32", shape=[-1, labels])
+        return meta
+
+    async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
+        started = time.monotonic()
+        metadata = dict(context.invocation_metadata() or ())
+        request_id = str(metadata.get("x-request-id") or uuid.uuid4().hex)
+        fields: dict[str, Any] = {
+            "request_id": request_id,
+            "model": request.model_name,
+            "version": request.model_version or None,
+        }
+        version_label = "none"
+        self._metrics.in_flight.inc()
+        try:
+            texts = codec.decode_texts(request, max_texts=self._max_texts)
+            codec.check_requested_outputs(request)
+            routing_key = (
+                codec.string_parameter(request.parameters, "routing_key")
+                or str(metadata.get("x-routing-key") or "")
+                or request_id
+            )
+            remaining = context.time_remaining()
+            deadline = None if remaining is None else started + remaining
+            fields["texts"] = len(texts)
+            with self._manager.lease(
+                request.model_name, version=request.model_version, routing_key=routing_key
+            ) as lease:
+                lv = lease.version
+                fields.update(version=lv.version, route=lease.route)
+                version_label = lv.version
+                assert lv.batcher is not None  # READY versions always have one
+                result = await lv.batcher.infer(texts, deadline=deadline)
+            response = pb.ModelInferResponse(model_name=request.model_name, model_version=lv.version, id=request.id)
+            codec.encode_logits(response, result.logits, raw=codec.wants_raw_output(request))
+            await context.send_initial_metadata((("x-request-id", request_id), ("x-model-version", lv.version)))
+            m = self._metrics
+            m.texts.labels(request.model_name, lv.version).inc(len(texts))
+            m.queue_seconds.labels(request.model_name, lv.version).observe(result.queue_s)
+            m.tokenize_seconds.labels(request.model_name, lv.version).observe(result.tokenize_s)
+            fields.update(
+                batch_size=result.batch_size,
+                queue_ms=_ms(result.queue_s),
+                tokenize_ms=_ms(result.tokenize_s),
+                engine_ms=_ms(result.engine_s),
+            )
+            self._finish(fields, started, "OK", version_label)
+            return response
+        except ServiceError as e:
+            self._finish(fields, started, e.code.name, version_label, error=e.message)
+            context.set_trailing_metadata((("x-request-id", request_id),))
+            await context.abort(e.code, e.message)
+            raise  # abort raises; this line is never reached
+        except asyncio.CancelledError:
+            self._finish(fields, started, "CANCELLED", version_label)
+            raise
+        except Exception:
+            log.exception("request_failed", **fields)
+            self._finish(fields, started, "INTERNAL", version_label)
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error; request id {request_id}")
+            raise
+        finally:
+            self._metrics.in_flight.dec()
+
+    def _finish(self, fields: dict[str, Any], started: float, code: str, version: str, **extra: Any) -> None:
+        total = time.monotonic() - started
+        model = fields["model"] or "none"
+        self._metrics.requests.labels(model, version, code).inc()
+        if code == "OK":
+            self._metrics.request_seconds.labels(model, version).observe(total)
+        log.info("request", **fields, status=code, total_ms=_ms(total), **extra)
+
+
+async def _answer(context: Any, make: Callable[[], Awaitable[T]]) -> T:
+    try:
+        return await make()
+    except ServiceError as e:
+        await context.abort(e.code, e.message)
+        raise
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)

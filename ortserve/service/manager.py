@@ -1,0 +1,400 @@
+"""Loaded model versions, their lifecycle, and the live route table.
+
+Owned by the event loop: every method runs on the loop thread, and loads run in a loader thread.
+That makes the loop itself the read-write lock of the design: `lease()` reads the table and takes
+a refcount in one synchronous step, and a swap is one assignment of an immutable RouteTable, so
+a request sees the old table or the new one, never a mix, and nobody ever waits on a lock.
+
+For each model, one worker task converges on the newest desired state (`set_desired` supersedes):
+
+    load what is missing, outside the table (fetch → verify → Engine → warm up)
+      → swap the table (one assignment)  → drain leases of what left → close its engine
+
+A version that fails any step changes no traffic: the previous route stays, the error is kept for
+status and metrics, and the load is retried with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
+from ortserve.service import router
+from ortserve.service.batcher import Batcher
+from ortserve.service.errors import NotFound, Unavailable
+from ortserve.service.lifecycle import State, check_transition
+from ortserve.service.textmodel import TextClassifier
+
+log = structlog.get_logger("ortserve.manager")
+
+
+class VersionFactory(Protocol):
+    def load(self, model: str, spec: DesiredVersion) -> TextClassifier:
+        """Fetch, verify, load and warm up; blocking (runs in the loader thread)."""
+
+    def batcher(self, model: str, version: str, classifier: TextClassifier) -> Batcher:
+        """Build the version's batcher (on the loop)."""
+
+
+class LifecycleObserver(Protocol):
+    def __call__(self, event: str, model: str, version: str, **fields: Any) -> None: ...
+
+
+@dataclass(eq=False)
+class LoadedVersion:
+    """One version of one model. Owned by the manager; `leases` counts requests using it."""
+
+    model: str
+    version: str
+    spec: DesiredVersion
+    state: State = State.NEW
+    reason: str = ""
+    classifier: TextClassifier | None = None
+    batcher: Batcher | None = None
+    leases: int = 0
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def transition(self, target: State, reason: str = "") -> None:
+        check_transition(self.state, target)
+        self.state = target
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRoute:
+    versions: Mapping[str, LoadedVersion]
+    """READY versions that requests may use (by pin or by split)."""
+    weights: Mapping[str, int]
+    """The routing in force."""
+    split: router.Split
+
+
+@dataclass(frozen=True, slots=True)
+class RouteTable:
+    models: Mapping[str, ModelRoute]
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    version: LoadedVersion
+    route: str
+    """Why this version: "pin" or "bucket N"."""
+
+
+@dataclass(slots=True)
+class _LoadFailure:
+    source: str
+    error: str
+    attempts: int
+    retry_at: float
+
+
+class ModelManager:
+    def __init__(
+        self,
+        factory: VersionFactory,
+        *,
+        max_loaded_versions: int = 3,
+        drain_timeout_s: float = 30.0,
+        retry_backoff_s: tuple[float, float] = (1.0, 60.0),
+        observer: LifecycleObserver | None = None,
+    ) -> None:
+        self._factory = factory
+        self._max_loaded = max_loaded_versions
+        self._drain_timeout_s = drain_timeout_s
+        self._backoff = retry_backoff_s
+        self._observe = observer or (lambda *a, **k: None)
+        self._table = RouteTable({})
+        self._versions: dict[str, dict[str, LoadedVersion]] = {}  # every version not yet CLOSED
+        self._desired: dict[str, DesiredModel] = {}
+        self._wake: dict[str, asyncio.Event] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._failures: dict[tuple[str, str], _LoadFailure] = {}
+        self._last_error: dict[str, str] = {}
+        self._retiring: set[asyncio.Task[None]] = set()
+        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ortserve-loader")
+        self._state_index = 0
+        self._busy = 0  # workers inside a converge pass
+        self._closed = False
+
+    # ---- request path -------------------------------------------------------------------------
+
+    @property
+    def route_table(self) -> RouteTable:
+        return self._table
+
+    @contextmanager
+    def lease(self, model: str, *, version: str = "", routing_key: str) -> Iterator[Lease]:
+        """Pick a version and hold it for the duration of one request."""
+        route = self._table.models.get(model)
+        if route is None:
+            if model in self._desired and not self._closed:
+                raise Unavailable(f"model '{model}' is loading; no version is ready yet, retry shortly")
+            raise NotFound(f"unknown model '{model}'; served models: {sorted(self._table.models) or 'none'}")
+        if version:
+            chosen = route.versions.get(version)
+            if chosen is None:
+                raise NotFound(f"model '{model}' has no loaded version '{version}'; loaded: {sorted(route.versions)}")
+            reason = "pin"
+        else:
+            b = router.bucket(model, routing_key)
+            picked = route.split.pick(b)
+            if picked is None:
+                raise Unavailable(f"model '{model}' has no routable version")
+            chosen = route.versions[picked]
+            reason = f"bucket {b}"
+        chosen.leases += 1
+        chosen.released.clear()
+        try:
+            yield Lease(chosen, reason)
+        finally:
+            chosen.leases -= 1
+            if chosen.leases == 0:
+                chosen.released.set()
+
+    # ---- control path -------------------------------------------------------------------------
+
+    def apply(self, state: DesiredState) -> None:
+        """Make `state` the goal for every model it names; models it drops are unloaded."""
+        self._state_index = state.index
+        for name in set(self._desired) - set(state.models):
+            self.set_desired(DesiredModel(name, {}))
+        for desired in state.models.values():
+            self.set_desired(desired)
+
+    def set_desired(self, desired: DesiredModel) -> None:
+        """The full desired set for one model; supersedes earlier calls. Returns at once."""
+        if self._closed:
+            return
+        self._desired[desired.model] = desired
+        self._wake.setdefault(desired.model, asyncio.Event()).set()
+        if desired.model not in self._workers:
+            self._workers[desired.model] = asyncio.create_task(
+                self._worker(desired.model), name=f"ortserve-manager-{desired.model}"
+            )
+
+    async def wait_converged(self, timeout_s: float) -> None:
+        """Wait until every worker has acted on its newest desired state (tests, start-up)."""
+        deadline = time.monotonic() + timeout_s
+        while any(e.is_set() for e in self._wake.values()) or self._busy:
+            if time.monotonic() > deadline:
+                raise TimeoutError("model manager did not converge in time")
+            await asyncio.sleep(0.01)
+
+    async def _worker(self, model: str) -> None:
+        wake = self._wake[model]
+        while not self._closed:
+            await wake.wait()
+            wake.clear()
+            self._busy += 1
+            try:
+                retry_in = await self._converge(model, self._desired[model])
+            except Exception as e:  # a bug here must not kill the worker: keep serving, say why
+                log.exception("converge_failed", model=model)
+                self._last_error[model] = f"internal error while converging: {e}"
+                retry_in = self._backoff[1]
+            finally:
+                self._busy -= 1
+            if retry_in is not None and not wake.is_set():
+                asyncio.get_running_loop().call_later(retry_in, wake.set)
+
+    def _targets(self, desired: DesiredModel) -> list[str]:
+        """Versions to keep loaded: every weighted one, then the newest others up to the cap."""
+        weighted = [v for v, w in desired.weights.items() if w > 0 and v in desired.versions]
+        if not desired.weights and desired.versions:
+            weighted = [_newest(desired)]
+        rest = sorted(
+            (v for v in desired.versions if v not in weighted),
+            key=lambda v: (desired.versions[v].created_at, v),
+            reverse=True,
+        )
+        return weighted + rest[: max(0, self._max_loaded - len(weighted))]
+
+    async def _converge(self, model: str, desired: DesiredModel) -> float | None:
+        """One pass towards `desired`; returns seconds until a retry is due, if any."""
+        loaded = self._versions.setdefault(model, {})
+        retry_in: float | None = None
+        for version in self._targets(desired):
+            if self._desired[model] is not desired:
+                return None  # superseded: the worker goes round again with the newest state
+            spec = desired.versions[version]
+            current = loaded.get(version)
+            if current is not None and current.spec.source() == spec.source():
+                continue
+            failure = self._failures.get((model, version))
+            if failure is not None and failure.source == spec.source():
+                wait = failure.retry_at - time.monotonic()
+                if wait > 0:
+                    retry_in = wait if retry_in is None else min(retry_in, wait)
+                    continue
+            if not await self._load(model, spec):
+                failure = self._failures[(model, version)]
+                wait = failure.retry_at - time.monotonic()
+                retry_in = wait if retry_in is None else min(retry_in, wait)
+        if self._desired[model] is not desired:
+            return None
+        self._swap(model, desired)
+        return retry_in
+
+    async def _load(self, model: str, spec: DesiredVersion) -> bool:
+        lv = LoadedVersion(model, spec.version, spec)
+        lv.transition(State.LOADING)
+        self._observe("loading", model, spec.version, source=spec.source())
+        started = time.monotonic()
+        try:
+            loop = asyncio.get_running_loop()
+            lv.classifier = await loop.run_in_executor(self._loader, self._factory.load, model, spec)
+            lv.batcher = self._factory.batcher(model, spec.version, lv.classifier)
+        except Exception as e:
+            lv.transition(State.FAILED, str(e))
+            previous = self._failures.get((model, spec.version))
+            attempts = previous.attempts + 1 if previous and previous.source == spec.source() else 1
+            delay = min(self._backoff[1], self._backoff[0] * 2 ** (attempts - 1))
+            self._failures[(model, spec.version)] = _LoadFailure(
+                spec.source(), str(e), attempts, time.monotonic() + delay
+            )
+            self._last_error[model] = f"version {spec.version}: {e}"
+            self._observe("failed", model, spec.version, error=str(e), attempts=attempts, retry_in_s=delay)
+            if lv.classifier is not None:
+                lv.classifier.close()
+            lv.transition(State.CLOSED, str(e))
+            return False
+        lv.transition(State.READY)
+        self._failures.pop((model, spec.version), None)
+        self._observe("loaded", model, spec.version, load_s=round(time.monotonic() - started, 3))
+        replaced = self._versions[model].get(spec.version)
+        self._versions[model][spec.version] = lv
+        if replaced is not None:  # same version name, new bytes (a local bundle that changed)
+            self._start_retire(replaced)
+        return True
+
+    def _swap(self, model: str, desired: DesiredModel) -> None:
+        keep = set(self._targets(desired))
+        loaded = self._versions[model]
+        ready = {v: lv for v, lv in loaded.items() if lv.state is State.READY and v in keep}
+        weights = dict(desired.weights) if desired.weights else ({_newest(desired): 100} if desired.versions else {})
+        current = self._table.models.get(model)
+        unready = sorted(v for v, w in weights.items() if w > 0 and v not in ready)
+        if unready and current is not None:
+            # Invariant 4: a version that is not ready changes no traffic. Keep the old route.
+            self._last_error[model] = (
+                f"routing {weights} not applied: {', '.join(unready)} not loaded "
+                f"({self._last_error.get(model, 'loading')})"
+            )
+            return
+        if unready:  # first load of this model: serve what is ready rather than nothing
+            weights = {v: w for v, w in weights.items() if v in ready}
+        elif not any((model, v) in self._failures for v in keep):
+            self._last_error.pop(model, None)
+        models = dict(self._table.models)
+        if ready and sum(weights.values()) > 0:
+            order = sorted(weights, key=lambda v: (desired.versions[v].created_at, v))
+            split = router.Split.of([(v, weights[v]) for v in order])
+            models[model] = ModelRoute(versions=dict(ready), weights=dict(weights), split=split)
+        else:
+            models.pop(model, None)
+        self._table = RouteTable(models)  # the swap: one assignment on the loop thread
+        if models.get(model) != current:
+            self._observe("swapped", model, ",".join(sorted(ready)), weights=weights)
+        for version, lv in list(loaded.items()):
+            if lv.state is State.READY and version not in keep:
+                self._start_retire(lv)
+
+    def _start_retire(self, lv: LoadedVersion) -> None:
+        lv.transition(State.DRAINING)
+        task = asyncio.create_task(self._retire(lv))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+
+    async def _retire(self, lv: LoadedVersion) -> None:
+        """Invariant 3: close only after the last in-flight request finished (bounded)."""
+        # Any route still pointing at lv is gone; leases taken before the swap finish normally.
+        if lv.leases:
+            try:
+                await asyncio.wait_for(lv.released.wait(), self._drain_timeout_s)
+            except TimeoutError:
+                log.warning("drain_timeout", model=lv.model, version=lv.version, leases=lv.leases)
+        self._observe("drained", lv.model, lv.version)
+        if lv.classifier is not None:
+            # Engine.close waits for running batches, so it runs off the loop.
+            await asyncio.get_running_loop().run_in_executor(self._loader, lv.classifier.close)
+        lv.transition(State.CLOSED)
+        versions = self._versions.get(lv.model, {})
+        if versions.get(lv.version) is lv:
+            del versions[lv.version]
+        lv.classifier = None
+        lv.batcher = None
+        self._observe("closed", lv.model, lv.version)
+
+    # ---- status and shutdown ------------------------------------------------------------------
+
+    def model_ready(self, model: str, version: str = "") -> bool:
+        route = self._table.models.get(model)
+        if route is None:
+            return False
+        return version in route.versions if version else True
+
+    def served_models(self) -> list[str]:
+        return sorted(self._table.models)
+
+    def wanted_models(self) -> list[str]:
+        return sorted(m for m, d in self._desired.items() if d.versions)
+
+    def version_failure(self, model: str, version: str) -> str | None:
+        failure = self._failures.get((model, version))
+        return failure.error if failure else None
+
+    def status(self) -> dict[str, Any]:
+        models: dict[str, Any] = {}
+        for model in sorted(set(self._desired) | set(self._versions)):
+            route = self._table.models.get(model)
+            versions = {
+                v: {
+                    "state": lv.state.value,
+                    "leases": lv.leases,
+                    "source": lv.spec.source(),
+                    "queue_depth": lv.batcher.queue_depth if lv.batcher else 0,
+                }
+                for v, lv in sorted(self._versions.get(model, {}).items())
+            }
+            for (m, v), failure in self._failures.items():
+                if m == model and v not in versions:
+                    versions[v] = {
+                        "state": State.FAILED.value,
+                        "error": failure.error,
+                        "attempts": failure.attempts,
+                        "source": failure.source,
+                    }
+            models[model] = {
+                "routing": dict(route.weights) if route else {},
+                "routable": sorted(route.versions) if route else [],
+                "versions": versions,
+                "last_error": self._last_error.get(model),
+            }
+        return {"registry_index": self._state_index, "models": models}
+
+    async def close(self) -> None:
+        """Stop converging, drain every version, close every engine."""
+        self._closed = True
+        for task in self._workers.values():
+            task.cancel()
+        await asyncio.gather(*self._workers.values(), return_exceptions=True)
+        self._table = RouteTable({})
+        for versions in self._versions.values():
+            for lv in list(versions.values()):
+                if lv.state is State.READY:
+                    self._start_retire(lv)
+        await asyncio.gather(*self._retiring, return_exceptions=True)
+        self._loader.shutdown(wait=True)
+
+
+def _newest(desired: DesiredModel) -> str:
+    return max(desired.versions, key=lambda v: (desired.versions[v].created_at, v))

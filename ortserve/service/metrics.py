@@ -1,0 +1,142 @@
+"""Prometheus metrics, in a registry owned by one Server (so tests can run several in a process).
+
+Request-path metrics are updated by the handlers and the batcher observer; state that already has
+an owner (queue depth, loaded versions, routing weights) is read from the manager at scrape time
+by a collector instead of being copied into gauges that could drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from ortserve.service.batcher import BatchRun
+
+_LATENCY_BUCKETS = (
+    0.001,
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.01,
+    0.015,
+    0.02,
+    0.03,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+)
+_BATCH_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "ortserve_requests", "ModelInfer calls by outcome.", ["model", "version", "code"], registry=r
+        )
+        self.texts = Counter("ortserve_texts", "Texts classified.", ["model", "version"], registry=r)
+        self.request_seconds = Histogram(
+            "ortserve_request_duration_seconds",
+            "ModelInfer time in the server, decode to reply.",
+            ["model", "version"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.queue_seconds = Histogram(
+            "ortserve_queue_duration_seconds",
+            "Time a request's texts waited for the engine.",
+            ["model", "version"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.tokenize_seconds = Histogram(
+            "ortserve_tokenize_duration_seconds",
+            "Tokenization per request.",
+            ["model", "version"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.engine_seconds = Histogram(
+            "ortserve_engine_duration_seconds",
+            "Engine time per batch.",
+            ["model", "version"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "ortserve_batch_size", "Texts per engine run.", ["model", "version"], buckets=_BATCH_BUCKETS, registry=r
+        )
+        self.padding_ratio = Histogram(
+            "ortserve_batch_padding_ratio",
+            "Padded tokens / real tokens per batch.",
+            ["model", "version"],
+            buckets=(1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2, 3, 5),
+            registry=r,
+        )
+        self.in_flight = Gauge("ortserve_inflight_requests", "ModelInfer calls being served.", registry=r)
+        self.reloads = Counter("ortserve_reloads", "Version loads by result.", ["model", "result"], registry=r)
+        self.load_seconds = Histogram(
+            "ortserve_load_duration_seconds",
+            "Fetch + verify + load + warm-up of one version.",
+            ["model"],
+            buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
+            registry=r,
+        )
+        self.swaps = Counter("ortserve_route_swaps", "Route table changes.", ["model"], registry=r)
+        self.watcher_connected = Gauge(
+            "ortserve_registry_connected", "1 while the registry watch is healthy, 0 while it backs off.", registry=r
+        )
+
+    def batch_observer(self, model: str, version: str) -> Callable[[BatchRun], None]:
+        engine = self.engine_seconds.labels(model, version)
+        size = self.batch_size.labels(model, version)
+        padding = self.padding_ratio.labels(model, version)
+
+        def observe(run: BatchRun) -> None:
+            engine.observe(run.engine_s)
+            size.observe(run.texts)
+            padding.observe(run.padded_tokens / max(1, run.real_tokens))
+
+        return observe
+
+    def watch_manager(self, status: Callable[[], dict[str, Any]]) -> None:
+        self.registry.register(_ManagerCollector(status))
+
+    def serve(self, host: str, port: int) -> Any:
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        return server
+
+
+class _ManagerCollector(Collector):
+    def __init__(self, status: Callable[[], dict[str, Any]]) -> None:
+        self._status = status
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        loaded = GaugeMetricFamily(
+            "ortserve_version_loaded", "1 per version by lifecycle state.", labels=["model", "version", "state"]
+        )
+        weight = GaugeMetricFamily(
+            "ortserve_routing_weight_percent", "Routing weight in force.", labels=["model", "version"]
+        )
+        depth = GaugeMetricFamily("ortserve_queue_depth", "Texts queued per version.", labels=["model", "version"])
+        for model, info in self._status()["models"].items():
+            for version, v in info["versions"].items():
+                loaded.add_metric([model, version, v["state"]], 1)
+                depth.add_metric([model, version], v.get("queue_depth", 0))
+            for version, w in info["routing"].items():
+                weight.add_metric([model, version], w)
+        yield loaded
+        yield weight
+        yield depth

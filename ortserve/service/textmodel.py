@@ -1,0 +1,114 @@
+"""One model version's compute: tokenizer + engine + manifest, synchronous and thread-safe.
+
+Owned by a LoadedVersion. No asyncio here: the batcher calls `tokenize` and `run` from its worker
+threads. `tokenizers` and the C++ engine both release the GIL, so tokenizing the next requests and
+running the current batch overlap on two cores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from ortserve.engine_ext import Engine
+from ortserve.registry.bundle import BundleManifest, load_manifest
+
+REQUIRED_INPUTS = ("input_ids", "attention_mask")
+OPTIONAL_INPUTS = ("token_type_ids",)
+OUTPUT = "logits"
+WARMUP_TEXTS = (
+    "a short warm-up sentence",
+    "a somewhat longer warm-up sentence that exercises a wider batch with padding in it",
+)
+
+
+class ModelFormatError(ValueError):
+    """The bundle's graph or tokenizer does not fit the text-classifier contract."""
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    intra_op_threads: int = 1
+    inter_op_threads: int = 1
+    graph_optimization_level: str = "all"
+    device: str = "cpu"
+    allow_spinning: bool = False
+
+
+class TextClassifier:
+    def __init__(self, *, engine: Engine, tokenizer: Tokenizer, manifest: BundleManifest) -> None:
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.manifest = manifest
+        self.labels = tuple(manifest.labels)
+        names = {t.name for t in engine.inputs}
+        missing = [n for n in REQUIRED_INPUTS if n not in names]
+        extra = sorted(names - set(REQUIRED_INPUTS) - set(OPTIONAL_INPUTS))
+        if missing or extra:
+            raise ModelFormatError(
+                f"model inputs {sorted(names)} do not fit the text-classifier contract: "
+                f"missing {missing}, unexpected {extra}"
+            )
+        if OUTPUT not in {t.name for t in engine.outputs}:
+            raise ModelFormatError(f"model has no '{OUTPUT}' output (outputs: {[t.name for t in engine.outputs]})")
+        self._wants_token_types = "token_type_ids" in names
+        pad = tokenizer.token_to_id("[PAD]")
+        self._pad_id = 0 if pad is None else pad
+
+    @classmethod
+    def load(cls, bundle_dir: str | Path, options: EngineOptions) -> TextClassifier:
+        bundle = Path(bundle_dir)
+        manifest = load_manifest(bundle)
+        tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
+        # The server pads each batch to its own longest text; a tokenizer that pads to a fixed
+        # length (a common tokenizer.json setting) would waste most of the engine's work.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=manifest.max_seq_len)
+        engine = Engine(
+            str(bundle / "model.onnx"),
+            intra_op_threads=options.intra_op_threads,
+            inter_op_threads=options.inter_op_threads,
+            graph_optimization_level=options.graph_optimization_level,
+            device=options.device,
+            allow_spinning=options.allow_spinning,
+        )
+        try:
+            return cls(engine=engine, tokenizer=tokenizer, manifest=manifest)
+        except BaseException:
+            engine.close()
+            raise
+
+    def tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token ids per text (int64), truncated to max_seq_len; never empty."""
+        encodings = self.tokenizer.encode_batch(list(texts))
+        return [np.asarray(e.ids or [self._pad_id], dtype=np.int64) for e in encodings]
+
+    def run(self, token_ids: Sequence[np.ndarray]) -> np.ndarray:
+        """Logits float32 [len(token_ids), labels] for one batch, padded to its longest text."""
+        width = max(len(ids) for ids in token_ids)
+        input_ids = np.full((len(token_ids), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(token_ids), width), dtype=np.int64)
+        for row, ids in enumerate(token_ids):
+            input_ids[row, : len(ids)] = ids
+            mask[row, : len(ids)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask}
+        if self._wants_token_types:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        logits = self.engine.run(feeds)[OUTPUT]
+        if logits.shape != (len(token_ids), len(self.labels)):
+            raise ModelFormatError(
+                f"model returned '{OUTPUT}' of shape {list(logits.shape)}, expected "
+                f"[{len(token_ids)}, {len(self.labels)}] (one row per text, one column per label)"
+            )
+        return logits
+
+    def warm_up(self) -> None:
+        """Run a real padded batch: proves the graph runs and pays ORT's first-run costs up front."""
+        self.run(self.tokenize(WARMUP_TEXTS))
+
+    def close(self) -> None:
+        self.engine.close()

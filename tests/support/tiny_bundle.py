@@ -1,0 +1,70 @@
+"""A tiny but real model bundle for registry tests (the real BERT builder lives in ortserve/devtools).
+
+The ONNX graph embeds input_ids, masks the embeddings with attention_mask, mean-pools over the
+sequence and projects to logits [batch, num_labels]; the tokenizer is a WordLevel vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+VOCAB = ["[PAD]", "[UNK]", "good", "bad", "movie", "great", "awful", "the", "a", "plot"]
+
+
+def build_tiny_bundle(dest: str | Path, *, labels: Sequence[str] = ("negative", "positive"), seed: int = 0,
+                      max_seq_len: int = 32, notes: str = "tiny test bundle", hidden: int = 4,
+                      token_type_ids: bool = False) -> Path:
+    """Writes model.onnx, tokenizer.json and manifest.json into `dest`; `seed` changes the bytes."""
+    out = Path(dest)
+    out.mkdir(parents=True, exist_ok=True)
+    onnx.save(tiny_model(num_labels=len(labels), seed=seed, hidden=hidden, token_type_ids=token_type_ids),
+              str(out / "model.onnx"))
+    tiny_tokenizer().save(str(out / "tokenizer.json"))
+    manifest = {"format": "onnx-text-classifier", "labels": list(labels), "max_seq_len": max_seq_len,
+                "notes": notes}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return out
+
+
+def tiny_model(*, num_labels: int = 2, seed: int = 0, hidden: int = 4, token_type_ids: bool = False,
+               input_type: int = TensorProto.INT64, output_type: int = TensorProto.FLOAT,
+               output_name: str = "logits") -> onnx.ModelProto:
+    rng = np.random.default_rng(seed)
+    emb = numpy_helper.from_array(rng.standard_normal((len(VOCAB), hidden)).astype(np.float32), "emb")
+    proj = numpy_helper.from_array(rng.standard_normal((hidden, num_labels)).astype(np.float32), "proj")
+    nodes = [
+        helper.make_node("Cast", ["input_ids"], ["ids64"], to=TensorProto.INT64),
+        helper.make_node("Gather", ["emb", "ids64"], ["embedded"]),
+        helper.make_node("Cast", ["attention_mask"], ["maskf"], to=TensorProto.FLOAT),
+        helper.make_node("Unsqueeze", ["maskf", "axis2"], ["mask3"]),
+        helper.make_node("Mul", ["embedded", "mask3"], ["masked"]),
+        helper.make_node("ReduceMean", ["masked"], ["pooled"], axes=[1], keepdims=0),
+        helper.make_node("MatMul", ["pooled", "proj"], ["raw_logits"]),
+        helper.make_node("Cast", ["raw_logits"], [output_name], to=output_type),
+    ]
+    inits = [emb, proj, numpy_helper.from_array(np.array([2], np.int64), "axis2")]
+    inputs = [helper.make_tensor_value_info("input_ids", input_type, ["batch", "seq"]),
+              helper.make_tensor_value_info("attention_mask", input_type, ["batch", "seq"])]
+    if token_type_ids:
+        inputs.append(helper.make_tensor_value_info("token_type_ids", input_type, ["batch", "seq"]))
+        nodes.append(helper.make_node("Identity", ["token_type_ids"], ["unused_token_types"]))
+    graph = helper.make_graph(nodes, "tiny_classifier", inputs,
+                              [helper.make_tensor_value_info(output_name, output_type, ["batch", num_labels])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def tiny_tokenizer() -> Tokenizer:
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(VOCAB)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return tok
