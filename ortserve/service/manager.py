@@ -136,7 +136,8 @@ class ModelManager:
         """Pick a version and hold it for the duration of one request."""
         route = self._table.models.get(model)
         if route is None:
-            if model in self._desired and not self._closed:
+            desired = self._desired.get(model)
+            if desired is not None and desired.versions and not self._closed:
                 raise Unavailable(f"model '{model}' is loading; no version is ready yet, retry shortly")
             raise NotFound(f"unknown model '{model}'; served models: {sorted(self._table.models) or 'none'}")
         if version:

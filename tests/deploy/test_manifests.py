@@ -39,6 +39,7 @@ from manifest_rules import (
 # The oldest Kubernetes we support: native gRPC probes are GA since 1.27, and 1.33 is the
 # oldest release still patched upstream when this was written.
 K8S_VERSION = "1.33.0"
+METRIC_CLASSES = {"Counter", "Gauge", "Histogram", "Summary", "GaugeMetricFamily", "CounterMetricFamily"}
 CONSUL_README = DEPLOY_ROOT / "consul" / "README.md"
 
 
@@ -143,11 +144,14 @@ def test_liveness_service_matches_the_server() -> None:
 
 def test_metric_label_list_covers_the_server_metrics() -> None:
     """METRIC_LABELS (scrape labels must not reuse them) holds every label name metrics.py declares."""
-    text = (REPO_ROOT / "ortserve" / "service" / "metrics.py").read_text()
-    declared = {
-        name for group in re.findall(r'\[((?:"[a-z_]+",?\s*)+)\]', text) for name in re.findall(r'"([a-z_]+)"', group)
-    }
-    assert declared, "found no label lists in metrics.py"
+    declared: set[str] = set()
+    for node in ast.walk(ast.parse((REPO_ROOT / "ortserve" / "service" / "metrics.py").read_text())):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") in METRIC_CLASSES:
+            lists = [kw.value for kw in node.keywords if kw.arg in ("labels", "labelnames")] + node.args[2:3]
+            declared |= {
+                e.value for lst in lists if isinstance(lst, ast.List) for e in lst.elts if isinstance(e, ast.Constant)
+            }
+    assert declared, "found no metric label lists in metrics.py"
     assert declared <= METRIC_LABELS
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from itertools import pairwise
 
 from ortserve.service.router import BUCKETS, Split, bucket
 
@@ -48,10 +49,10 @@ def test_same_key_same_version_while_weights_unchanged() -> None:
 def test_ramping_up_only_moves_stable_to_canary_and_down_only_back() -> None:
     ramp = [5, 20, 50, 100]
     picks = [[Split.of([("v1", 100 - c), ("v2", c)]).pick(bucket("m", k)) for k in KEYS[:20000]] for c in ramp]
-    for before, after in zip(picks, picks[1:], strict=False):
+    for before, after in pairwise(picks):
         for a, b in zip(before, after, strict=True):
             assert not (a == "v2" and b == "v1"), "ramping up moved a key from canary back to stable"
-    for before, after in zip(picks[::-1], picks[::-1][1:], strict=False):
+    for before, after in pairwise(picks[::-1]):
         for a, b in zip(before, after, strict=True):
             assert not (a == "v1" and b == "v2"), "ramping down moved a key from stable to canary"
 

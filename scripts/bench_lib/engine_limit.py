@@ -1,0 +1,123 @@
+"""The limit: what the engine alone does with the same bundle, corpus and thread settings as the server.
+
+Tokenize + Engine.run in this process, no server, no gRPC, no queue: over length-sorted batches (what
+perfect length bucketing reaches) of sizes 1..64, the best texts/s is the limit a served run is
+compared against; the batch-1 latency (tokenize + run of one text, P50) is what a lone request
+cannot go below. Each measurement is the best of `repeats` passes: noise from other processes only
+ever slows a pass down, so the best pass is the closest to what the engine can do.
+
+Run it only while the server is idle: both would compete for the same cores.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from ortserve.engine_ext import Engine
+
+LIMIT_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The server's engine settings (ortserve serve --intra-op-threads ... --allow-spinning)."""
+
+    intra_op_threads: int = 2
+    inter_op_threads: int = 1
+    allow_spinning: bool = False
+    graph_optimization_level: str = "all"
+
+
+@dataclass(frozen=True)
+class SortedPass:
+    batch_size: int
+    texts_per_s: float
+    mean_batch_ms: float
+    padding_ratio: float
+    """Padded tokens / real tokens over the pass."""
+
+
+class EngineAlone:
+    """Owned by the benchmark's main thread; closes its engine on `close`."""
+
+    def __init__(self, bundle: Path, settings: EngineSettings) -> None:
+        import json
+
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        self.tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
+        # As the server does: pad each batch to its own longest text, truncate at max_seq_len.
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(max_length=int(manifest["max_seq_len"]))
+        self.engine = Engine(
+            str(bundle / "model.onnx"),
+            intra_op_threads=settings.intra_op_threads,
+            inter_op_threads=settings.inter_op_threads,
+            allow_spinning=settings.allow_spinning,
+            graph_optimization_level=settings.graph_optimization_level,
+        )
+        self._token_types = "token_type_ids" in {t.name for t in self.engine.inputs}
+        pad = self.tokenizer.token_to_id("[PAD]")
+        self._pad = 0 if pad is None else pad
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def token_lengths(self, texts: Sequence[str]) -> list[int]:
+        return [max(1, len(e.ids)) for e in self.tokenizer.encode_batch(list(texts))]
+
+    def run_texts(self, texts: Sequence[str]) -> int:
+        """Tokenize and run one batch; returns the padded width."""
+        ids_list = [e.ids or [self._pad] for e in self.tokenizer.encode_batch(list(texts))]
+        width = max(len(ids) for ids in ids_list)
+        ids = np.full((len(ids_list), width), self._pad, dtype=np.int64)
+        mask = np.zeros((len(ids_list), width), dtype=np.int64)
+        for row, row_ids in enumerate(ids_list):
+            ids[row, : len(row_ids)] = row_ids
+            mask[row, : len(row_ids)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if self._token_types:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        self.engine.run(feeds)
+        return width
+
+    def sorted_pass(self, texts: Sequence[str], batch_size: int, *, repeats: int = 2) -> SortedPass:
+        """All `texts` once, sorted by token length, in consecutive batches of `batch_size`."""
+        lengths = self.token_lengths(texts)
+        order = sorted(range(len(texts)), key=lambda i: lengths[i])
+        batches = [[texts[i] for i in order[s : s + batch_size]] for s in range(0, len(order), batch_size)]
+        real = sum(lengths)
+        padded = sum(len(b) * max(lengths[i] for i in order[s : s + batch_size])
+                      for b, s in zip(batches, range(0, len(order), batch_size), strict=True))
+        # Pays ORT's first-run cost for these shapes before timing.
+        for batch in batches[:: max(1, len(batches) // 4)]:
+            self.run_texts(batch)
+        best = float("inf")
+        for _ in range(max(1, repeats)):
+            started = time.perf_counter()
+            for batch in batches:
+                self.run_texts(batch)
+            best = min(best, time.perf_counter() - started)
+        return SortedPass(batch_size, len(texts) / best, 1000 * best / len(batches), padded / real)
+
+    def batch1_latency_ms(self, texts: Sequence[str]) -> dict[str, float]:
+        """Tokenize + run of one text at a time, in corpus order (varied lengths): P50/P90/P99 in ms."""
+        for text in texts[:8]:
+            self.run_texts([text])
+        samples = []
+        for text in texts:
+            started = time.perf_counter()
+            self.run_texts([text])
+            samples.append(1000 * (time.perf_counter() - started))
+        samples.sort()
+        return {"p50": statistics.median(samples), "p90": _pct(samples, 90), "p99": _pct(samples, 99)}
+
+
+def _pct(sorted_values: Sequence[float], p: float) -> float:
+    return float(np.percentile(np.asarray(sorted_values), p))

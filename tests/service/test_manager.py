@@ -1,0 +1,177 @@
+"""ModelManager with real tiny bundles and the real engine: lifecycle, swaps, leases, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from ortserve.devtools.bert_bundle import build_tiny_bundle
+from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
+from ortserve.service.assembly import VersionFactory
+from ortserve.service.config import Settings
+from ortserve.service.errors import NotFound, Unavailable
+from ortserve.service.lifecycle import IllegalTransition, State, check_transition
+from ortserve.service.manager import ModelManager
+from ortserve.service.metrics import Metrics
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("versions")
+    out = {}
+    for i, name in enumerate(("v1", "v2", "v3")):
+        build_tiny_bundle(root / name, seed=i)
+        out[name] = root / name
+    broken = root / "broken"
+    shutil.copytree(out["v1"], broken)
+    (broken / "model.onnx").write_bytes(b"definitely not an onnx model")
+    out["broken"] = broken
+    return out
+
+
+def state(bundles: dict[str, Path], weights: dict[str, int], *, versions: list[str] | None = None,
+          sources: dict[str, str] | None = None) -> DesiredState:
+    names = versions or list(weights)
+    sources = sources or {}
+    model = DesiredModel(
+        "m",
+        {v: DesiredVersion(v, bundle_dir=str(bundles[sources.get(v, v)]), created_at=f"2026-01-0{i + 1}")
+         for i, v in enumerate(names)},
+        weights,
+    )
+    return DesiredState({"m": model})
+
+
+def run(coro_fn) -> None:
+    async def main() -> None:
+        tok, eng = ThreadPoolExecutor(1), ThreadPoolExecutor(2)
+        events: list[tuple[str, str]] = []
+        factory = VersionFactory(Settings(intra_op_threads=1), Metrics(), fetch=None, tokenize_pool=tok,
+                                 engine_pool=eng)
+        manager = ModelManager(factory, drain_timeout_s=5, retry_backoff_s=(0.05, 0.2),
+                               observer=lambda event, model, version, **_: events.append((event, version)))
+        try:
+            await coro_fn(manager, events)
+        finally:
+            await manager.close()
+            tok.shutdown()
+            eng.shutdown()
+
+    asyncio.run(main())
+
+
+def routable(manager: ModelManager) -> dict[str, int]:
+    route = manager.route_table.models.get("m")
+    return dict(route.weights) if route else {}
+
+
+def test_lifecycle_transitions_are_checked() -> None:
+    check_transition(State.NEW, State.LOADING)
+    check_transition(State.READY, State.DRAINING)
+    for bad in ((State.NEW, State.READY), (State.CLOSED, State.READY), (State.DRAINING, State.READY)):
+        with pytest.raises(IllegalTransition):
+            check_transition(*bad)
+
+
+def test_load_route_and_split(bundles) -> None:
+    async def body(manager: ModelManager, events) -> None:
+        with pytest.raises(NotFound), manager.lease("m", routing_key="k"):
+            pass
+        manager.apply(state(bundles, {"v1": 100}))
+        # wanted but not loaded yet: retry later, not "unknown"
+        with pytest.raises(Unavailable), manager.lease("m", routing_key="k"):
+            pass
+        await manager.wait_converged(30)
+        assert routable(manager) == {"v1": 100}
+        manager.apply(state(bundles, {"v1": 50, "v2": 50}))
+        await manager.wait_converged(30)
+        assert routable(manager) == {"v1": 50, "v2": 50}
+        seen = set()
+        for i in range(200):
+            with manager.lease("m", routing_key=f"user-{i}") as lease:
+                seen.add(lease.version.version)
+                assert lease.route.startswith("bucket ")
+        assert seen == {"v1", "v2"}
+        with manager.lease("m", version="v2", routing_key="x") as lease:
+            assert lease.version.version == "v2" and lease.route == "pin"
+        with pytest.raises(NotFound), manager.lease("m", version="v9", routing_key="x"):
+            pass
+        assert [e for e, _ in events].count("loaded") == 2
+
+    run(body)
+
+
+def test_failed_load_changes_no_traffic_and_is_reported(bundles) -> None:
+    async def body(manager: ModelManager, events) -> None:
+        manager.apply(state(bundles, {"v1": 100}))
+        await manager.wait_converged(30)
+        manager.apply(state(bundles, {"v1": 50, "v2": 50}, sources={"v2": "broken"}))
+        await manager.wait_converged(30)
+        assert routable(manager) == {"v1": 100}
+        status = manager.status()["models"]["m"]
+        assert status["versions"]["v2"]["state"] == "failed"
+        assert "v2" in status["last_error"]
+        assert manager.version_failure("m", "v2")
+        await asyncio.sleep(0.5)  # retries with backoff keep failing, still no traffic change
+        assert routable(manager) == {"v1": 100}
+        assert [e for e, _ in events].count("failed") >= 2
+        # A fixed artifact for v2 is loaded and routed.
+        manager.apply(state(bundles, {"v1": 50, "v2": 50}))
+        await manager.wait_converged(30)
+        assert routable(manager) == {"v1": 50, "v2": 50}
+        assert manager.status()["models"]["m"]["last_error"] is None
+
+    run(body)
+
+
+def test_retired_version_closes_only_after_its_last_lease(bundles) -> None:
+    async def body(manager: ModelManager, events) -> None:
+        manager.apply(state(bundles, {"v1": 100}))
+        await manager.wait_converged(30)
+        with manager.lease("m", routing_key="k") as lease:
+            old = lease.version
+            manager.apply(state(bundles, {"v2": 100}, versions=["v2"]))
+            await manager.wait_converged(30)
+            assert routable(manager) == {"v2": 100}
+            await asyncio.sleep(0.2)
+            assert old.state is State.DRAINING  # still in use by this request: not closed
+            result = await old.batcher.infer(["still served by the old version"])
+            assert result.logits.shape == (1, 2)
+        for _ in range(100):
+            if old.state is State.CLOSED:
+                break
+            await asyncio.sleep(0.02)
+        assert old.state is State.CLOSED and old.classifier is None
+        assert ("closed", "v1") in events
+
+    run(body)
+
+
+def test_later_state_supersedes_earlier(bundles) -> None:
+    async def body(manager: ModelManager, events) -> None:
+        manager.apply(state(bundles, {"v1": 100}))
+        manager.apply(state(bundles, {"v1": 80, "v2": 20}))
+        manager.apply(state(bundles, {"v3": 100}, versions=["v3"]))
+        await manager.wait_converged(30)
+        assert routable(manager) == {"v3": 100}
+        await asyncio.sleep(0.2)
+        assert set(manager.status()["models"]["m"]["versions"]) == {"v3"}
+
+    run(body)
+
+
+def test_model_removed_from_registry_is_unloaded(bundles) -> None:
+    async def body(manager: ModelManager, events) -> None:
+        manager.apply(state(bundles, {"v1": 100}))
+        await manager.wait_converged(30)
+        manager.apply(DesiredState({}))
+        await manager.wait_converged(30)
+        assert manager.route_table.models == {}
+        with pytest.raises(NotFound), manager.lease("m", routing_key="k"):
+            pass
+
+    run(body)
