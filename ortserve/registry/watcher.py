@@ -106,7 +106,12 @@ class Watcher:
                 index = 0
                 continue
             state = desired_state(entries, new_index, self._models)
-            if last is None or state.models != last.models:
+            if not state.models and last is not None and last.models:
+                # Every model gone at once is a wiped or restarted store (a Consul dev agent
+                # loses its data), not an operator's change: the CLI cannot delete a routed
+                # version. Keep serving the last good state rather than unload everything.
+                log.warning("registry_empty_keeping_last_state", index=new_index, models=sorted(last.models))
+            elif last is None or state.models != last.models:
                 self._on_state(state)
                 last = state
             index = max(new_index, 1)  # index 0 would make the next call return at once

@@ -12,29 +12,29 @@ import math
 import random
 
 # Plain words (one WordPiece token each) mixed with rarer ones that split into several pieces.
-_WORDS = (
-    "the a an and or but so because while if when then than this that these those it its they them "
-    "we you he she i my our your their his her is was are were be been being have has had do does did "
-    "will would can could should may might must not no very really quite too also just only even still "
-    "good great bad awful fine nice poor excellent terrible decent average amazing boring slow fast "
-    "cheap expensive friendly rude helpful useless broken working new old small large long short "
-    "movie film book story plot actor music sound picture screen phone battery camera app update "
-    "price service staff delivery order package box room hotel food meal dinner coffee table seat "
-    "day week month year time hour minute morning evening night weekend holiday trip flight train "
-    "work job team manager customer support call email message account password problem issue bug "
-    "fix answer question review rating star experience quality design size colour color feature "
-    "love like hate enjoy recommend return buy use try wait arrive leave stay watch read listen play "
-    "open close start stop break fail crash charge last keep feel seem look think know want need get "
-    "make take give find tell ask help show see say go come put set run turn move pay cost spend "
-    "about after before during over under again never always often sometimes usually maybe almost "
-    "well much many more most less least few some any every each all both other another same "
-    "first second last next previous whole entire half full empty clean dirty quiet loud warm cold "
-    "unbelievably disappointing overpriced underwhelming unresponsive straightforward intuitive "
-    "counterintuitive refurbished miscommunication troubleshooting subscription notifications "
-    "reimbursement compatibility configuration documentation cinematography soundtrack "
-    "choreography protagonist antagonist screenplay melodramatic predictable unforgettable "
-    "bluetooth wifi firmware touchscreen smartwatch headphones earbuds charger adapter keyboard"
-).split()
+_WORD_TEXT = """
+the a an and or but so because while if when then than this that these those it its they them we you
+he she i my our your their his her is was are were be been being have has had do does did will would
+can could should may might must not no very really quite too also just only even still good great
+bad awful fine nice poor excellent terrible decent average amazing boring slow fast cheap expensive
+friendly rude helpful useless broken working new old small large long short movie film book story
+plot actor music sound picture screen phone battery camera app update price service staff delivery
+order package box room hotel food meal dinner coffee table seat day week month year time hour minute
+morning evening night weekend holiday trip flight train work job team manager customer support call
+email message account password problem issue bug fix answer question review rating star experience
+quality design size colour color feature love like hate enjoy recommend return buy use try wait
+arrive leave stay watch read listen play open close start stop break fail crash charge last keep
+feel seem look think know want need get make take give find tell ask help show see say go come put
+set run turn move pay cost spend about after before during over under again never always often
+sometimes usually maybe almost well much many more most less least few some any every each all both
+other another same first second last next previous whole entire half full empty clean dirty quiet
+loud warm cold unbelievably disappointing overpriced underwhelming unresponsive straightforward
+intuitive counterintuitive refurbished miscommunication troubleshooting subscription notifications
+reimbursement compatibility configuration documentation cinematography soundtrack choreography
+protagonist antagonist screenplay melodramatic predictable unforgettable bluetooth wifi firmware
+touchscreen smartwatch headphones earbuds charger adapter keyboard
+"""
+_WORDS = tuple(_WORD_TEXT.split())
 _ENDINGS = (".", ".", ".", "!", "?", "...")
 
 

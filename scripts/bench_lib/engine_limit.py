@@ -11,6 +11,7 @@ Run it only while the server is idle: both would compete for the same cores.
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections.abc import Sequence
@@ -48,8 +49,6 @@ class EngineAlone:
     """Owned by the benchmark's main thread; closes its engine on `close`."""
 
     def __init__(self, bundle: Path, settings: EngineSettings) -> None:
-        import json
-
         manifest = json.loads((bundle / "manifest.json").read_text())
         self.tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
         # As the server does: pad each batch to its own longest text, truncate at max_seq_len.

@@ -12,6 +12,7 @@ latency, not as a silently lower rate: no coordinated omission), and the client'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from array import array
@@ -136,10 +137,8 @@ async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
             await on_window_start()
         remaining = spec.duration_s - (time.perf_counter() - window.start)
         if remaining > 0:
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop_early.wait(), remaining)
-            except TimeoutError:
-                pass
         window.end = time.perf_counter()
         result.client_cpu_s = time.process_time() - cpu_start
         window.sending = False

@@ -22,7 +22,7 @@ _HISTOGRAMS = {
     "tokenize_s": "ortserve_tokenize_duration_seconds",
     "request_s": "ortserve_request_duration_seconds",
 }
-_REQUESTS = "ortserve_requests"
+_REQUESTS = "ortserve_requests_total"
 _TRITON_TEXTS = "nv_inference_count"
 _TRITON_RUNS = "nv_inference_exec_count"
 
@@ -79,22 +79,26 @@ def scrape(url: str, *, model: str = "", timeout_s: float = 5.0) -> Snapshot:
 
 def parse(text: str, *, model: str = "") -> Snapshot:
     snap = Snapshot()
-    wanted = {name: key for key, name in _HISTOGRAMS.items()}
+    # Keyed on sample names, not family names: exposition formats differ on the counter family's name
+    # (`x` in OpenMetrics, `x_total` in the 0.0.4 text format).
+    histograms = {name + suffix: (key, suffix) for key, name in _HISTOGRAMS.items()
+                  for suffix in ("_bucket", "_count", "_sum")}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             labels = sample.labels
             if model and labels.get("model", model) != model:
                 continue
-            if family.name in wanted:
-                hist = snap.histograms.setdefault(wanted[family.name], Histogram())
-                if sample.name.endswith("_bucket"):
+            if sample.name in histograms:
+                key, suffix = histograms[sample.name]
+                hist = snap.histograms.setdefault(key, Histogram())
+                if suffix == "_bucket":
                     le = float(labels["le"])
                     hist.buckets[le] = hist.buckets.get(le, 0.0) + sample.value
-                elif sample.name.endswith("_count"):
+                elif suffix == "_count":
                     hist.count += sample.value
-                elif sample.name.endswith("_sum"):
+                else:
                     hist.total += sample.value
-            elif family.name == _REQUESTS and sample.name.endswith("_total"):
+            elif sample.name == _REQUESTS:
                 code = labels.get("code", "?")
                 snap.requests_by_code[code] = snap.requests_by_code.get(code, 0.0) + sample.value
             elif sample.name == _TRITON_TEXTS:

@@ -162,6 +162,7 @@ def plot(path: Path, runs: Sequence[dict[str, Any]], *, limit_texts_per_s: float
     if limit_texts_per_s:
         ax.axvline(limit_texts_per_s, color="grey", linestyle=":", label=f"engine-alone limit {limit_texts_per_s:.0f}")
     ax.set_yscale("log")
+    ax.set_xlim(left=0)
     ax.set_xlabel("successful texts/s")
     ax.set_ylabel("latency (ms, log)")
     ax.set_title(title, fontsize=10)

@@ -19,6 +19,10 @@ import pytest
 from support.consul_standin import ConsulStandin
 from support.tiny_bundle import build_tiny_bundle, tiny_model
 
+from ortserve.registry.address import open_store
+from ortserve.registry.artifacts import ArtifactStore
+from ortserve.registry.publishing import publish
+
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
@@ -29,6 +33,8 @@ class Registry:
     args: list[str]
     cwd: Path
     snapshot: Callable[[], object]
+    url: str
+    artifacts: Path
     standin: ConsulStandin | None = None
 
 
@@ -40,7 +46,8 @@ def _dir_snapshot(root: Path) -> dict[str, bytes]:
 def registry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Registry]:
     if request.param == "file":
         root = tmp_path / "store"
-        yield Registry(args=["--registry", root.as_uri()], cwd=tmp_path, snapshot=lambda: _dir_snapshot(root))
+        yield Registry(args=["--registry", root.as_uri()], cwd=tmp_path, snapshot=lambda: _dir_snapshot(root),
+                       url=root.as_uri(), artifacts=root / "artifacts")
     else:
         artifacts = tmp_path / "artifacts"
         with ConsulStandin() as s:
@@ -49,7 +56,7 @@ def registry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Registr
                     entries = {k: (e.Value, e.ModifyIndex) for k, e in s.state.entries.items()}
                     return s.state.index, entries, _dir_snapshot(artifacts) if artifacts.exists() else {}
             yield Registry(args=["--registry", s.url(), "--artifacts", artifacts.as_uri()], cwd=tmp_path,
-                           snapshot=snapshot, standin=s)
+                           snapshot=snapshot, url=s.url(), artifacts=artifacts, standin=s)
 
 
 def ok(cli: Cli, reg: Registry, *args: str, env: dict[str, str] | None = None) -> str:
@@ -154,16 +161,41 @@ BAD_INPUTS = [
 
 
 @pytest.fixture
-def seeded(cli: Cli, registry: Registry, bundles: dict[str, Path]) -> Registry:
-    ok(cli, registry, "publish", "--model", "m", "--version", "v1", "--bundle", str(bundles["a"]), "--weight", "100")
-    ok(cli, registry, "publish", "--model", "m", "--version", "v2", "--bundle", str(bundles["b"]))
+def seeded(registry: Registry, bundles: dict[str, Path]) -> Registry:
+    """m/v1 (100%) and m/v2 (0%), written through the Python API (the CLI's own path is tested above)."""
+    store, artifacts = open_store(registry.url), ArtifactStore(registry.artifacts)
+    publish(store, artifacts, model="m", version="v1", bundle_dir=bundles["a"], weight=100)
+    publish(store, artifacts, model="m", version="v2", bundle_dir=bundles["b"])
+    store.close()
     return registry
 
 
-@pytest.mark.parametrize("args,code,pattern", BAD_INPUTS, ids=[" ".join(a)[:50] for a, _, _ in BAD_INPUTS])
-def test_bad_input_exit_code_one_line_and_store_unchanged(
+REFUSALS = [case for case in BAD_INPUTS if case[1] == 1]
+USAGE_ERRORS = [case for case in BAD_INPUTS if case[1] == 2]
+
+
+@pytest.mark.parametrize("args,code,pattern", REFUSALS, ids=[" ".join(a)[:50] for a, _, _ in REFUSALS])
+def test_refusals_exit_1_one_line_and_store_unchanged(
         cli: Cli, seeded: Registry, bundles: dict[str, Path], broken_bundles: dict[str, Path],
         args: list[str], code: int, pattern: str) -> None:
+    _check_bad_input(cli, seeded, bundles, broken_bundles, args, code, pattern)
+
+
+@pytest.mark.parametrize("args,code,pattern", USAGE_ERRORS, ids=[" ".join(a)[:50] for a, _, _ in USAGE_ERRORS])
+def test_usage_errors_exit_2_one_line_and_store_unchanged(
+        cli: Cli, tmp_path: Path, bundles: dict[str, Path], broken_bundles: dict[str, Path],
+        args: list[str], code: int, pattern: str) -> None:
+    # Usage errors are caught before any store is touched, so the file store alone covers them.
+    root = tmp_path / "store"
+    publish(open_store(root.as_uri()), ArtifactStore(root / "artifacts"), model="m", version="v1",
+            bundle_dir=bundles["a"], weight=100)
+    reg = Registry(args=["--registry", root.as_uri()], cwd=tmp_path, snapshot=lambda: _dir_snapshot(root),
+                   url=root.as_uri(), artifacts=root / "artifacts")
+    _check_bad_input(cli, reg, bundles, broken_bundles, args, code, pattern)
+
+
+def _check_bad_input(cli: Cli, seeded: Registry, bundles: dict[str, Path], broken_bundles: dict[str, Path],
+                     args: list[str], code: int, pattern: str) -> None:
     subst = {"{good}": str(bundles["a"]), "{good-b}": str(bundles["b"]),
              **{f"{{b:{k}}}": str(v) for k, v in broken_bundles.items()}}
     args = [subst.get(a, a) for a in args]

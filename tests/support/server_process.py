@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -119,10 +119,8 @@ def running_server(args: Sequence[str], *, env: dict[str, str] | None = None, re
             server.wait_started()
         yield server
     finally:
-        try:
+        with suppress(subprocess.TimeoutExpired):
             server.terminate()
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def infer_request(texts: Sequence[str | bytes], *, model: str = "classifier", version: str = "",

@@ -16,7 +16,8 @@ import tritonclient.grpc as triton
 
 def main() -> None:
     address, model, texts_path = sys.argv[1:4]
-    texts = json.loads(open(texts_path).read())
+    with open(texts_path) as f:
+        texts = json.load(f)
     client = triton.InferenceServerClient(url=address)
     assert client.is_server_live() and client.is_server_ready() and client.is_model_ready(model)
     meta = client.get_model_metadata(model, as_json=True)

@@ -1,0 +1,228 @@
+"""Metrics, logs, configuration, TLS/mTLS and graceful shutdown, each with a real server process."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from support.server_process import ServerProcess, infer_request, running_server, stub_for
+
+from ortserve.proto import grpc_service_pb2 as pb
+from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
+from ortserve.service import config
+
+
+def scrape(server: ServerProcess) -> str:
+    return urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=5).read().decode()
+
+
+def sample(body: str, name: str, **labels: str) -> float:
+    for line in body.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        found = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0])) if "{" in line else {}
+        if all(found.get(k) == v for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+# ---- metrics and logs ------------------------------------------------------------------------------
+
+
+def test_metrics_move_with_the_right_labels(server: ServerProcess) -> None:
+    before = scrape(server)
+    channel, stub = stub_for(server.address)
+    with channel:
+        for _ in range(3):
+            stub.ModelInfer(infer_request(["count me", "and me"]))
+        with pytest.raises(grpc.RpcError):
+            stub.ModelInfer(infer_request(["x"], model="missing"))
+    after = scrape(server)
+    ok = dict(model="classifier", version="1", code="OK")
+    assert sample(after, "ortserve_requests_total", **ok) - sample(before, "ortserve_requests_total", **ok) == 3
+    assert sample(after, "ortserve_requests_total", model="missing", code="NOT_FOUND") >= 1
+    assert sample(after, "ortserve_texts_total", model="classifier", version="1") - sample(
+        before, "ortserve_texts_total", model="classifier", version="1") == 6
+    labels = dict(model="classifier", version="1")
+    for histogram in ("ortserve_request_duration_seconds", "ortserve_queue_duration_seconds",
+                      "ortserve_engine_duration_seconds", "ortserve_batch_size", "ortserve_batch_padding_ratio",
+                      "ortserve_tokenize_duration_seconds"):
+        assert sample(after, histogram + "_count", **labels) > sample(before, histogram + "_count", **labels), histogram
+        assert sample(after, histogram + "_bucket", le="+Inf", **labels) > 0
+    assert sample(after, "ortserve_version_loaded", model="classifier", version="1", state="ready") == 1
+    assert sample(after, "ortserve_routing_weight_percent", model="classifier", version="1") == 100
+    assert sample(after, "ortserve_reloads_total", model="classifier", result="success") == 1
+    assert "ortserve_queue_depth" in after and "ortserve_inflight_requests" in after
+
+
+def test_log_lines_are_json_with_lifecycle_events(server: ServerProcess) -> None:
+    assert server.raw_lines and len(server.logs) == len([line for line in server.raw_lines if line.strip()])
+    for name in ("server_started", "version_loading", "version_loaded", "version_swapped"):
+        assert server.events(name), name
+    loaded = server.events("version_loaded")[0]
+    assert loaded["model"] == "classifier" and loaded["version"] == "1" and loaded["load_s"] >= 0
+    for line in server.logs:
+        assert {"event", "level", "timestamp"} <= set(line)
+
+
+# ---- configuration ---------------------------------------------------------------------------------
+
+
+def test_settings_layering_file_env_flags(tmp_path: Path) -> None:
+    file = tmp_path / "ortserve.toml"
+    file.write_text('max_batch_size = 8\nmax_queue_items = 50\nlog_format = "console"\nmodels = ["a", "b"]\n')
+    s = config.load_settings(file=str(file), env={"ORTSERVE_MAX_QUEUE_ITEMS": "70", "ORTSERVE_PORT": "9001"},
+                             flags={"port": "9100"})
+    assert (s.max_batch_size, s.max_queue_items, s.port, s.log_format, s.models) == (8, 70, 9100, "console",
+                                                                                       ("a", "b"))
+    yaml_file = tmp_path / "ortserve.yaml"
+    yaml_file.write_text("ortserve:\n  max_batch_size: 12\n  allow_spinning: true\n")
+    s = config.load_settings(file=str(yaml_file), env={})
+    assert s.max_batch_size == 12 and s.allow_spinning is True
+
+
+@pytest.mark.parametrize(("args", "env", "fragment"), [
+    (["--max-batch-size", "zero"], {}, "max_batch_size (from --max-batch-size)"),
+    (["--max-batch-size", "0"], {}, "invalid setting max_batch_size=0"),
+    ([], {"ORTSERVE_DEVICE": "tpu"}, "invalid setting device='tpu'"),
+    ([], {"ORTSERVE_ALLOW_SPINNING": "maybe"}, "allow_spinning (from ORTSERVE_ALLOW_SPINNING)"),
+    (["--tls-cert", "/x.pem"], {}, "tls_key"),
+    (["--config", "/nonexistent.toml"], {}, "cannot read config file"),
+])
+def test_invalid_settings_fail_at_start_naming_the_setting(tiny_bundle: Path, args, env, fragment) -> None:
+    out = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "serve", "--bundle", str(tiny_bundle), *args],
+                         capture_output=True, text=True, timeout=60, env={**__import__("os").environ, **env})
+    assert out.returncode == 2
+    assert fragment in out.stderr and "Traceback" not in out.stderr
+
+
+def test_unknown_key_in_config_file_is_refused(tmp_path: Path) -> None:
+    file = tmp_path / "bad.toml"
+    file.write_text("max_batch_sise = 8\n")
+    with pytest.raises(config.ConfigError, match="unknown setting 'max_batch_sise'"):
+        config.load_settings(file=str(file), env={})
+
+
+def test_help_documents_every_setting() -> None:
+    out = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "serve", "--help"], capture_output=True,
+                         text=True, timeout=60)
+    text = " ".join(out.stdout.split())
+    for field in config.fields(config.Settings):
+        assert "--" + field.name.replace("_", "-") in text, field.name
+        assert "ORTSERVE_" + field.name.upper() in text, field.name
+
+
+# ---- TLS -------------------------------------------------------------------------------------------
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("certs")
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
+             "-keyout", "ca.key", "-out", "ca.pem", cwd=d)
+    exts = (("server", "subjectAltName=DNS:localhost,IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth"))
+    for name, ext in exts:
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", f"{name}.key",
+                 "-out", f"{name}.csr", cwd=d)
+        (d / f"{name}.ext").write_text(ext + "\n")
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=d)
+    return d
+
+
+def _secure_live(address: str, certs: Path, *, client_cert: bool) -> bool:
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=(certs / "ca.pem").read_bytes(),
+        private_key=(certs / "client.key").read_bytes() if client_cert else None,
+        certificate_chain=(certs / "client.pem").read_bytes() if client_cert else None,
+    )
+    with grpc.secure_channel(address, creds) as channel:
+        return pb_grpc.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest(), timeout=5).live
+
+
+def _plaintext_fails(address: str) -> None:
+    with grpc.insecure_channel(address) as channel, pytest.raises(grpc.RpcError) as e:
+        pb_grpc.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest(), timeout=3)
+    assert e.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def test_tls_and_mtls(tiny_bundle: Path, certs: Path) -> None:
+    tls = ["--bundle", str(tiny_bundle), "--tls-cert", str(certs / "server.pem"),
+           "--tls-key", str(certs / "server.key")]
+    with running_server(tls, ready=False) as server:
+        address = f"localhost:{server.port}"
+        assert _secure_live(address, certs, client_cert=False)
+        _plaintext_fails(address)
+    with running_server([*tls, "--tls-client-ca", str(certs / "ca.pem")], ready=False) as server:
+        address = f"localhost:{server.port}"
+        assert _secure_live(address, certs, client_cert=True)
+        with pytest.raises(grpc.RpcError):
+            _secure_live(address, certs, client_cert=False)  # mTLS: no client certificate, no call
+        _plaintext_fails(address)
+
+
+# ---- graceful shutdown -----------------------------------------------------------------------------
+
+
+def test_sigterm_under_load_fails_no_accepted_call(tmp_path: Path) -> None:
+    from ortserve.devtools.bert_bundle import build_tiny_bundle
+
+    bundle = tmp_path / "bundle"
+    build_tiny_bundle(bundle, seed=3, hidden=128, layers=4, heads=4, intermediate=256, max_position=128,
+                      max_seq_len=128)
+    text = "word " * 100
+    with running_server(["--bundle", str(bundle), "--intra-op-threads", "1", "--max-queue-items", "256",
+                         "--shutdown-grace-s", "20"]) as server:
+        results: list[tuple[float, str]] = []  # (sent at, outcome)
+        stop = threading.Event()
+        signalled_at: list[float] = []
+
+        def client() -> None:
+            channel, stub = stub_for(server.address)
+            with channel:
+                while not stop.is_set():
+                    sent = time.monotonic()
+                    try:
+                        stub.ModelInfer(infer_request([text]), timeout=30)
+                        results.append((sent, "OK"))
+                    except grpc.RpcError as e:
+                        results.append((sent, e.code().name))
+                        time.sleep(0.01)
+
+        threads = [threading.Thread(target=client) for _ in range(8)]
+        for t in threads:
+            t.start()
+        time.sleep(1.5)
+        with grpc.insecure_channel(server.address) as channel:
+            health = health_pb2_grpc.HealthStub(channel)
+            assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == \
+                health_pb2.HealthCheckResponse.SERVING
+            signalled_at.append(time.monotonic())
+            server.proc.send_signal(signal.SIGTERM)
+            try:  # readiness flips at once, while in-flight calls are still finishing
+                status = health.Check(health_pb2.HealthCheckRequest(), timeout=2).status
+                assert status == health_pb2.HealthCheckResponse.NOT_SERVING
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.UNAVAILABLE  # already closed for new calls
+        assert server.proc.wait(30) == 0
+        stop.set()
+        for t in threads:
+            t.join(30)
+    before = [outcome for sent, outcome in results if sent < signalled_at[0] - 0.05]
+    after = [outcome for sent, outcome in results if sent >= signalled_at[0]]
+    assert len(before) > 10 and set(before) == {"OK"}, sorted(set(before))
+    assert set(after) <= {"OK", "UNAVAILABLE"}, sorted(set(after))
+    assert server.events("shutdown_complete")
