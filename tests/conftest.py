@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,11 @@ import pytest
 from support.server_process import ServerProcess, running_server
 
 from ortserve.devtools.bert_bundle import build_tiny_bundle
+
+# Subprocesses (`python -m ortserve...`, `python -c ...`) must import the installed package, not the
+# source tree they happen to run in: without this, `-m` and `-c` put the working directory (the repo
+# root, which has no compiled engine) first on sys.path.
+os.environ["PYTHONSAFEPATH"] = "1"
 
 
 @pytest.fixture(scope="session")

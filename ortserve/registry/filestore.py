@@ -161,7 +161,9 @@ class FileStore:
         try:
             if exclusive:
                 self._kv.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            # Readers open read-only so a server can watch a store mounted read-only.
+            flags = os.O_RDWR | os.O_CREAT if exclusive else os.O_RDONLY
+            fd = os.open(self._lock_path, flags, 0o644)
         except OSError as e:
             raise StoreUnavailable(f"{self.describe()}: cannot open store ({e.strerror})") from None
         try:

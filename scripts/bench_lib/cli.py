@@ -89,8 +89,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     load.add_argument("--seed", type=int, default=0, help="corpus and arrival seed")
     lim = p.add_argument_group("engine-alone limit")
     lim.add_argument("--no-limit", action="store_true", help="skip the engine-alone measurement")
-    lim.add_argument("--limit-texts", type=int, default=256, help="corpus texts per engine-alone pass")
-    lim.add_argument("--limit-repeats", type=int, default=2, help="passes per batch size (best is kept)")
+    lim.add_argument("--limit-texts", type=int, default=128, help="corpus texts per engine-alone pass "
+                     "(a sample with the corpus's token-length mix)")
+    lim.add_argument("--limit-repeats", type=int, default=1, help="passes per batch size (the best is kept)")
     lim.add_argument("--limit-batch-sizes", default=",".join(map(str, LIMIT_BATCH_SIZES)))
     out = p.add_argument_group("output")
     out.add_argument("--json-out", type=Path, help="write the full report as JSON")
@@ -163,6 +164,7 @@ class Bench:
         self.metrics_url: str | None = args.metrics_url
         self.notes: list[str] = []
         self.bundle: Path | None = args.bundle
+        self.limit_sample: list[str] = []
         self.engine_settings = _engine_settings(args)
         corpus = make_corpus(args.corpus_size, seed=args.seed)
         self.corpus = corpus
@@ -253,13 +255,14 @@ class Bench:
     def measure_limit(self) -> None:
         bundle = self.ensure_bundle()
         self.engine = EngineAlone(bundle, self.engine_settings)
-        texts = self.corpus[: self.args.limit_texts]
+        texts = self.engine.length_sample(self.corpus, self.args.limit_texts)
+        self.limit_sample = texts
         passes = []
         for size in self.args.limit_sizes:
             self.progress.say(f"engine alone: length-sorted batches of {size}")
             passes.append(self.engine.sorted_pass(texts, size, repeats=self.args.limit_repeats))
         self.progress.say("engine alone: batch-1 latency")
-        b1 = self.engine.batch1_latency_ms(self.corpus[: min(len(self.corpus), 300)])
+        b1 = self.engine.batch1_latency_ms(texts)
         best = max(passes, key=lambda p: p.texts_per_s)
         lengths = self.engine.token_lengths(self.corpus)
         self.limit = {
@@ -280,7 +283,7 @@ class Bench:
             if p["batch_size"] == batch_size:
                 return float(p["texts_per_s"])
         self.progress.say(f"engine alone: length-sorted batches of {batch_size} (a size the server formed)")
-        sp = self.engine.sorted_pass(self.corpus[: self.args.limit_texts], batch_size, repeats=1)
+        sp = self.engine.sorted_pass(self.limit_sample, batch_size, repeats=1)
         self.limit["formed_passes"].append(dataclasses.asdict(sp))
         return sp.texts_per_s
 
@@ -353,6 +356,9 @@ class Bench:
                 for point in plan.sweep_points(args.sweep_levels):
                     await self.load(point, payloads)
                 sat = self._saturation()
+                assert sat is not None
+                if sat["requests_per_s"] <= 0:
+                    raise BenchError("no request succeeded in the closed-loop sweep; see the errors above", 1)
                 rate = plan.OVERLOAD_FACTOR * sat["requests_per_s"]
                 await self.load(plan.Point("open", 1, rate=rate, series="overload", tag="(2x sat)"), payloads)
             else:
@@ -367,7 +373,8 @@ class Bench:
                         r["engine_at_formed_batch"] = {"batch_size": size, "texts_per_s": self.engine_at(size)}
                         r["served_over_engine_at_formed_batch"] = r["texts_per_s"] / self.engine_at(size)
             if args.spin_compare:
-                c = self._saturation()["concurrency"] if args.sweep else args.concurrency
+                sat = self._saturation()
+                c = sat["concurrency"] if args.sweep and sat else args.concurrency
                 for spinning in (True, False):
                     label = "on" if spinning else "off"
                     await self.start_server(allow_spinning=spinning, tag=f"spin-{label}")
@@ -394,10 +401,11 @@ class Bench:
             "notes": self.notes,
         }
 
-    def _saturation(self) -> dict[str, Any]:
-        closed = [r for r in self.runs if r["mode"] == "closed" and r["texts_per_request"] == 1
-                  and r["series"] == "closed x1"] or [r for r in self.runs if r["mode"] == "closed"]
-        return max(closed, key=lambda r: r["texts_per_s"])
+    def _saturation(self) -> dict[str, Any] | None:
+        """The closed-loop 1-text run with the most texts/s (any closed run outside a sweep)."""
+        closed = [r for r in self.runs if r["series"] == "closed x1"] or [
+            r for r in self.runs if r["mode"] == "closed"]
+        return max(closed, key=lambda r: r["texts_per_s"]) if closed else None
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -406,9 +414,9 @@ class Bench:
             out["limit_texts_per_s"] = limit["texts_per_s"]
             out["limit_batch_size"] = limit["best_batch_size"]
             out["engine_batch1_p50_ms"] = limit["batch1_latency_ms"]["p50"]
-        if not self.runs:
-            return out
         sat = self._saturation()
+        if sat is None:
+            return out
         out["saturation"] = {
             "run": sat["name"], "concurrency": sat["concurrency"], "texts_per_s": sat["texts_per_s"],
             "requests_per_s": sat["requests_per_s"], "p99_ms": sat["latency_ms"].get("p99"),

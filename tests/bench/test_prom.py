@@ -14,7 +14,7 @@ def _exposition(batches: list[int], ok: int, model: str = "m") -> str:
     lines.append(f'ortserve_batch_size_bucket{{le="+Inf",model="{model}",version="1"}} {len(batches)}.0')
     lines.append(f'ortserve_batch_size_count{{model="{model}",version="1"}} {len(batches)}.0')
     lines.append(f'ortserve_batch_size_sum{{model="{model}",version="1"}} {sum(batches)}.0')
-    lines += ["# HELP ortserve_requests ModelInfer calls by outcome.", "# TYPE ortserve_requests counter",
+    lines += ["# HELP ortserve_requests_total ModelInfer calls by outcome.", "# TYPE ortserve_requests_total counter",
               f'ortserve_requests_total{{code="OK",model="{model}",version="1"}} {ok}.0']
     return "\n".join(lines) + "\n"
 

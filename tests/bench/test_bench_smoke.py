@@ -1,0 +1,103 @@
+"""scripts/bench end to end on the tiny bundle: a real server process, real gRPC load, the real engine.
+
+Timings are far too short to mean anything; these check that every number the report promises is
+there and sane, and that failures end with a clear message and the documented exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.server_process import ServerProcess
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _bench(repo_root: Path, tmp_path: Path, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(repo_root / "scripts" / "bench"), "--cache-dir", str(tmp_path / "cache"),
+                           *args], capture_output=True, text=True, timeout=timeout, cwd=repo_root)
+
+
+def _check_run(run: dict[str, Any]) -> None:
+    lat = run["latency_ms"]
+    assert run["ok"] > 0 and run["window_s"] > 0
+    assert run["texts_per_s"] == pytest.approx(run["requests_per_s"] * run["texts_per_request"], rel=0.2)
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+
+
+def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bundle: Path, tmp_path: Path) -> None:
+    out, png = tmp_path / "bench.json", tmp_path / "bench.png"
+    done = _bench(repo_root, tmp_path, "--bundle", str(tiny_bundle), "--model", "tiny", "--sweep",
+                  "--sweep-concurrency", "1,4", "--spin-compare", "--duration", "0.4", "--warmup", "0.2",
+                  "--limit-texts", "32", "--limit-repeats", "1", "--limit-batch-sizes", "1,8",
+                  "--json-out", str(out), "--plot", str(png))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "[bench " in done.stderr and "engine alone" in done.stderr  # progress lines
+    rep = json.loads(out.read_text())
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    limit = rep["limit"]
+    assert [p["batch_size"] for p in limit["sorted_passes"]] == [1, 8]
+    assert limit["texts_per_s"] == max(p["texts_per_s"] for p in limit["sorted_passes"]) > 0
+    assert limit["batch1_latency_ms"]["p50"] > 0
+
+    names = [r["name"] for r in rep["runs"]]
+    assert names[:4] == ["closed c=1 x1", "closed c=4 x1", "closed c=1 x8", "closed c=8 x8"]
+    assert names[4].startswith("open rate=") and names[5:] == ["closed c=4 x1 spin=on", "closed c=4 x1 spin=off"] \
+        or names[5:] == ["closed c=1 x1 spin=on", "closed c=1 x1 spin=off"]
+    for run in rep["runs"]:
+        if run["mode"] == "closed":
+            _check_run(run)
+            assert run["errors"] == {}
+            server = run["server"]  # from the started server's /metrics, deltas over the window
+            assert server["mean_batch_texts"] >= 1 and sum(server["batch_size_distribution"].values()) >= 1
+            assert server["mean_padding_ratio"] >= 0.999  # float sums: 1.0 can come back as 0.99999...
+            assert 0 < run["served_over_limit"] and run["server_cpu_percent"] > 0
+    eight = rep["runs"][3]
+    assert eight["texts_per_s"] == pytest.approx(8 * eight["requests_per_s"], rel=0.01)
+
+    summary = rep["summary"]
+    sat = summary["saturation"]
+    assert sat["texts_per_s"] == max(r["texts_per_s"] for r in rep["runs"][:2])
+    assert sat["served_over_limit"] == pytest.approx(sat["texts_per_s"] / limit["texts_per_s"])
+    c1 = summary["concurrency1"]
+    assert c1["added_ms"] == pytest.approx(c1["p50_ms"] - c1["engine_batch1_p50_ms"])
+    over = summary["overload"]
+    assert over["rate"] == pytest.approx(2 * sat["requests_per_s"])
+    assert over["sent"] >= over["resource_exhausted"] >= 0
+    assert set(summary["spinning"]) == {"on", "off"}
+    assert "saturation:" in done.stdout and "overload:" in done.stdout and "spinning  on" in done.stdout
+
+
+def test_any_v2_server_by_address_open_loop(repo_root: Path, server: ServerProcess, tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = _bench(repo_root, tmp_path, "--address", server.address, "--model", "classifier", "--no-limit",
+                  "--metrics-url", f"http://127.0.0.1:{server.metrics_port}/metrics", "--mode", "open",
+                  "--rate", "200", "--texts-per-request", "8", "--duration", "0.5", "--warmup", "0.2",
+                  "--json-out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rep = json.loads(out.read_text())
+    (run,) = rep["runs"]
+    _check_run(run)
+    assert run["mode"] == "open" and run["rate"] == 200 and run["skipped_at_client_cap"] == 0
+    assert 40 <= run["sent_in_window"] <= 250  # Poisson arrivals at 200/s over 0.5 s
+    assert run["server"]["mean_batch_texts"] >= 1
+    assert rep["limit"] is None and "server_cpu_percent" not in run  # not our process: no CPU figure
+
+
+def test_wrong_model_fails_with_the_servers_reason(repo_root: Path, server: ServerProcess, tmp_path: Path) -> None:
+    done = _bench(repo_root, tmp_path, "--address", server.address, "--model", "no-such-model", "--no-limit")
+    assert done.returncode == 4
+    assert "NOT_FOUND" in done.stderr and "no-such-model" in done.stderr
+
+
+def test_server_that_cannot_start_exits_non_zero(repo_root: Path, tiny_bundle: Path, tmp_path: Path) -> None:
+    done = _bench(repo_root, tmp_path, "--bundle", str(tiny_bundle), "--no-limit",
+                  "--server-arg=--max-batch-size=0")
+    assert done.returncode == 3
+    assert "server failed to start" in done.stderr and "max_batch_size" in done.stderr

@@ -1,0 +1,68 @@
+"""Fixtures for the hot-reload tests: tiny real bundles and a registry on each backend.
+
+Backends: the file store, the Consul stand-in as a real process on a free port, and a real Consul
+agent when CONSUL_HTTP_ADDR is set (each test gets its own key prefix there).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # importlib mode does not add sibling modules
+
+from reload_harness import Registry, StandinProcess, consul_url, unique_prefix  # noqa: E402
+
+from ortserve.devtools.bert_bundle import build_tiny_bundle  # noqa: E402
+
+REAL_CONSUL_SKIP = "CONSUL_HTTP_ADDR is not set: no real Consul agent to run against"
+BACKENDS = ["file", "standin", "consul"]
+
+
+@pytest.fixture(scope="session")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """bundle(seed, **sizes) -> a tiny random-weight BERT bundle; distinct seeds give distinct bytes."""
+    root = tmp_path_factory.mktemp("reload-bundles")
+    built: dict[tuple[object, ...], Path] = {}
+
+    def make(seed: int, **sizes: int) -> Path:
+        key = (seed, *sorted(sizes.items()))
+        if key not in built:
+            name = f"seed{seed}" + "".join(f"-{k}{v}" for k, v in sorted(sizes.items()))
+            built[key] = build_tiny_bundle(root / name, seed=seed, **sizes).path
+        return built[key]
+
+    return make
+
+
+def make_registry(kind: str, tmp_path: Path) -> Iterator[Registry]:
+    artifacts = tmp_path / "artifacts"
+    if kind == "file":
+        yield Registry("file", (tmp_path / "store").as_uri(), artifacts)
+    elif kind == "standin":
+        standin = StandinProcess(tmp_path / "consul-data.json").start()
+        try:
+            yield Registry("standin", consul_url(standin.address, "ortserve/"), artifacts, standin=standin)
+        finally:
+            standin.stop()
+    else:
+        raw = os.environ.get("CONSUL_HTTP_ADDR")
+        if not raw:
+            pytest.skip(REAL_CONSUL_SKIP)
+        scheme = "https" if raw.startswith("https://") else "http"
+        yield Registry("consul", consul_url(raw.split("://", 1)[-1].rstrip("/"), unique_prefix(), scheme), artifacts)
+
+
+@pytest.fixture(params=BACKENDS)
+def registry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Registry]:
+    """The same test over the file store, the Consul stand-in process, and a real agent (if any)."""
+    yield from make_registry(request.param, tmp_path)
+
+
+@pytest.fixture
+def file_registry(tmp_path: Path) -> Iterator[Registry]:
+    yield from make_registry("file", tmp_path)

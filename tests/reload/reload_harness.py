@@ -1,0 +1,408 @@
+"""Helpers for the hot-reload tests: the registry as the operator drives it, a steady load, the server's log.
+
+Everything here talks to real processes: the `registry` CLI as a subprocess, `ortserve serve` (see
+support.server_process), the Consul stand-in as a process of its own, gRPC over loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from ortserve.proto import grpc_service_pb2 as pb
+from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
+from ortserve.registry import publishing
+from ortserve.registry.address import open_store
+from ortserve.registry.artifacts import ArtifactStore
+from ortserve.registry.catalog import ModelState, read_model_state
+from ortserve.service.app import ADMIN_STATUS_METHOD
+
+REPO = Path(__file__).resolve().parents[2]
+STANDIN_SCRIPT = REPO / "tests" / "support" / "consul_standin.py"
+TEXTS = ["a good movie", "the plot was awful and far too long", "great", "bad acting, bad story"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_until(check: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.05) -> Any:
+    """Poll `check` until it returns something truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+# ---- the Consul stand-in as a real process ------------------------------------------------------------
+
+
+class StandinProcess:
+    """`python tests/support/consul_standin.py --port N --data FILE`: killable and restartable on N."""
+
+    def __init__(self, data_file: Path, port: int = 0) -> None:
+        self.data_file = data_file
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[str] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> StandinProcess:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(STANDIN_SCRIPT), "--port", str(self.port), "--data", str(self.data_file)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # "consul stand-in listening on 127.0.0.1:PORT" once bound
+        if "listening on" not in line:
+            rest = self.proc.stdout.read() if self.proc.poll() is not None else ""
+            raise RuntimeError(f"consul stand-in did not start on port {self.port}: {line}{rest}")
+        # Drain its output so a chatty stand-in can never block on a full pipe.
+        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown handshake, connections drop as in a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+# ---- the registry, driven like an operator does ----------------------------------------------------------
+
+
+@dataclass
+class Registry:
+    """One registry backend: its URL, where artifacts live, and how to run the `registry` CLI on it."""
+
+    kind: str
+    url: str
+    artifacts: Path
+    standin: StandinProcess | None = None
+    cli_calls: list[tuple[str, float]] = field(default_factory=list)
+
+    @property
+    def artifacts_url(self) -> str:
+        return self.artifacts.as_uri()
+
+    def server_args(self, cache: Path) -> list[str]:
+        return ["--registry", self.url, "--artifacts", self.artifacts_url, "--artifact-cache", str(cache)]
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """`python -m ortserve.registry.cli --registry URL --artifacts URL ARGS` as a subprocess."""
+        cmd = [sys.executable, "-m", "ortserve.registry.cli", "--registry", self.url,
+               "--artifacts", self.artifacts_url, *args]
+        started = time.monotonic()
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=REPO)
+        self.cli_calls.append((args[0], time.monotonic() - started))
+        if check and done.returncode != 0:
+            raise AssertionError(f"registry {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
+        return done
+
+    def publish(self, model: str, version: str, bundle: Path, weight: int | None = None, *, cli: bool = True) -> None:
+        """`registry publish` as a subprocess, or (cli=False) the same `publishing.publish` call in-process:
+        the CLI pays ~1-3 s of `onnx` import per run on a loaded 2-core box, too slow inside a loop."""
+        if not cli:
+            store = open_store(self.url)
+            started = time.monotonic()
+            try:
+                publishing.publish(store, ArtifactStore(self.artifacts), model=model, version=version,
+                                   bundle_dir=bundle, weight=weight)
+            finally:
+                store.close()
+            self.cli_calls.append(("publish (api)", time.monotonic() - started))
+            return
+        extra = ["--weight", str(weight)] if weight is not None else []
+        self.cli("publish", "--model", model, "--version", version, "--bundle", str(bundle), *extra)
+
+    def route(self, model: str, **weights: int) -> None:
+        self.cli("route", model, *(f"{v}={w}" for v, w in weights.items()))
+
+    def rollback(self, model: str) -> None:
+        self.cli("rollback", model)
+
+    def retire(self, model: str, version: str) -> None:
+        self.cli("retire", model, version)
+
+    def state(self, model: str) -> ModelState:
+        """The registry's view, read in-process with the registry's Python API (cheap, for assertions)."""
+        store = open_store(self.url)
+        try:
+            return read_model_state(store, model)
+        finally:
+            store.close()
+
+    def weights(self, model: str) -> dict[str, int]:
+        routing = self.state(model).routing
+        return dict(routing.weights) if routing else {}
+
+
+def consul_url(address: str, prefix: str, scheme: str = "http") -> str:
+    extra = "&scheme=https" if scheme == "https" else ""
+    return f"consul://{address}?prefix={prefix}{extra}"
+
+
+def unique_prefix() -> str:
+    return f"ortserve-reload-test/{uuid.uuid4().hex[:12]}/"
+
+
+# ---- asking the server --------------------------------------------------------------------------------
+
+
+def admin_status(address: str, timeout: float = 5.0) -> dict[str, Any]:
+    """The admin Status RPC (what `ortserve status --json` prints), without a subprocess per poll."""
+    with grpc.insecure_channel(address) as channel:
+        call = channel.unary_unary(ADMIN_STATUS_METHOD, request_serializer=lambda b: b,
+                                   response_deserializer=lambda b: b)
+        return json.loads(call(b"", timeout=timeout))
+
+
+def status_cli(address: str) -> dict[str, Any]:
+    """`ortserve status --address A --json` as a subprocess: the operator's view."""
+    done = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "status", "--address", address, "--json"],
+                          capture_output=True, text=True, timeout=30, cwd=REPO)
+    assert done.returncode == 0, f"ortserve status exited {done.returncode}: {done.stderr}"
+    return json.loads(done.stdout)
+
+
+def model_status(address: str, model: str) -> dict[str, Any]:
+    return admin_status(address)["models"].get(model, {})
+
+
+def wait_routing(address: str, model: str, weights: Mapping[str, int], timeout: float = 30.0) -> dict[str, Any]:
+    """Until the server's routing in force is exactly `weights` (and every weighted version routable)."""
+    want = dict(weights)
+
+    def applied() -> dict[str, Any] | None:
+        info = model_status(address, model)
+        routed = {v for v, w in want.items() if w > 0}
+        if info.get("routing") == want and routed <= set(info.get("routable", [])):
+            return info
+        return None
+
+    return wait_until(applied, timeout=timeout, what=f"{model} routing {want} on the server")
+
+
+def wait_version_state(address: str, model: str, version: str, state: str | None,
+                       timeout: float = 30.0) -> dict[str, Any]:
+    """Until `version` is in `state` (None: no longer listed at all)."""
+
+    def reached() -> dict[str, Any] | None:
+        info = model_status(address, model)
+        entry = info.get("versions", {}).get(version)
+        if state is None:
+            return info if entry is None else None
+        return info if entry is not None and entry.get("state") == state else None
+
+    return wait_until(reached, timeout=timeout, what=f"{model}/{version} state {state}")
+
+
+def scrape(metrics_port: int) -> str:
+    return urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
+
+
+def metric(body: str, name: str, **labels: str) -> float:
+    """Sum of the samples of `name` whose labels include `labels` (0 when there are none)."""
+    total = 0.0
+    for m in re.finditer(rf"^{re.escape(name)}(?:\{{([^}}]*)\}})? (\S+)$", body, re.M):
+        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(m.group(2))
+    return total
+
+
+# ---- a steady load ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    request_id: str
+    code: str
+    version: str
+    header_version: str
+    started: float
+    ended: float
+    detail: str = ""
+
+
+class LoadClient:
+    """Keeps `concurrency` ModelInfer calls in flight (closed loop, grpc.aio, own thread) until stopped.
+
+    Each call carries a unique x-request-id so its reply can be matched with the server's log line.
+    """
+
+    def __init__(self, address: str, model: str, *, concurrency: int = 16, timeout_s: float = 20.0,
+                 texts: list[str] | None = None, tag: str = "load") -> None:
+        self.address = address
+        self.model = model
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.texts = texts or TEXTS[:2]
+        self.tag = tag
+        self.outcomes: list[Outcome] = []
+        self.in_flight = 0
+        self.min_in_flight_after_ramp: int | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="reload-load-client", daemon=True)
+        self._error: BaseException | None = None
+        self._ramped = threading.Event()
+
+    def __enter__(self) -> LoadClient:
+        self._thread.start()
+        if not self._ramped.wait(30):
+            raise RuntimeError("load client never reached its concurrency")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(self.timeout_s + 10)
+        if self._error is not None:
+            raise self._error
+
+    def failures(self) -> list[Outcome]:
+        return [o for o in list(self.outcomes) if o.code != "OK"]
+
+    def versions(self) -> set[str]:
+        return {o.version for o in list(self.outcomes) if o.code == "OK"}
+
+    def count(self) -> int:
+        return len(self.outcomes)
+
+    def wait_for_version(self, version: str, timeout: float = 20.0, after: float = 0.0) -> float:
+        """Until a reply from `version` that started after `after` (monotonic); returns its end time."""
+
+        def seen() -> float | None:
+            for o in reversed(list(self.outcomes)):
+                if o.version == version and o.started >= after:
+                    return o.ended
+            return None
+
+        return wait_until(seen, timeout=timeout, what=f"a reply from {version}", interval=0.01)
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as e:  # surfaced by stop()
+            self._error = e
+            self._ramped.set()
+
+    async def _main(self) -> None:
+        async with grpc.aio.insecure_channel(self.address) as channel:
+            stub = pb_grpc.GRPCInferenceServiceStub(channel)
+            request = pb.ModelInferRequest(model_name=self.model)
+            request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(self.texts)])
+            request.inputs[0].contents.bytes_contents.extend(t.encode() for t in self.texts)
+            workers = [asyncio.create_task(self._worker(stub, request, i)) for i in range(self.concurrency)]
+            while self.in_flight < self.concurrency:
+                await asyncio.sleep(0.001)
+            self._ramped.set()
+            while not self._stop.is_set():
+                await asyncio.sleep(0.01)
+                if self._stop.is_set():
+                    break  # workers stop re-issuing from here on
+                # Sampled on the client's loop: between the end of one call and the start of the next
+                # a worker is briefly idle, so the floor is concurrency-1 in a healthy closed loop.
+                low = self.in_flight
+                if self.min_in_flight_after_ramp is None or low < self.min_in_flight_after_ramp:
+                    self.min_in_flight_after_ramp = low
+            await asyncio.gather(*workers)
+
+    async def _worker(self, stub: Any, request: pb.ModelInferRequest, n: int) -> None:
+        i = 0
+        while not self._stop.is_set():
+            request_id = f"{self.tag}-{n}-{i}-{uuid.uuid4().hex[:8]}"
+            i += 1
+            started = time.monotonic()
+            self.in_flight += 1
+            try:
+                call = stub.ModelInfer(request, timeout=self.timeout_s, metadata=(("x-request-id", request_id),))
+                reply = await call
+                headers = dict(await call.initial_metadata())
+                outcome = Outcome(request_id, "OK", reply.model_version, str(headers.get("x-model-version", "")),
+                                  started, time.monotonic())
+            except grpc.aio.AioRpcError as e:
+                outcome = Outcome(request_id, e.code().name, "", "", started, time.monotonic(), e.details() or "")
+            finally:
+                self.in_flight -= 1
+            self.outcomes.append(outcome)
+
+
+# ---- the server's log as evidence -----------------------------------------------------------------------
+
+
+def parse_ts(text: str) -> float:
+    return dt.datetime.fromisoformat(text).timestamp()
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    request_id: str
+    version: str
+    candidates: list[dict[str, int]]
+
+
+def unroutable_replies(logs: list[dict[str, Any]], model: str, *, slack_s: float = 0.005) -> tuple[int, list[Violation]]:
+    """Replies (unpinned, OK) whose version had weight 0 in every route table that was in force while
+    the request could have taken its lease. Returns (replies checked, violations).
+
+    The server writes its log from one event loop, in order: a `version_swapped` line right after
+    the route table was replaced (it carries the new `weights`), a `request` line when a call ends.
+    A call takes its lease synchronously at its very start (no await between the start of the
+    handler and the lease), i.e. at end - total_ms. So the tables that could have served it are:
+    the table in force at `timestamp - total_ms - slack` (found by timestamp: the last swap logged
+    at or before that instant) plus every table swapped in after that instant and before the
+    request's own line (found by log order). The version that answered must have weight > 0 in at
+    least one of them. `slack_s` only widens the window (more candidates), never narrows it.
+    """
+    swaps: list[tuple[int, float, dict[str, int]]] = []  # (log position, timestamp, weights)
+    checked = 0
+    violations: list[Violation] = []
+    for pos, event in enumerate(logs):
+        if event.get("model") != model:
+            continue
+        if event.get("event") == "version_swapped":
+            swaps.append((pos, parse_ts(event["timestamp"]), dict(event.get("weights") or {})))
+        elif event.get("event") == "request" and event.get("status") == "OK" and str(event.get("route", "")) \
+                .startswith("bucket"):
+            checked += 1
+            began = parse_ts(event["timestamp"]) - event["total_ms"] / 1000 - slack_s
+            before = [w for _, ts, w in swaps if ts <= began]
+            candidates = ([before[-1]] if before else []) + [w for _, ts, w in swaps if ts > began]
+            if not any(c.get(event["version"], 0) > 0 for c in candidates):
+                violations.append(Violation(event["request_id"], event["version"], candidates))
+    return checked, violations
