@@ -160,6 +160,7 @@ class Server:
             self.metrics.reloads.labels(model, "failure").inc()
         elif event == "swapped":
             self.metrics.swaps.labels(model).inc()
+            self.metrics.swap_seconds.labels(model).observe(fields.get("took_s", 0.0))
             asyncio.get_running_loop().create_task(self._update_health())
 
     async def _update_health(self) -> None:

@@ -221,6 +221,7 @@ class ModelManager:
 
     async def _converge(self, model: str, desired: DesiredModel) -> float | None:
         """One pass towards `desired`; returns seconds until a retry is due, if any."""
+        started = time.monotonic()
         loaded = self._versions.setdefault(model, {})
         retry_in: float | None = None
         for version in self._targets(desired):
@@ -242,7 +243,7 @@ class ModelManager:
                 retry_in = wait if retry_in is None else min(retry_in, wait)
         if self._desired[model] is not desired:
             return None
-        self._swap(model, desired)
+        self._swap(model, desired, started)
         return retry_in
 
     async def _load(self, model: str, spec: DesiredVersion) -> bool:
@@ -277,7 +278,7 @@ class ModelManager:
             self._start_retire(replaced)
         return True
 
-    def _swap(self, model: str, desired: DesiredModel) -> None:
+    def _swap(self, model: str, desired: DesiredModel, started: float) -> None:
         keep = set(self._targets(desired))
         loaded = self._versions[model]
         ready = {v: lv for v, lv in loaded.items() if lv.state is State.READY and v in keep}
@@ -304,7 +305,8 @@ class ModelManager:
             models.pop(model, None)
         self._table = RouteTable(models)  # the swap: one assignment on the loop thread
         if models.get(model) != current:
-            self._observe("swapped", model, ",".join(sorted(ready)), weights=weights)
+            self._observe("swapped", model, ",".join(sorted(ready)), weights=weights,
+                          took_s=round(time.monotonic() - started, 4))
         for version, lv in list(loaded.items()):
             if lv.state is State.READY and version not in keep:
                 self._start_retire(lv)

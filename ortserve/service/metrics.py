@@ -95,6 +95,13 @@ class Metrics:
             registry=r,
         )
         self.swaps = Counter("ortserve_route_swaps", "Route table changes.", ["model"], registry=r)
+        self.swap_seconds = Histogram(
+            "ortserve_swap_duration_seconds",
+            "From a desired-state change to the route-table swap (loads included).",
+            ["model"],
+            buckets=(0.001, 0.01, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
+            registry=r,
+        )
         self.watcher_connected = Gauge(
             "ortserve_registry_connected", "1 while the registry watch is healthy, 0 while it backs off.", registry=r
         )

@@ -318,6 +318,8 @@ class Bench:
             record["server_cpu_percent"] = 100 * (edges["cpu1"] - edges["cpu0"]) / max(1e-9, result.window_s)
         if edges.get("m0") is not None and edges.get("m1") is not None:
             record["server"] = prom.window_stats(edges["m0"], edges["m1"], edges["t1"] - edges["t0"])
+        # Other processes' load: on a shared machine this says how much the figures can be trusted.
+        record["load_average_1m"] = os.getloadavg()[0]
         if self.limit is not None:
             record["served_over_limit"] = record["texts_per_s"] / self.limit["texts_per_s"]
         lat = record["latency_ms"]

@@ -52,7 +52,7 @@ def _f(value: Any, digits: int = 1) -> str:
 
 
 _COLUMNS = (
-    ("run", 24), ("req/s", 7), ("texts/s", 8), ("p50ms", 7), ("p90ms", 7), ("p99ms", 7), ("maxms", 7),
+    ("run", 28), ("req/s", 7), ("texts/s", 8), ("p50ms", 7), ("p90ms", 7), ("p99ms", 7), ("maxms", 7),
     ("errors", 16), ("batch", 6), ("pad", 5), ("busy", 5), ("srvCPU", 6), ("cliCPU", 6), ("/limit", 6),
 )
 

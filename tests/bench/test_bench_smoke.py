@@ -33,7 +33,7 @@ def _check_run(run: dict[str, Any]) -> None:
 def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bundle: Path, tmp_path: Path) -> None:
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     done = _bench(repo_root, tmp_path, "--bundle", str(tiny_bundle), "--model", "tiny", "--sweep",
-                  "--sweep-concurrency", "1,4", "--spin-compare", "--duration", "0.4", "--warmup", "0.2",
+                  "--sweep-concurrency", "1,4", "--spin-compare", "--duration", "0.3", "--warmup", "0.15",
                   "--limit-texts", "32", "--limit-repeats", "1", "--limit-batch-sizes", "1,8",
                   "--json-out", str(out), "--plot", str(png))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -48,7 +48,7 @@ def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bund
 
     names = [r["name"] for r in rep["runs"]]
     assert names[:4] == ["closed c=1 x1", "closed c=4 x1", "closed c=1 x8", "closed c=8 x8"]
-    assert names[4].startswith("open rate=") and names[5:] == ["closed c=4 x1 spin=on", "closed c=4 x1 spin=off"] \
+    assert (names[4].startswith("open rate=") and names[5:] == ["closed c=4 x1 spin=on", "closed c=4 x1 spin=off"]) \
         or names[5:] == ["closed c=1 x1 spin=on", "closed c=1 x1 spin=off"]
     for run in rep["runs"]:
         if run["mode"] == "closed":
@@ -57,7 +57,7 @@ def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bund
             server = run["server"]  # from the started server's /metrics, deltas over the window
             assert server["mean_batch_texts"] >= 1 and sum(server["batch_size_distribution"].values()) >= 1
             assert server["mean_padding_ratio"] >= 0.999  # float sums: 1.0 can come back as 0.99999...
-            assert 0 < run["served_over_limit"] and run["server_cpu_percent"] > 0
+            assert run["served_over_limit"] > 0 and run["server_cpu_percent"] > 0
     eight = rep["runs"][3]
     assert eight["texts_per_s"] == pytest.approx(8 * eight["requests_per_s"], rel=0.01)
 

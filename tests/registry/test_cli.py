@@ -170,22 +170,22 @@ def seeded(registry: Registry, bundles: dict[str, Path]) -> Registry:
     return registry
 
 
-REFUSALS = [case for case in BAD_INPUTS if case[1] == 1]
-USAGE_ERRORS = [case for case in BAD_INPUTS if case[1] == 2]
+# Bundle checks and usage errors happen before the store is read: the file store alone covers them.
+PRE_STORE = [case for case in BAD_INPUTS if case[1] == 2 or ("--bundle" in case[0] and case[0][-1] != "{good-b}")]
+REFUSALS = [case for case in BAD_INPUTS if case not in PRE_STORE]
 
 
 @pytest.mark.parametrize("args,code,pattern", REFUSALS, ids=[" ".join(a)[:50] for a, _, _ in REFUSALS])
-def test_refusals_exit_1_one_line_and_store_unchanged(
+def test_refusals_one_line_and_store_unchanged(
         cli: Cli, seeded: Registry, bundles: dict[str, Path], broken_bundles: dict[str, Path],
         args: list[str], code: int, pattern: str) -> None:
     _check_bad_input(cli, seeded, bundles, broken_bundles, args, code, pattern)
 
 
-@pytest.mark.parametrize("args,code,pattern", USAGE_ERRORS, ids=[" ".join(a)[:50] for a, _, _ in USAGE_ERRORS])
-def test_usage_errors_exit_2_one_line_and_store_unchanged(
+@pytest.mark.parametrize("args,code,pattern", PRE_STORE, ids=[" ".join(a)[:50] for a, _, _ in PRE_STORE])
+def test_bundle_and_usage_errors_one_line_and_store_unchanged(
         cli: Cli, tmp_path: Path, bundles: dict[str, Path], broken_bundles: dict[str, Path],
         args: list[str], code: int, pattern: str) -> None:
-    # Usage errors are caught before any store is touched, so the file store alone covers them.
     root = tmp_path / "store"
     publish(open_store(root.as_uri()), ArtifactStore(root / "artifacts"), model="m", version="v1",
             bundle_dir=bundles["a"], weight=100)

@@ -6,7 +6,6 @@ agent when CONSUL_HTTP_ADDR is set (each test gets its own key prefix there).
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,11 +14,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # importlib mode does not add sibling modules
 
-from reload_harness import Registry, StandinProcess, consul_url, unique_prefix  # noqa: E402
+from reload_harness import Registry, make_registry
 
-from ortserve.devtools.bert_bundle import build_tiny_bundle  # noqa: E402
+from ortserve.devtools.bert_bundle import build_tiny_bundle
 
-REAL_CONSUL_SKIP = "CONSUL_HTTP_ADDR is not set: no real Consul agent to run against"
 BACKENDS = ["file", "standin", "consul"]
 
 
@@ -37,24 +35,6 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
         return built[key]
 
     return make
-
-
-def make_registry(kind: str, tmp_path: Path) -> Iterator[Registry]:
-    artifacts = tmp_path / "artifacts"
-    if kind == "file":
-        yield Registry("file", (tmp_path / "store").as_uri(), artifacts)
-    elif kind == "standin":
-        standin = StandinProcess(tmp_path / "consul-data.json").start()
-        try:
-            yield Registry("standin", consul_url(standin.address, "ortserve/"), artifacts, standin=standin)
-        finally:
-            standin.stop()
-    else:
-        raw = os.environ.get("CONSUL_HTTP_ADDR")
-        if not raw:
-            pytest.skip(REAL_CONSUL_SKIP)
-        scheme = "https" if raw.startswith("https://") else "http"
-        yield Registry("consul", consul_url(raw.split("://", 1)[-1].rstrip("/"), unique_prefix(), scheme), artifacts)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import os
 import re
 import signal
 import socket
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import pytest
 
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
@@ -176,6 +178,28 @@ def consul_url(address: str, prefix: str, scheme: str = "http") -> str:
 
 def unique_prefix() -> str:
     return f"ortserve-reload-test/{uuid.uuid4().hex[:12]}/"
+
+
+REAL_CONSUL_SKIP = "CONSUL_HTTP_ADDR is not set: no real Consul agent to run against"
+
+
+def make_registry(kind: str, tmp_path: Path) -> Iterator[Registry]:
+    """A registry on `kind` ("file", "standin": a stand-in process, "consul": $CONSUL_HTTP_ADDR or skip)."""
+    artifacts = tmp_path / "artifacts"
+    if kind == "file":
+        yield Registry("file", (tmp_path / "store").as_uri(), artifacts)
+    elif kind == "standin":
+        standin = StandinProcess(tmp_path / "consul-data.json").start()
+        try:
+            yield Registry("standin", consul_url(standin.address, "ortserve/"), artifacts, standin=standin)
+        finally:
+            standin.stop()
+    else:
+        raw = os.environ.get("CONSUL_HTTP_ADDR")
+        if not raw:
+            pytest.skip(REAL_CONSUL_SKIP)
+        scheme = "https" if raw.startswith("https://") else "http"
+        yield Registry("consul", consul_url(raw.split("://", 1)[-1].rstrip("/"), unique_prefix(), scheme), artifacts)
 
 
 # ---- asking the server --------------------------------------------------------------------------------
@@ -376,7 +400,8 @@ class Violation:
     candidates: list[dict[str, int]]
 
 
-def unroutable_replies(logs: list[dict[str, Any]], model: str, *, slack_s: float = 0.005) -> tuple[int, list[Violation]]:
+def unroutable_replies(logs: list[dict[str, Any]], model: str, *,
+                       slack_s: float = 0.005) -> tuple[int, list[Violation]]:
     """Replies (unpinned, OK) whose version had weight 0 in every route table that was in force while
     the request could have taken its lease. Returns (replies checked, violations).
 
@@ -406,3 +431,35 @@ def unroutable_replies(logs: list[dict[str, Any]], model: str, *, slack_s: float
             if not any(c.get(event["version"], 0) > 0 for c in candidates):
                 violations.append(Violation(event["request_id"], event["version"], candidates))
     return checked, violations
+
+
+# ---- which version answers which routing key ------------------------------------------------------------
+
+
+def versions_for_keys(address: str, model: str, keys: list[str], *, via: str = "param", pin: str = "",
+                      concurrency: int = 32) -> dict[str, str]:
+    """Send one call per key (request parameter `routing_key`, or `x-routing-key` metadata with
+    via="metadata"), `concurrency` at a time over grpc.aio; returns key -> the version that answered."""
+
+    async def sweep() -> dict[str, str]:
+        out: dict[str, str] = {}
+        gate = asyncio.Semaphore(concurrency)
+        async with grpc.aio.insecure_channel(address) as channel:
+            stub = pb_grpc.GRPCInferenceServiceStub(channel)
+
+            async def one(key: str) -> None:
+                request = pb.ModelInferRequest(model_name=model, model_version=pin)
+                request.inputs.add(name="TEXT", datatype="BYTES", shape=[1]).contents.bytes_contents.append(b"good")
+                metadata: tuple[tuple[str, str], ...] = ()
+                if via == "param":
+                    request.parameters["routing_key"].string_param = key
+                else:
+                    metadata = (("x-routing-key", key),)
+                async with gate:
+                    reply = await stub.ModelInfer(request, timeout=20, metadata=metadata)
+                out[key] = reply.model_version
+
+            await asyncio.gather(*(one(k) for k in keys))
+        return out
+
+    return asyncio.run(sweep())

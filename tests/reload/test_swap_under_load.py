@@ -2,8 +2,9 @@
 
 Real parts only: `ortserve serve --registry URL` as a process, the `registry` CLI as subprocesses
 for every route, rollback and retire and for the first publish (later publishes call the same
-`publishing.publish` in-process: the CLI's `onnx` import costs seconds per run here), a grpc.aio client keeping 16 ModelInfer calls
-in flight, and the server's own JSON log as the evidence of which table served which call.
+`publishing.publish` in-process: the CLI's `onnx` import costs seconds per run here), a grpc.aio
+client keeping 16 ModelInfer calls in flight, and the server's own JSON log as the evidence of
+which table served which call.
 """
 
 from __future__ import annotations

@@ -71,14 +71,8 @@ def wait_for(server: ServerProcess, *, queued: int, in_flight: int) -> None:
     raise AssertionError(f"server never reached queued={queued} in_flight={in_flight}")
 
 
-def log_of(server: ServerProcess, request_id: str, timeout: float = 5.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for event in server.events("request"):
-            if event.get("request_id") == request_id:
-                return event
-        time.sleep(0.02)
-    raise AssertionError(f"no log line for {request_id}")
+def log_of(server: ServerProcess, request_id: str) -> dict:
+    return server.wait_event("request", request_id=request_id)
 
 
 def test_concurrent_requests_share_a_batch(slow_server: ServerProcess, reference: Reference) -> None:

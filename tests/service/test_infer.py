@@ -106,9 +106,8 @@ def test_reflection_lists_services(server: ServerProcess) -> None:
 
 def test_one_json_log_line_per_request(stub, server: ServerProcess) -> None:
     stub.ModelInfer(infer_request(["log me please"]), metadata=(("x-request-id", "log-check-1"),))
-    lines = [e for e in server.events("request") if e.get("request_id") == "log-check-1"]
-    assert len(lines) == 1
-    line = lines[0]
+    line = server.wait_event("request", request_id="log-check-1")
+    assert len([e for e in server.events("request") if e.get("request_id") == "log-check-1"]) == 1
     assert line["model"] == "classifier" and line["version"] == "1" and line["status"] == "OK"
     assert line["texts"] == 1 and line["batch_size"] >= 1
     for key in ("queue_ms", "tokenize_ms", "engine_ms", "total_ms"):

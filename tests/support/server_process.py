@@ -92,6 +92,16 @@ class ServerProcess:
     def events(self, name: str) -> list[dict[str, Any]]:
         return [e for e in list(self.logs) if e.get("event") == name]
 
+    def wait_event(self, name: str, timeout: float = 10.0, **match: Any) -> dict[str, Any]:
+        """The first `name` event whose fields equal `match` (the log is read by another thread)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for event in self.events(name):
+                if all(event.get(k) == v for k, v in match.items()):
+                    return event
+            time.sleep(0.02)
+        raise AssertionError(f"no {name} event with {match} in {timeout}s")
+
     def terminate(self, timeout: float = 30.0) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

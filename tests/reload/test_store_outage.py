@@ -1,0 +1,65 @@
+"""Invariant 7: the registry goes away and comes back; serving never stops and later changes apply.
+
+The Consul stand-in runs as its own process with --data persistence (as an agent keeps its raft
+data). It is SIGKILLed, stays down 10 s while a client keeps calling, and is restarted on the same
+port; a `registry route` made after the restart must reach the server.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from reload_harness import (
+    LoadClient,
+    make_registry,
+    metric,
+    scrape,
+    wait_routing,
+    wait_until,
+    wait_version_state,
+)
+from support.server_process import running_server
+
+MODEL = "sentiment"
+DOWN_S = 10.0
+
+
+def test_store_outage_keeps_serving_and_picks_up_changes_after(bundle: Callable[..., Path], tmp_path: Path) -> None:
+    gen = make_registry("standin", tmp_path)
+    reg = next(gen)
+    try:
+        assert reg.standin is not None
+        reg.publish(MODEL, "v1", bundle(1), weight=100, cli=False)
+        reg.publish(MODEL, "v2", bundle(2), cli=False)
+        with running_server(reg.server_args(tmp_path / "cache")) as server:
+            wait_version_state(server.address, MODEL, "v2", "ready")  # published, loaded, not routed
+
+            def connected() -> float:
+                return metric(scrape(server.metrics_port), "ortserve_registry_connected")
+
+            wait_until(lambda: connected() == 1, timeout=10, what="ortserve_registry_connected 1")
+            with LoadClient(server.address, MODEL, concurrency=4, tag="outage") as load:
+                reg.standin.kill()
+                killed = time.monotonic()
+                wait_until(lambda: connected() == 0, timeout=DOWN_S, what="ortserve_registry_connected 0")
+                time.sleep(max(0.0, DOWN_S - (time.monotonic() - killed)))
+                served_while_down = [o for o in list(load.outcomes) if o.started > killed and o.code == "OK"]
+                reg.standin.start()  # same port, same data file
+                restarted = time.monotonic()
+                reg.route(MODEL, v1=0, v2=100)
+                routed = time.monotonic()
+                wait_routing(server.address, MODEL, {"v1": 0, "v2": 100}, timeout=30)
+                load.wait_for_version("v2", after=routed)
+                picked_up = time.monotonic() - routed
+                wait_until(lambda: connected() == 1, timeout=10, what="ortserve_registry_connected back to 1")
+            assert load.failures() == [], f"{len(load.failures())} failed calls, e.g. {load.failures()[:3]}"
+            assert len(served_while_down) > 20, "calls must keep succeeding while the registry is down"
+            assert {o.version for o in served_while_down} == {"v1"}
+            outages = server.events("registry_unreachable")
+            assert outages, "the watcher should have logged the outage"
+            print(f"down {restarted - killed:.1f}s, {len(served_while_down)} calls served meanwhile, "
+                  f"route picked up {picked_up:.2f}s after `registry route` returned")
+    finally:
+        gen.close()
