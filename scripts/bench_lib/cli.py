@@ -41,9 +41,17 @@ class BenchError(Exception):
         self.code = code
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows defaults, except the empty ones ("(default: None)" says nothing)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, []):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0], formatter_class=_Help)
     what = p.add_argument_group("what to benchmark")
     what.add_argument("--bundle", type=Path, help="model bundle to serve and to measure the limit on "
                       "(default: the MiniLM demo bundle, built once into --cache-dir)")

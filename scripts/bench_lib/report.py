@@ -150,15 +150,16 @@ def plot(path: Path, runs: Sequence[dict[str, Any]], *, limit_texts_per_s: float
     for r in runs:
         if r.get("latency_ms"):
             series.setdefault(r.get("series", r["name"]), []).append(r)
-    for label, rs in series.items():
-        rs = sorted(rs, key=lambda r: r["texts_per_s"])
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    for index, (label, rs) in enumerate(series.items()):
+        # Points stay in run order (rising concurrency), the usual shape of a latency-throughput curve.
+        color = colors[index % len(colors)]
         x = [r["texts_per_s"] for r in rs]
-        for pct, style in (("p50", "-o"), ("p99", "--^")):
-            line, = ax.plot(x, [r["latency_ms"][pct] for r in rs], style, label=f"{label} {pct.upper()}")
-            if pct == "p50":
-                for r in rs:
-                    ax.annotate(r.get("point", ""), (r["texts_per_s"], r["latency_ms"]["p50"]),
-                                textcoords="offset points", xytext=(3, -10), fontsize=7, color=line.get_color())
+        ax.plot(x, [r["latency_ms"]["p50"] for r in rs], "-o", color=color, label=f"{label} P50")
+        ax.plot(x, [r["latency_ms"]["p99"] for r in rs], "--^", color=color, alpha=0.6, label=f"{label} P99")
+        for r in rs:
+            ax.annotate(r.get("point", ""), (r["texts_per_s"], r["latency_ms"]["p50"]), textcoords="offset points",
+                        xytext=(3, -10), fontsize=7, color=color)
     if limit_texts_per_s:
         ax.axvline(limit_texts_per_s, color="grey", linestyle=":", label=f"engine-alone limit {limit_texts_per_s:.0f}")
     ax.set_yscale("log")

@@ -184,3 +184,21 @@ def test_retired_failed_version_leaves_status(setup: tuple[Registry, ServerProce
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
     body = scrape(server.metrics_port)
     assert metric(body, "ortserve_version_loaded", model=MODEL, version=version) == 0
+
+
+def test_model_whose_only_version_failed_says_so(setup: tuple[Registry, ServerProcess, dict[str, Path]]) -> None:
+    """A model whose every version failed is not "loading": calls and metadata must carry the load error,
+    so that a caller (or an operator reading client logs) sees the cause without the status command."""
+    reg, server, bad = setup
+    reg.publish("broken", "v1", bad["warm-up-wrong-width"], weight=100, cli=False)
+    wait_version_state(server.address, "broken", "v1", "failed")
+    channel, stub = stub_for(server.address)
+    with channel:
+        with pytest.raises(grpc.RpcError) as err:
+            stub.ModelInfer(infer_request(["good movie"], model="broken"), timeout=10)
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "failed to load" in err.value.details() and "shape" in err.value.details(), err.value.details()
+        with pytest.raises(grpc.RpcError) as err:
+            stub.ModelMetadata(pb.ModelMetadataRequest(name="broken"), timeout=5)
+        assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert "failed to load" in err.value.details(), err.value.details()
