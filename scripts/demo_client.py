@@ -28,8 +28,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--address", default="localhost:8001")
     parser.add_argument("--model", default="sentiment")
+    parser.add_argument("--users", type=int, default=0,
+                        help="instead: send one text as each of N users (routing keys) and show who got which version")
     parser.add_argument("texts", nargs="*", default=DEFAULT_TEXTS)
     args = parser.parse_args()
+    if args.users:
+        return _per_user(args)
     with grpc.insecure_channel(args.address) as channel:
         stub = pb_grpc.GRPCInferenceServiceStub(channel)
         labels = _labels(args.model)
@@ -50,6 +54,26 @@ def main() -> int:
         for text, row in zip(args.texts, logits, strict=True):
             label = labels[int(np.argmax(row))] if labels else str(int(np.argmax(row)))
             print(f"  {label:<9} logits {np.array2string(row, precision=3):<22} {text}")
+    return 0
+
+
+def _per_user(args: argparse.Namespace) -> int:
+    """The canary is sticky per routing key: the same user always lands on the same version."""
+    with grpc.insecure_channel(args.address) as channel:
+        stub = pb_grpc.GRPCInferenceServiceStub(channel)
+        counts: dict[str, int] = {}
+        for user in range(args.users):
+            request = pb.ModelInferRequest(model_name=args.model)
+            request.inputs.add(name="TEXT", datatype="BYTES", shape=[1]).contents.bytes_contents.append(
+                args.texts[0].encode()
+            )
+            request.parameters["routing_key"].string_param = f"user-{user}"
+            versions = {stub.ModelInfer(request, timeout=30).model_version for _ in range(3)}
+            assert len(versions) == 1, f"user-{user} was served by {versions}"
+            version = versions.pop()
+            counts[version] = counts.get(version, 0) + 1
+        shares = ", ".join(f"{v}: {n} users" for v, n in sorted(counts.items()))
+        print(f"{args.users} users, 3 calls each, every user always on the same version -> {shares}")
     return 0
 
 
