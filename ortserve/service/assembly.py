@@ -41,6 +41,7 @@ class VersionFactory:
             max_batch_size=settings.max_batch_size,
             max_queue_delay_s=settings.max_queue_delay_ms / 1000,
             max_padding_ratio=settings.max_padding_ratio,
+            max_batch_tokens=settings.max_batch_tokens,
         )
         self._engine_options = EngineOptions(
             intra_op_threads=settings.intra_op_threads,
@@ -72,6 +73,7 @@ class VersionFactory:
             classifier,
             policy=self._policy,
             max_queue_items=self._settings.max_queue_items,
+            max_queue_wait_s=self._settings.max_queue_wait_ms / 1000,
             engine_concurrency=self._settings.engine_concurrency,
             tokenize_pool=self._tokenize_pool,
             engine_pool=self._engine_pool,

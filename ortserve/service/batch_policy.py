@@ -25,6 +25,9 @@ class BatchPolicy:
     """Once the oldest pending text has waited this long, the next batch includes it."""
     max_padding_ratio: float = 1.3
     """Padded tokens / real tokens allowed in one batch; 1.0 means equal lengths only."""
+    max_batch_tokens: int = 2048
+    """Most padded tokens (texts x longest) in one batch: past a few thousand, a CPU engine's
+    throughput falls (cache) while the batch's latency keeps growing."""
 
     def __post_init__(self) -> None:
         if self.max_batch_size < 1:
@@ -33,6 +36,8 @@ class BatchPolicy:
             raise ValueError("max_queue_delay_s must be >= 0")
         if self.max_padding_ratio < 1.0:
             raise ValueError("max_padding_ratio must be >= 1.0")
+        if self.max_batch_tokens < 1:
+            raise ValueError("max_batch_tokens must be >= 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +64,10 @@ def choose_batch(pending: Sequence[PendingText], now: float, policy: BatchPolicy
         while end < len(order) and end - start < policy.max_batch_size:
             length = pending[order[end]].length
             # Sorted order: the newest member is the longest, so it sets the padded width.
-            if (end - start + 1) * length > policy.max_padding_ratio * (total + length) and end > start:
+            if end > start and (
+                (end - start + 1) * length > policy.max_padding_ratio * (total + length)
+                or (end - start + 1) * length > policy.max_batch_tokens
+            ):
                 break
             total += length
             end += 1
@@ -71,3 +79,25 @@ def choose_batch(pending: Sequence[PendingText], now: float, policy: BatchPolicy
         if best_score is None or score > best_score:
             best, best_score = (start, end), score
     return order[best[0] : best[1]]
+
+
+@dataclass(slots=True)
+class Throughput:
+    """The engine's recent texts/s, an exponentially weighted mean over finished batches.
+
+    Turns a queue depth into the wait a new request would see, so admission can bound latency
+    (what callers feel) rather than a count whose cost depends on the model and the texts.
+    """
+
+    texts_per_s: float = 0.0
+    alpha: float = 0.2
+
+    def observe(self, texts: int, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        rate = texts / seconds
+        self.texts_per_s = rate if self.texts_per_s == 0 else (1 - self.alpha) * self.texts_per_s + self.alpha * rate
+
+    def wait_s(self, texts_ahead: int) -> float:
+        """Expected seconds until `texts_ahead` texts are through the engine (0 before any batch ran)."""
+        return texts_ahead / self.texts_per_s if self.texts_per_s > 0 else 0.0

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ortserve.service.batch_policy import BatchPolicy, PendingText, choose_batch
+from ortserve.service.batch_policy import BatchPolicy, PendingText, Throughput, choose_batch
 from ortserve.service.errors import DeadlineExceeded, Internal, ResourceExhausted, Unavailable
 from ortserve.service.textmodel import TextClassifier
 
@@ -76,6 +76,7 @@ class Batcher:
         *,
         policy: BatchPolicy,
         max_queue_items: int,
+        max_queue_wait_s: float = 0.0,
         engine_concurrency: int,
         tokenize_pool: Executor,
         engine_pool: Executor,
@@ -84,6 +85,9 @@ class Batcher:
         self._classifier = classifier
         self._policy = policy
         self._max_queue_items = max_queue_items
+        self._max_queue_wait_s = max_queue_wait_s
+        self._throughput = Throughput()
+        self._running_texts = 0  # texts in batches the engine is running now
         self._engine_concurrency = engine_concurrency
         self._tokenize_pool = tokenize_pool
         self._engine_pool = engine_pool
@@ -109,13 +113,7 @@ class Batcher:
         if self._closed:
             raise Unavailable("model version is shutting down; retry")
         n = len(texts)
-        # A request larger than the whole queue is still admitted into an empty queue, so the
-        # per-request maximum, not the queue size, bounds what one call may send.
-        if self._admitted and self._admitted + n > self._max_queue_items:
-            raise ResourceExhausted(
-                f"server busy: {self._admitted} texts queued for this model version "
-                f"(limit {self._max_queue_items}); retry with backoff"
-            )
+        self._admit(n)
         loop = asyncio.get_running_loop()
         if not self._admitted and self._in_flight < self._engine_concurrency:
             return await self._run_alone(texts)
@@ -155,6 +153,26 @@ class Batcher:
                 self._admitted -= n
             self._check_idle()
 
+    def _admit(self, n: int) -> None:
+        """Refuse at once, rather than queue, past the queue's bound in texts or in expected wait.
+
+        An empty queue always admits: the per-request maximum, not the queue size, bounds what one
+        call may send, and a lone request must never be refused.
+        """
+        if not self._admitted:
+            return
+        if self._admitted + n > self._max_queue_items:
+            raise ResourceExhausted(
+                f"server busy: {self._admitted} texts queued for this model version "
+                f"(limit {self._max_queue_items}); retry with backoff"
+            )
+        wait = self._throughput.wait_s(self._admitted + self._running_texts)
+        if self._max_queue_wait_s and wait > self._max_queue_wait_s:
+            raise ResourceExhausted(
+                f"server busy: {self._admitted} texts queued for this model version, about "
+                f"{wait * 1000:.0f} ms of work (limit {self._max_queue_wait_s * 1000:.0f} ms); retry with backoff"
+            )
+
     async def _run_alone(self, texts: Sequence[str]) -> InferResult:
         """Idle engine, empty queue: nothing to batch with, so tokenize and run in one thread hop.
 
@@ -167,15 +185,19 @@ class Batcher:
             self._engine_pool, _tokenize_and_run, self._classifier, list(texts)
         )
         # The slot is released when the engine is done, even if this call was cancelled meanwhile.
-        run.add_done_callback(lambda _: self._release_slot())
+        run.add_done_callback(lambda f: self._release_slot(len(texts), f))
+        self._running_texts += len(texts)
         logits, lengths, tokenize_s, engine_s = await run
         if self._on_batch is not None:
             self._on_batch(BatchRun(len(lengths), max(lengths) * len(lengths), sum(lengths), engine_s))
         return InferResult(logits=logits, tokenize_s=tokenize_s, queue_s=0.0, engine_s=engine_s,
                            batch_size=len(lengths))
 
-    def _release_slot(self) -> None:
+    def _release_slot(self, texts: int, run: asyncio.Future[tuple[np.ndarray, list[int], float, float]]) -> None:
         self._in_flight -= 1
+        self._running_texts -= texts
+        if not run.cancelled() and run.exception() is None:
+            self._throughput.observe(texts, run.result()[3])
         self._dispatch()
         self._check_idle()
 
@@ -205,6 +227,7 @@ class Batcher:
             self._pending = [item for i, item in enumerate(self._pending) if i not in picked]
             self._admitted -= len(batch)
             self._in_flight += 1
+            self._running_texts += len(batch)
             for item in batch:
                 req = item.request
                 req.queue_s = max(req.queue_s, now - item.enqueued_at)
@@ -229,6 +252,7 @@ class Batcher:
 
     def _finish(self, batch: list[_Item], outcome: asyncio.Future[tuple[np.ndarray, float]]) -> None:
         self._in_flight -= 1
+        self._running_texts -= len(batch)
         try:
             logits, engine_s = outcome.result()
         except Exception as e:  # the engine's message is for operators and callers alike
@@ -237,6 +261,7 @@ class Batcher:
                 if not item.request.future.done():
                     item.request.future.set_exception(error)
         else:
+            self._throughput.observe(len(batch), engine_s)
             width = max(len(item.ids) for item in batch)
             real = sum(len(item.ids) for item in batch)
             if self._on_batch is not None:

@@ -52,6 +52,12 @@ class Settings:
     max_queue_delay_ms: float = _doc("Longest a text may be passed over by length-bucketing.", default=10.0)
     max_padding_ratio: float = _doc("Padded/real tokens allowed in one batch (>= 1.0).", default=1.3)
     max_queue_items: int = _doc("Texts queued per version before RESOURCE_EXHAUSTED.", default=64)
+    max_queue_wait_ms: float = _doc(
+        "Refuse (RESOURCE_EXHAUSTED) when the queued work would take longer than this to clear, "
+        "estimated from the engine's recent texts/s; 0 turns it off.",
+        default=150.0,
+    )
+    max_batch_tokens: int = _doc("Most padded tokens (texts x longest) in one batch.", default=2048)
     engine_concurrency: int = _doc("Batches running at once per version.", default=1)
     tokenizer_threads: int = _doc("Threads tokenizing requests.", default=1)
     # -- engine
@@ -78,6 +84,8 @@ class Settings:
             ("max_queue_delay_ms", self.max_queue_delay_ms >= 0, ">= 0"),
             ("max_padding_ratio", self.max_padding_ratio >= 1.0, ">= 1.0"),
             ("max_queue_items", self.max_queue_items >= 1, ">= 1"),
+            ("max_queue_wait_ms", self.max_queue_wait_ms >= 0, ">= 0"),
+            ("max_batch_tokens", self.max_batch_tokens >= 1, ">= 1"),
             ("engine_concurrency", self.engine_concurrency >= 1, ">= 1"),
             ("tokenizer_threads", self.tokenizer_threads >= 1, ">= 1"),
             ("intra_op_threads", self.intra_op_threads >= 0, ">= 0"),

@@ -103,10 +103,10 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             response = pb.ModelInferResponse(model_name=request.model_name, model_version=lv.version, id=request.id)
             codec.encode_logits(response, result.logits, raw=codec.wants_raw_output(request))
             await context.send_initial_metadata((("x-request-id", request_id), ("x-model-version", lv.version)))
-            m = self._metrics
-            m.texts.labels(request.model_name, lv.version).inc(len(texts))
-            m.queue_seconds.labels(request.model_name, lv.version).observe(result.queue_s)
-            m.tokenize_seconds.labels(request.model_name, lv.version).observe(result.tokenize_s)
+            m = self._metrics.for_version(request.model_name, lv.version)
+            m.texts.inc(len(texts))
+            m.queue_seconds.observe(result.queue_s)
+            m.tokenize_seconds.observe(result.tokenize_s)
             fields.update(
                 batch_size=result.batch_size,
                 queue_ms=_ms(result.queue_s),
@@ -134,9 +134,12 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     def _finish(self, fields: dict[str, Any], started: float, code: str, version: str, **extra: Any) -> None:
         total = time.monotonic() - started
         model = fields["model"] or "none"
-        self._metrics.requests.labels(model, version, code).inc()
         if code == "OK":
-            self._metrics.request_seconds.labels(model, version).observe(total)
+            m = self._metrics.for_version(model, version)
+            m.ok.inc()
+            m.request_seconds.observe(total)
+        else:
+            self._metrics.requests.labels(model, version, code).inc()
         log.info("request", **fields, status=code, total_ms=_ms(total), **extra)
 
 

@@ -8,6 +8,7 @@ by a collector instead of being copied into gauges that could drift.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
@@ -102,9 +103,24 @@ class Metrics:
             buckets=(0.001, 0.01, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
             registry=r,
         )
+        self._by_version: dict[tuple[str, str], VersionMetrics] = {}  # event-loop owned cache
         self.watcher_connected = Gauge(
             "ortserve_registry_connected", "1 while the registry watch is healthy, 0 while it backs off.", registry=r
         )
+
+    def for_version(self, model: str, version: str) -> VersionMetrics:
+        """The per-version series of the request path, looked up once (`labels()` is not free)."""
+        key = (model, version)
+        found = self._by_version.get(key)
+        if found is None:
+            found = self._by_version[key] = VersionMetrics(
+                ok=self.requests.labels(model, version, "OK"),
+                texts=self.texts.labels(model, version),
+                request_seconds=self.request_seconds.labels(model, version),
+                queue_seconds=self.queue_seconds.labels(model, version),
+                tokenize_seconds=self.tokenize_seconds.labels(model, version),
+            )
+        return found
 
     def batch_observer(self, model: str, version: str) -> Callable[[BatchRun], None]:
         engine = self.engine_seconds.labels(model, version)
@@ -124,6 +140,15 @@ class Metrics:
     def serve(self, host: str, port: int) -> Any:
         server, _thread = start_http_server(port, addr=host, registry=self.registry)
         return server
+
+
+@dataclass(frozen=True, slots=True)
+class VersionMetrics:
+    ok: Any
+    texts: Any
+    request_seconds: Any
+    queue_seconds: Any
+    tokenize_seconds: Any
 
 
 class _ManagerCollector(Collector):

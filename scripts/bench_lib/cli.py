@@ -172,7 +172,6 @@ class Bench:
         self.metrics_url: str | None = args.metrics_url
         self.notes: list[str] = []
         self.bundle: Path | None = args.bundle
-        self.limit_sample: list[str] = []
         self.engine_settings = _engine_settings(args)
         corpus = make_corpus(args.corpus_size, seed=args.seed)
         self.corpus = corpus
@@ -263,13 +262,13 @@ class Bench:
     def measure_limit(self) -> None:
         bundle = self.ensure_bundle()
         self.engine = EngineAlone(bundle, self.engine_settings)
-        texts = self.engine.length_sample(self.corpus, self.args.limit_texts)
-        self.limit_sample = texts
+        self.engine.use_corpus(self.corpus)
         passes = []
         for size in self.args.limit_sizes:
             self.progress.say(f"engine alone: length-sorted batches of {size}")
-            passes.append(self.engine.sorted_pass(texts, size, repeats=self.args.limit_repeats))
+            passes.append(self.engine.sorted_pass(size, texts=self.args.limit_texts, repeats=self.args.limit_repeats))
         self.progress.say("engine alone: batch-1 latency")
+        texts = self.engine.length_sample(self.args.limit_texts)
         b1 = self.engine.batch1_latency_ms(texts)
         best = max(passes, key=lambda p: p.texts_per_s)
         lengths = self.engine.token_lengths(self.corpus)
@@ -291,7 +290,7 @@ class Bench:
             if p["batch_size"] == batch_size:
                 return float(p["texts_per_s"])
         self.progress.say(f"engine alone: length-sorted batches of {batch_size} (a size the server formed)")
-        sp = self.engine.sorted_pass(self.limit_sample, batch_size, repeats=1)
+        sp = self.engine.sorted_pass(batch_size, texts=self.args.limit_texts)
         self.limit["formed_passes"].append(dataclasses.asdict(sp))
         return sp.texts_per_s
 
@@ -348,6 +347,16 @@ class Bench:
                 self.notes.append(note)
             return None
 
+    async def wait_server_idle(self, timeout_s: float = 15.0) -> None:
+        """Until the server reports no call in flight (calls cancelled at drain may still be queued)."""
+        deadline = time.perf_counter() + timeout_s
+        while time.perf_counter() < deadline:
+            snap = await self.scrape()
+            if snap is None or snap.in_flight <= 0:
+                return
+            await asyncio.sleep(0.2)
+        self.notes.append(f"the server still had calls in flight {timeout_s:.0f} s after the last run")
+
     # -- the whole invocation
     async def run(self) -> dict[str, Any]:
         args = self.args
@@ -376,6 +385,7 @@ class Bench:
                                    rate=args.rate if args.mode == "open" else 0.0, series=f"{args.mode}")
                 await self.load(point, payloads)
             if self.limit is not None:
+                await self.wait_server_idle()  # the engine-alone passes below must not share the cores
                 for r in self.runs:
                     mean = r.get("server", {}).get("mean_batch_texts")
                     if r["mode"] == "closed" and mean:
@@ -441,6 +451,16 @@ class Bench:
                 "engine_batch1_p50_ms": limit["batch1_latency_ms"]["p50"],
                 "added_ms": c1["latency_ms"]["p50"] - limit["batch1_latency_ms"]["p50"],
             }
+            srv = c1.get("server", {})
+            if "mean_request_ms" in srv:
+                # Where a lone request's time goes (means: the server only exports histograms).
+                out["concurrency1"]["breakdown_mean_ms"] = {
+                    "client": c1["latency_ms"]["mean"],
+                    "server_handler": srv["mean_request_ms"],
+                    "engine": srv.get("mean_engine_ms"),
+                    "tokenize": srv.get("mean_tokenize_ms"),
+                    "queue": srv.get("mean_queue_ms"),
+                }
         over = next((r for r in self.runs if r["series"] == "overload"), None)
         if over is not None:
             rejected = over["errors"].get("RESOURCE_EXHAUSTED", 0)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -24,6 +25,7 @@ from tokenizers import Tokenizer
 from ortserve.engine_ext import Engine
 
 LIMIT_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,9 @@ class EngineAlone:
         self._token_types = "token_type_ids" in {t.name for t in self.engine.inputs}
         pad = self.tokenizer.token_to_id("[PAD]")
         self._pad = 0 if pad is None else pad
+        self._corpus: list[str] = []
+        self._lengths: list[int] = []
+        self._order: list[int] = []
 
     def close(self) -> None:
         self.engine.close()
@@ -86,37 +91,45 @@ class EngineAlone:
         self.engine.run(feeds)
         return width
 
-    def length_sample(self, texts: Sequence[str], count: int) -> list[str]:
-        """`count` texts whose token-length mix equals the whole corpus's: every k-th text in length order.
+    def use_corpus(self, corpus: Sequence[str]) -> None:
+        """Tokenize the corpus once to know every text's length (the passes below sort by it)."""
+        self._corpus = list(corpus)
+        self._lengths = self.token_lengths(self._corpus)
+        self._order = sorted(range(len(self._corpus)), key=lambda i: self._lengths[i])
 
-        The limit runs over this sample while the load generator cycles over the whole corpus; a plain
-        prefix of a few hundred texts could be several percent shorter or longer on average.
+    def length_sample(self, count: int) -> list[str]:
+        """`count` corpus texts, in corpus order, whose token-length mix equals the whole corpus's
+        (every k-th text in length order): what a client cycling over the corpus sends."""
+        picked = sorted(_spread(self._order, count))
+        return [self._corpus[i] for i in picked]
+
+    def sorted_pass(self, batch_size: int, *, texts: int, repeats: int = 1) -> SortedPass:
+        """About `texts` texts (at least 4 batches) in batches of `batch_size`, as perfect length bucketing
+        forms them.
+
+        The whole corpus is sorted by token length and cut into consecutive batches (so even batches
+        of 64 pad little, as they would from a large pool), and an evenly spread subset of those
+        batches, covering short and long texts alike, is timed: the cost of one pass stays the same
+        for every batch size.
         """
-        if count >= len(texts):
-            return list(texts)
-        lengths = self.token_lengths(texts)
-        order = sorted(range(len(texts)), key=lambda i: lengths[i])
-        step = len(texts) / count
-        picked = sorted(order[int((k + 0.5) * step)] for k in range(count))
-        return [texts[i] for i in picked]
-
-    def sorted_pass(self, texts: Sequence[str], batch_size: int, *, repeats: int = 2) -> SortedPass:
-        """All `texts` once, sorted by token length, in consecutive batches of `batch_size`."""
-        lengths = self.token_lengths(texts)
-        order = sorted(range(len(texts)), key=lambda i: lengths[i])
-        batches = [[texts[i] for i in order[s : s + batch_size]] for s in range(0, len(order), batch_size)]
-        real = sum(lengths)
-        padded = sum(len(b) * max(lengths[i] for i in order[s : s + batch_size])
-                      for b, s in zip(batches, range(0, len(order), batch_size), strict=True))
+        order, lengths = self._order, self._lengths
+        cut = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+        # At least 4 batches, so that even batches of 64 sample both short and long texts.
+        chosen = _spread(cut, max(4, round(texts / batch_size)))
+        batches = [[self._corpus[i] for i in batch] for batch in chosen]
+        real = sum(lengths[i] for batch in chosen for i in batch)
+        padded = sum(len(batch) * max(lengths[i] for i in batch) for batch in chosen)
+        count = sum(len(b) for b in batches)
         # The widest batch first: ORT's memory arena grows to its size outside the timed pass.
-        self.run_texts(batches[-1])
+        widest = max(range(len(chosen)), key=lambda k: len(chosen[k]) * max(lengths[i] for i in chosen[k]))
+        self.run_texts(batches[widest])
         best = float("inf")
         for _ in range(max(1, repeats)):
             started = time.perf_counter()
             for batch in batches:
                 self.run_texts(batch)
             best = min(best, time.perf_counter() - started)
-        return SortedPass(batch_size, len(texts) / best, 1000 * best / len(batches), padded / real)
+        return SortedPass(batch_size, count / best, 1000 * best / len(batches), padded / real)
 
     def batch1_latency_ms(self, texts: Sequence[str]) -> dict[str, float]:
         """Tokenize + run of one text at a time, in the given order (as a c=1 client sends): P50/P90/P99 ms."""
@@ -129,6 +142,14 @@ class EngineAlone:
             samples.append(1000 * (time.perf_counter() - started))
         samples.sort()
         return {"p50": statistics.median(samples), "p90": _pct(samples, 90), "p99": _pct(samples, 99)}
+
+
+def _spread(items: Sequence[T], count: int) -> list[T]:
+    """`count` items evenly spread over `items` (all of them when there are fewer)."""
+    if count >= len(items):
+        return list(items)
+    step = len(items) / count
+    return [items[int((k + 0.5) * step)] for k in range(count)]
 
 
 def _pct(sorted_values: Sequence[float], p: float) -> float:

@@ -23,6 +23,7 @@ _HISTOGRAMS = {
     "request_s": "ortserve_request_duration_seconds",
 }
 _REQUESTS = "ortserve_requests_total"
+_IN_FLIGHT = "ortserve_inflight_requests"
 _TRITON_TEXTS = "nv_inference_count"
 _TRITON_RUNS = "nv_inference_exec_count"
 
@@ -68,6 +69,8 @@ class Snapshot:
     requests_by_code: dict[str, float] = field(default_factory=dict)
     triton_texts: float = 0.0
     triton_runs: float = 0.0
+    in_flight: float = 0.0
+    """ortserve_inflight_requests: calls the server is still serving."""
 
 
 def scrape(url: str, *, model: str = "", timeout_s: float = 5.0) -> Snapshot:
@@ -101,6 +104,8 @@ def parse(text: str, *, model: str = "") -> Snapshot:
             elif sample.name == _REQUESTS:
                 code = labels.get("code", "?")
                 snap.requests_by_code[code] = snap.requests_by_code.get(code, 0.0) + sample.value
+            elif sample.name == _IN_FLIGHT:
+                snap.in_flight += sample.value
             elif sample.name == _TRITON_TEXTS:
                 snap.triton_texts += sample.value
             elif sample.name == _TRITON_RUNS:

@@ -108,6 +108,13 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     if c1:
         out.append(f"concurrency 1: P50 {c1['p50_ms']:.2f} ms vs engine batch-1 P50 {c1['engine_batch1_p50_ms']:.2f} ms"
                    f" = {c1['added_ms']:+.2f} ms [target <= +1 ms]")
+        b = c1.get("breakdown_mean_ms")
+        if b:
+            grpc_ms = b["client"] - b["server_handler"]
+            rest = b["server_handler"] - sum(b[k] or 0.0 for k in ("engine", "tokenize", "queue"))
+            out.append(f"  means: client {b['client']:.2f} ms = gRPC/transport {grpc_ms:.2f} + server handler "
+                       f"{b['server_handler']:.2f} (engine {_f(b['engine'], 2)}, tokenize {_f(b['tokenize'], 2)}, "
+                       f"queue {_f(b['queue'], 2)}, other {rest:.2f})")
     over = summary.get("overload")
     if over:
         out.append(f"overload: open loop at {over['rate']:.0f} req/s (2 x saturation): "

@@ -67,6 +67,8 @@ def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bund
     assert sat["served_over_limit"] == pytest.approx(sat["texts_per_s"] / limit["texts_per_s"])
     c1 = summary["concurrency1"]
     assert c1["added_ms"] == pytest.approx(c1["p50_ms"] - c1["engine_batch1_p50_ms"])
+    means = c1["breakdown_mean_ms"]
+    assert means["client"] >= means["server_handler"] > means["engine"] > 0
     over = summary["overload"]
     assert over["rate"] == pytest.approx(2 * sat["requests_per_s"])
     assert over["sent"] >= over["resource_exhausted"] >= 0

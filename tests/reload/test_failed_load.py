@@ -20,14 +20,17 @@ import grpc
 import numpy as np
 import onnx
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from onnx import TensorProto, helper, numpy_helper
 from reload_harness import (
     Registry,
     make_registry,
     metric,
+    model_status,
     scrape,
     status_cli,
     wait_routing,
+    wait_until,
     wait_version_state,
 )
 from support.server_process import ServerProcess, infer_request, running_server, stub_for
@@ -96,8 +99,8 @@ CASES = ["sha256-mismatch", "onnx-does-not-load", "warm-up-non-finite", "warm-up
 EXPECTED = {
     "sha256-mismatch": "sha256 mismatch",
     "onnx-does-not-load": "NoSuchOperatorInOnnxRuntime",
-    "warm-up-non-finite": "logits",
-    "warm-up-wrong-width": "shape",
+    "warm-up-non-finite": "non-finite",
+    "warm-up-wrong-width": "expected [2, 2]",
 }
 
 
@@ -161,10 +164,12 @@ def test_failed_version_changes_no_traffic(setup: tuple[Registry, ServerProcess,
     failures_after = metric(scrape(server.metrics_port), "ortserve_reloads_total", model=MODEL, result="failure")
     assert failures_after >= failures_before + 1
 
-    # Back to v1 only: the bad version is no longer wanted, so the model's error clears.
+    # Back to v1 only: the bad version is no longer wanted, so the model's error clears. (The routing
+    # in force never left v1=100, so waiting for it proves nothing: wait for the error to clear.)
     reg.route(MODEL, v1=100)
-    info = wait_routing(server.address, MODEL, {"v1": 100})
-    assert info["last_error"] is None
+    wait_until(lambda: model_status(server.address, MODEL).get("last_error") is None, timeout=15,
+               what="last_error to clear once the bad version is no longer routed")
+    assert model_status(server.address, MODEL)["routing"] == {"v1": 100}
 
 
 def test_retired_failed_version_leaves_status(setup: tuple[Registry, ServerProcess, dict[str, Path]]) -> None:
@@ -197,8 +202,33 @@ def test_model_whose_only_version_failed_says_so(setup: tuple[Registry, ServerPr
         with pytest.raises(grpc.RpcError) as err:
             stub.ModelInfer(infer_request(["good movie"], model="broken"), timeout=10)
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
-        assert "failed to load" in err.value.details() and "shape" in err.value.details(), err.value.details()
+        assert "failed to load" in err.value.details() and "expected [2, 2]" in err.value.details(), err.value.details()
         with pytest.raises(grpc.RpcError) as err:
             stub.ModelMetadata(pb.ModelMetadataRequest(name="broken"), timeout=5)
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
         assert "failed to load" in err.value.details(), err.value.details()
+
+
+def test_broken_new_model_keeps_the_server_ready(setup: tuple[Registry, ServerProcess, dict[str, Path]],
+                                                 bundle: Callable[..., Path]) -> None:
+    """Publishing a new model whose only version cannot load must not take the server out of service
+    for the models it does serve: the Kubernetes readiness probe (deploy/k8s, gRPC health of "") would
+    otherwise pull every pod at once. The broken model itself reports NOT_SERVING in its own health
+    entry, in status and in metrics."""
+    reg, server, bad = setup
+    reg.publish("broken-new", "v1", bad["warm-up-non-finite"], weight=100, cli=False)
+    wait_version_state(server.address, "broken-new", "v1", "failed")
+    # A swap on the healthy model (health is recomputed on swaps).
+    reg.publish(MODEL, "v1-again", bundle(22), cli=False)
+    reg.route(MODEL, v1=50, **{"v1-again": 50})
+    wait_routing(server.address, MODEL, {"v1": 50, "v1-again": 50})
+    channel, stub = stub_for(server.address)
+    with channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        assert stub.ModelReady(pb.ModelReadyRequest(name=MODEL), timeout=5).ready
+        assert not stub.ModelReady(pb.ModelReadyRequest(name="broken-new"), timeout=5).ready
+        assert health.Check(health_pb2.HealthCheckRequest(service="broken-new"), timeout=5).status == \
+            health_pb2.HealthCheckResponse.NOT_SERVING
+        assert health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status == \
+            health_pb2.HealthCheckResponse.SERVING
+        assert stub.ServerReady(pb.ServerReadyRequest(), timeout=5).ready

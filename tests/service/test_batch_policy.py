@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ortserve.service.batch_policy import BatchPolicy, PendingText, choose_batch
+from ortserve.service.batch_policy import BatchPolicy, PendingText, Throughput, choose_batch
 
 POLICY = BatchPolicy(max_batch_size=4, max_queue_delay_s=0.010, max_padding_ratio=1.3)
 
@@ -47,10 +47,26 @@ def test_overdue_oldest_text_is_included() -> None:
     assert 0 in choose_batch(pending, 0.011, POLICY)  # overdue: it must go next
 
 
+def test_padded_tokens_are_capped() -> None:
+    policy = BatchPolicy(max_batch_size=64, max_padding_ratio=2.0, max_batch_tokens=100)
+    assert len(choose_batch(texts(*[20] * 10), 0.0, policy)) == 5  # 5 x 20 = 100 padded tokens
+    assert choose_batch(texts(300), 0.0, policy) == [0]  # one over-long text still runs, alone
+
+
+def test_throughput_turns_queue_depth_into_wait() -> None:
+    rate = Throughput()
+    assert rate.wait_s(10) == 0.0  # nothing measured yet: no basis to refuse anyone
+    rate.observe(10, 0.5)
+    assert rate.texts_per_s == 20 and rate.wait_s(10) == 0.5
+    rate.observe(40, 0.5)  # a faster batch moves the estimate part of the way
+    assert 20 < rate.texts_per_s < 80
+
+
 def test_policy_rejects_nonsense() -> None:
     import pytest
 
-    for kwargs in ({"max_batch_size": 0}, {"max_queue_delay_s": -1}, {"max_padding_ratio": 0.5}):
+    for kwargs in ({"max_batch_size": 0}, {"max_queue_delay_s": -1}, {"max_padding_ratio": 0.5},
+                   {"max_batch_tokens": 0}):
         with pytest.raises(ValueError):
             BatchPolicy(**kwargs)
 
@@ -60,9 +76,11 @@ def test_policy_rejects_nonsense() -> None:
     st.integers(1, 64),
     st.floats(1.0, 3.0),
     st.floats(0, 2),
+    st.integers(1, 4096),
 )
-def test_always_a_valid_nonempty_batch(items, max_batch, ratio, now) -> None:
-    policy = BatchPolicy(max_batch_size=max_batch, max_queue_delay_s=0.01, max_padding_ratio=ratio)
+def test_always_a_valid_nonempty_batch(items, max_batch, ratio, now, max_tokens) -> None:
+    policy = BatchPolicy(max_batch_size=max_batch, max_queue_delay_s=0.01, max_padding_ratio=ratio,
+                         max_batch_tokens=max_tokens)
     pending = [PendingText(n, t) for n, t in items]
     chosen = choose_batch(pending, now, policy)
     assert chosen and len(chosen) == len(set(chosen)) and len(chosen) <= max_batch
@@ -72,3 +90,4 @@ def test_always_a_valid_nonempty_batch(items, max_batch, ratio, now) -> None:
         assert oldest in chosen
     lengths = [pending[i].length for i in chosen]
     assert len(chosen) == 1 or len(chosen) * max(lengths) <= ratio * sum(lengths) + 1e-9
+    assert len(chosen) == 1 or len(chosen) * max(lengths) <= max_tokens

@@ -35,7 +35,7 @@ def slow_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def slow_server(slow_bundle: Path) -> Iterator[ServerProcess]:
     with running_server(["--bundle", str(slow_bundle), "--intra-op-threads", "1", "--max-queue-items", "4",
                          "--max-batch-size", "8", "--max-queue-delay-ms", "3000",
-                         "--max-texts-per-request", "8"]) as s:
+                         "--max-texts-per-request", "8", "--max-queue-wait-ms", "0"]) as s:
         yield s
 
 
@@ -158,3 +158,23 @@ def test_cancelled_calls_free_their_queue_slots(slow_server: ServerProcess) -> N
             f.result()
     wait_idle(slow_server)
     assert engine_texts(slow_server) - before == 12  # busy + the 4 re-sent; the cancelled ones never ran
+
+
+def test_queue_bounded_by_expected_wait(slow_bundle: Path, reference: Reference) -> None:
+    """With a time budget, a deep queue is refused by how long it would take, not by its length."""
+    with running_server(["--bundle", str(slow_bundle), "--intra-op-threads", "1", "--max-queue-items", "64",
+                         "--max-queue-wait-ms", "300", "--max-batch-size", "2"]) as server:
+        channel, stub = stub_for(server.address)
+        with channel:
+            stub.ModelInfer(infer_request([LONG[0]]), timeout=60)  # one run measures the engine's rate
+            futures = [stub.ModelInfer.future(infer_request([LONG[i % 4]]), timeout=120) for i in range(16)]
+            refused = []
+            for i, f in enumerate(futures):
+                try:
+                    np.testing.assert_allclose(logits_of(f.result()), reference.logits([LONG[i % 4]]), atol=1e-4)
+                except grpc.RpcError as e:
+                    refused.append(e)
+    # 16 long texts are seconds of work on one thread: far over the 300 ms budget, far under 64 texts.
+    assert refused and all(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED for e in refused)
+    assert all(re.search(r"about \d+ ms of work \(limit 300 ms\)", e.details()) for e in refused), refused[0].details()
+    assert len(refused) < 16
