@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from ortserve.registry.durable import fsync_dir
 from ortserve.registry.records import SHA256_RE, ArtifactRef
 
 CHUNK = 1024 * 1024
@@ -152,7 +153,7 @@ class ArtifactStore:
                 tmp.unlink()
             else:
                 os.replace(tmp, final)
-                _fsync_dir(target_dir)
+                fsync_dir(target_dir)
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
@@ -218,7 +219,7 @@ class ArtifactCache:
             except OSError:
                 if not final.is_dir():  # lost a race with another fetch of the same sha: fine
                     raise
-            _fsync_dir(self.cache_dir)
+            fsync_dir(self.cache_dir)
         except (OSError, tarfile.TarError) as e:
             raise ArtifactError(f"artifact {ref.uri}: fetch failed ({e})") from None
         finally:
@@ -294,11 +295,3 @@ def _file_sha256(path: Path) -> str:
         while chunk := f.read(CHUNK):
             h.update(chunk)
     return h.hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ortserve.registry.durable import fsync_dir
 from ortserve.registry.pausepoints import pause_point
 from ortserve.registry.store import (
     MAX_TXN_OPS,
@@ -199,9 +200,9 @@ class FileStore:
             dirs.add(path.parent)
             pause_point("filestore-mid-apply")  # crash tests: die with the txn half applied
         for d in dirs:
-            _fsync_dir(d)
+            fsync_dir(d)
         self._journal_path.unlink()
-        _fsync_dir(self.root)
+        fsync_dir(self.root)
 
     def _path(self, key: str) -> Path:
         return self._kv / (key + SUFFIX)
@@ -276,12 +277,4 @@ def _atomic_write(path: Path, data: bytes, *, sync_dir: bool = True) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     if sync_dir:
-        _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fsync_dir(path.parent)

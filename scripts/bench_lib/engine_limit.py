@@ -11,7 +11,6 @@ Run it only while the server is idle: both would compete for the same cores.
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Sequence
@@ -20,9 +19,8 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
-from tokenizers import Tokenizer
 
-from ortserve.engine_ext import Engine
+from ortserve.service.textmodel import EngineOptions, TextClassifier
 
 LIMIT_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 T = TypeVar("T")
@@ -51,45 +49,31 @@ class EngineAlone:
     """Owned by the benchmark's main thread; closes its engine on `close`."""
 
     def __init__(self, bundle: Path, settings: EngineSettings) -> None:
-        manifest = json.loads((bundle / "manifest.json").read_text())
-        self.tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
-        # As the server does: pad each batch to its own longest text, truncate at max_seq_len.
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(max_length=int(manifest["max_seq_len"]))
-        self.engine = Engine(
-            str(bundle / "model.onnx"),
-            intra_op_threads=settings.intra_op_threads,
-            inter_op_threads=settings.inter_op_threads,
-            allow_spinning=settings.allow_spinning,
-            graph_optimization_level=settings.graph_optimization_level,
+        # The server's own compute path (same tokenizer set-up, padding and feeds), minus the server.
+        self.classifier = TextClassifier.load(
+            bundle,
+            EngineOptions(
+                intra_op_threads=settings.intra_op_threads,
+                inter_op_threads=settings.inter_op_threads,
+                allow_spinning=settings.allow_spinning,
+                graph_optimization_level=settings.graph_optimization_level,
+            ),
         )
-        self._token_types = "token_type_ids" in {t.name for t in self.engine.inputs}
-        pad = self.tokenizer.token_to_id("[PAD]")
-        self._pad = 0 if pad is None else pad
         self._corpus: list[str] = []
         self._lengths: list[int] = []
         self._order: list[int] = []
 
     def close(self) -> None:
-        self.engine.close()
+        self.classifier.close()
 
     def token_lengths(self, texts: Sequence[str]) -> list[int]:
-        return [max(1, len(e.ids)) for e in self.tokenizer.encode_batch(list(texts))]
+        return [len(ids) for ids in self.classifier.tokenize(texts)]
 
     def run_texts(self, texts: Sequence[str]) -> int:
         """Tokenize and run one batch; returns the padded width."""
-        ids_list = [e.ids or [self._pad] for e in self.tokenizer.encode_batch(list(texts))]
-        width = max(len(ids) for ids in ids_list)
-        ids = np.full((len(ids_list), width), self._pad, dtype=np.int64)
-        mask = np.zeros((len(ids_list), width), dtype=np.int64)
-        for row, row_ids in enumerate(ids_list):
-            ids[row, : len(row_ids)] = row_ids
-            mask[row, : len(row_ids)] = 1
-        feeds = {"input_ids": ids, "attention_mask": mask}
-        if self._token_types:
-            feeds["token_type_ids"] = np.zeros_like(ids)
-        self.engine.run(feeds)
-        return width
+        token_ids = self.classifier.tokenize(texts)
+        self.classifier.run(token_ids)
+        return max(len(ids) for ids in token_ids)
 
     def use_corpus(self, corpus: Sequence[str]) -> None:
         """Tokenize the corpus once to know every text's length (the passes below sort by it)."""
