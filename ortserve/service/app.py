@@ -158,6 +158,7 @@ class Server:
             self.metrics.load_seconds.labels(model).observe(fields.get("load_s", 0.0))
         elif event == "failed":
             self.metrics.reloads.labels(model, "failure").inc()
+            asyncio.get_running_loop().create_task(self._update_health())
         elif event == "swapped":
             self.metrics.swaps.labels(model).inc()
             self.metrics.swap_seconds.labels(model).observe(fields.get("took_s", 0.0))
@@ -168,7 +169,7 @@ class Server:
         wanted = self.manager.wanted_models()
         for model in set(wanted) | set(self.manager.served_models()):
             await self.health.set(model, serving if self.manager.model_ready(model) else not_serving)
-        ready = bool(wanted) and all(self.manager.model_ready(m) for m in wanted)
+        ready = self.manager.ready_for_traffic()
         await self.health.set("", serving if ready else not_serving)
         await self.health.set(INFERENCE_SERVICE, serving if ready else not_serving)
 

@@ -39,9 +39,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         return pb.ServerLiveResponse(live=True)
 
     async def ServerReady(self, request: pb.ServerReadyRequest, context: Any) -> pb.ServerReadyResponse:
-        wanted = self._manager.wanted_models()
-        ready = self.accepting and bool(wanted) and all(self._manager.model_ready(m) for m in wanted)
-        return pb.ServerReadyResponse(ready=ready)
+        return pb.ServerReadyResponse(ready=self.accepting and self._manager.ready_for_traffic())
 
     async def ModelReady(self, request: pb.ModelReadyRequest, context: Any) -> pb.ModelReadyResponse:
         return pb.ModelReadyResponse(ready=self.accepting and self._manager.model_ready(request.name, request.version))
@@ -56,7 +54,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         route = self._manager.route_table.models.get(request.name)
         if route is None:
             if request.name in self._manager.wanted_models():
-                raise Unavailable(f"model '{request.name}' is loading; no version is ready yet")
+                raise Unavailable(self._manager.not_ready_reason(request.name))
             raise NotFound(f"unknown model '{request.name}'")
         if request.version and request.version not in route.versions:
             failure = self._manager.version_failure(request.name, request.version)

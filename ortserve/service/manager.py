@@ -118,6 +118,7 @@ class ModelManager:
         self._wake: dict[str, asyncio.Event] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._failures: dict[tuple[str, str], _LoadFailure] = {}
+        self._loading: dict[tuple[str, str], LoadedVersion] = {}  # loads in progress, for status
         self._last_error: dict[str, str] = {}
         self._retiring: set[asyncio.Task[None]] = set()
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ortserve-loader")
@@ -138,7 +139,7 @@ class ModelManager:
         if route is None:
             desired = self._desired.get(model)
             if desired is not None and desired.versions and not self._closed:
-                raise Unavailable(f"model '{model}' is loading; no version is ready yet, retry shortly")
+                raise Unavailable(self.not_ready_reason(model))
             raise NotFound(f"unknown model '{model}'; served models: {sorted(self._table.models) or 'none'}")
         if version:
             chosen = route.versions.get(version)
@@ -223,6 +224,8 @@ class ModelManager:
         """One pass towards `desired`; returns seconds until a retry is due, if any."""
         started = time.monotonic()
         loaded = self._versions.setdefault(model, {})
+        for key in [k for k in self._failures if k[0] == model and k[1] not in desired.versions]:
+            del self._failures[key]  # retired or never re-published: nothing left to retry or report
         retry_in: float | None = None
         for version in self._targets(desired):
             if self._desired[model] is not desired:
@@ -249,6 +252,14 @@ class ModelManager:
     async def _load(self, model: str, spec: DesiredVersion) -> bool:
         lv = LoadedVersion(model, spec.version, spec)
         lv.transition(State.LOADING)
+        self._loading[(model, spec.version)] = lv
+        try:
+            return await self._load_version(lv, spec)
+        finally:
+            del self._loading[(model, spec.version)]
+
+    async def _load_version(self, lv: LoadedVersion, spec: DesiredVersion) -> bool:
+        model = lv.model
         self._observe("loading", model, spec.version, source=spec.source())
         started = time.monotonic()
         try:
@@ -348,6 +359,26 @@ class ModelManager:
     def served_models(self) -> list[str]:
         return sorted(self._table.models)
 
+    def ready_for_traffic(self) -> bool:
+        """Readiness of the whole server: something is routable and no model is still on its first load.
+
+        A model whose every load failed does not hold the server back: it is reported (its own
+        health entry, status, metrics), but one broken new model must not take every replica out
+        of service while the models that work keep serving.
+        """
+        wanted = self.wanted_models()
+        pending = [m for m in wanted if m not in self._table.models and not self._model_failed(m)]
+        return bool(self._table.models) and not pending
+
+    def not_ready_reason(self, model: str) -> str:
+        if self._model_failed(model):
+            return f"model '{model}' has no routable version: it failed to load ({self._last_error.get(model)})"
+        return f"model '{model}' is loading; no version is ready yet, retry shortly"
+
+    def _model_failed(self, model: str) -> bool:
+        # A retry in progress keeps its failure recorded until it succeeds, so readiness does not flap.
+        return any(m == model for m, _ in self._failures)
+
     def wanted_models(self) -> list[str]:
         return sorted(m for m, d in self._desired.items() if d.versions)
 
@@ -368,6 +399,9 @@ class ModelManager:
                 }
                 for v, lv in sorted(self._versions.get(model, {}).items())
             }
+            for (m, v), lv in self._loading.items():
+                if m == model and v not in versions:
+                    versions[v] = {"state": lv.state.value, "leases": 0, "source": lv.spec.source(), "queue_depth": 0}
             for (m, v), failure in self._failures.items():
                 if m == model and v not in versions:
                     versions[v] = {
