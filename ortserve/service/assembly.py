@@ -42,6 +42,7 @@ class VersionFactory:
             max_queue_delay_s=settings.max_queue_delay_ms / 1000,
             max_padding_ratio=settings.max_padding_ratio,
             max_batch_tokens=settings.max_batch_tokens,
+            batch_overhead_tokens=settings.batch_overhead_tokens,
         )
         self._engine_options = EngineOptions(
             intra_op_threads=settings.intra_op_threads,

@@ -4,9 +4,12 @@ Called whenever the engine has room. It never waits: an idle engine runs whateve
 once, so a lone request pays no batching delay. Under load, the requests that arrived while the
 engine was busy are pending, and this picks the next batch from them:
 
-- sort by token length and take the window with the most texts whose padding stays within
-  `max_padding_ratio` (padded tokens / real tokens) and `max_batch_size` texts. On this kind of CPU,
-  padding is what makes naive batches no faster than batch 1; length-sorted batches are not.
+- sort by token length and take the window with the most texts whose padding is worth it, within
+  `max_batch_size` texts and `max_batch_tokens` padded tokens. On this kind of CPU, padding is what
+  makes naive batches no faster than batch 1; length-sorted batches are. Padding is worth it while
+  the wasted tokens stay under `max_padding_ratio` of the real ones, or under what the runs saved
+  by merging would have cost: each engine run has a fixed cost worth about `batch_overhead_tokens`
+  tokens, so n texts in one run may waste up to (n - 1) x that.
 - starvation bound: once the oldest text has waited `max_queue_delay_s`, the batch must include it,
   so a rare long text is never passed over for long.
 """
@@ -25,7 +28,9 @@ class BatchPolicy:
     """Once the oldest pending text has waited this long, the next batch includes it."""
     max_padding_ratio: float = 1.3
     """Padded tokens / real tokens allowed in one batch; 1.0 means equal lengths only."""
-    max_batch_tokens: int = 2048
+    batch_overhead_tokens: int = 0
+    """The fixed cost of one engine run, in tokens' worth of work (measured: scripts/bench)."""
+    max_batch_tokens: int = 1024
     """Most padded tokens (texts x longest) in one batch: past a few thousand, a CPU engine's
     throughput falls (cache) while the batch's latency keeps growing."""
 
@@ -36,6 +41,8 @@ class BatchPolicy:
             raise ValueError("max_queue_delay_s must be >= 0")
         if self.max_padding_ratio < 1.0:
             raise ValueError("max_padding_ratio must be >= 1.0")
+        if self.batch_overhead_tokens < 0:
+            raise ValueError("batch_overhead_tokens must be >= 0")
         if self.max_batch_tokens < 1:
             raise ValueError("max_batch_tokens must be >= 1")
 
@@ -64,10 +71,10 @@ def choose_batch(pending: Sequence[PendingText], now: float, policy: BatchPolicy
         while end < len(order) and end - start < policy.max_batch_size:
             length = pending[order[end]].length
             # Sorted order: the newest member is the longest, so it sets the padded width.
-            if end > start and (
-                (end - start + 1) * length > policy.max_padding_ratio * (total + length)
-                or (end - start + 1) * length > policy.max_batch_tokens
-            ):
+            n, real = end - start + 1, total + length
+            waste = n * length - real
+            allowed = max((policy.max_padding_ratio - 1.0) * real, (n - 1) * policy.batch_overhead_tokens)
+            if end > start and (waste > allowed or n * length > policy.max_batch_tokens):
                 break
             total += length
             end += 1

@@ -166,7 +166,8 @@ class Batcher:
                 f"server busy: {self._admitted} texts queued for this model version "
                 f"(limit {self._max_queue_items}); retry with backoff"
             )
-        wait = self._throughput.wait_s(self._admitted + self._running_texts)
+        # Batches run `engine_concurrency` at a time, so the queue drains that much faster.
+        wait = self._throughput.wait_s(self._admitted + self._running_texts) / self._engine_concurrency
         if self._max_queue_wait_s and wait > self._max_queue_wait_s:
             raise ResourceExhausted(
                 f"server busy: {self._admitted} texts queued for this model version, about "

@@ -51,18 +51,27 @@ class Settings:
     max_batch_size: int = _doc("Most texts in one engine run.", default=32)
     max_queue_delay_ms: float = _doc("Longest a text may be passed over by length-bucketing.", default=10.0)
     max_padding_ratio: float = _doc("Padded/real tokens allowed in one batch (>= 1.0).", default=1.3)
-    max_queue_items: int = _doc("Texts queued per version before RESOURCE_EXHAUSTED.", default=64)
+    max_queue_items: int = _doc("Texts queued per version before RESOURCE_EXHAUSTED.", default=128)
     max_queue_wait_ms: float = _doc(
         "Refuse (RESOURCE_EXHAUSTED) when the queued work would take longer than this to clear, "
         "estimated from the engine's recent texts/s; 0 turns it off.",
-        default=150.0,
+        default=1000.0,
     )
-    max_batch_tokens: int = _doc("Most padded tokens (texts x longest) in one batch.", default=2048)
-    engine_concurrency: int = _doc("Batches running at once per version.", default=1)
+    max_batch_tokens: int = _doc("Most padded tokens (texts x longest) in one batch.", default=1024)
+    batch_overhead_tokens: int = _doc(
+        "Fixed cost of one engine run in tokens' worth of work: n texts in one batch may waste up to "
+        "(n-1) x this in padding (0 on CPUs, where padding costs as much as real work).",
+        default=0,
+    )
+    engine_concurrency: int = _doc(
+        "Batches running at once per version (intra_op_threads=1 with one per core trades lone-request "
+        "latency for throughput; see README, Performance).",
+        default=1,
+    )
     tokenizer_threads: int = _doc("Threads tokenizing requests.", default=1)
     # -- engine
     device: str = _doc("cpu, cuda or cuda:N (falls back to cpu with one log line).", default="cpu")
-    intra_op_threads: int = _doc("ONNX Runtime intra-op threads per engine (0 = ORT default).", default=2)
+    intra_op_threads: int = _doc("ONNX Runtime intra-op threads per engine run (0 = ORT default).", default=2)
     inter_op_threads: int = _doc("ONNX Runtime inter-op threads per engine.", default=1)
     allow_spinning: bool = _doc("Let ORT's idle threads spin (costs CPU the event loop needs).", default=False)
     graph_optimization_level: str = _doc("disable, basic, extended or all.", default="all")
@@ -86,6 +95,7 @@ class Settings:
             ("max_queue_items", self.max_queue_items >= 1, ">= 1"),
             ("max_queue_wait_ms", self.max_queue_wait_ms >= 0, ">= 0"),
             ("max_batch_tokens", self.max_batch_tokens >= 1, ">= 1"),
+            ("batch_overhead_tokens", self.batch_overhead_tokens >= 0, ">= 0"),
             ("engine_concurrency", self.engine_concurrency >= 1, ">= 1"),
             ("tokenizer_threads", self.tokenizer_threads >= 1, ">= 1"),
             ("intra_op_threads", self.intra_op_threads >= 0, ">= 0"),

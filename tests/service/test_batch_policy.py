@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from ortserve.service.batch_policy import BatchPolicy, PendingText, Throughput, choose_batch
 
-POLICY = BatchPolicy(max_batch_size=4, max_queue_delay_s=0.010, max_padding_ratio=1.3)
+POLICY = BatchPolicy(max_batch_size=4, max_queue_delay_s=0.010, max_padding_ratio=1.3, batch_overhead_tokens=0)
 
 
 def texts(*lengths: int, at: float = 0.0) -> list[PendingText]:
@@ -47,6 +47,12 @@ def test_overdue_oldest_text_is_included() -> None:
     assert 0 in choose_batch(pending, 0.011, POLICY)  # overdue: it must go next
 
 
+def test_run_overhead_pays_for_some_padding() -> None:
+    # 10 and 40 tokens: 30 wasted. Worth it when a run costs more than 30 tokens' worth of work.
+    assert sorted(choose_batch(texts(10, 40), 0.0, BatchPolicy(batch_overhead_tokens=32))) == [0, 1]
+    assert len(choose_batch(texts(10, 40), 0.0, BatchPolicy(batch_overhead_tokens=16))) == 1
+
+
 def test_padded_tokens_are_capped() -> None:
     policy = BatchPolicy(max_batch_size=64, max_padding_ratio=2.0, max_batch_tokens=100)
     assert len(choose_batch(texts(*[20] * 10), 0.0, policy)) == 5  # 5 x 20 = 100 padded tokens
@@ -66,7 +72,7 @@ def test_policy_rejects_nonsense() -> None:
     import pytest
 
     for kwargs in ({"max_batch_size": 0}, {"max_queue_delay_s": -1}, {"max_padding_ratio": 0.5},
-                   {"max_batch_tokens": 0}):
+                   {"max_batch_tokens": 0}, {"batch_overhead_tokens": -1}):
         with pytest.raises(ValueError):
             BatchPolicy(**kwargs)
 
@@ -77,10 +83,11 @@ def test_policy_rejects_nonsense() -> None:
     st.floats(1.0, 3.0),
     st.floats(0, 2),
     st.integers(1, 4096),
+    st.integers(0, 64),
 )
-def test_always_a_valid_nonempty_batch(items, max_batch, ratio, now, max_tokens) -> None:
+def test_always_a_valid_nonempty_batch(items, max_batch, ratio, now, max_tokens, overhead) -> None:
     policy = BatchPolicy(max_batch_size=max_batch, max_queue_delay_s=0.01, max_padding_ratio=ratio,
-                         max_batch_tokens=max_tokens)
+                         max_batch_tokens=max_tokens, batch_overhead_tokens=overhead)
     pending = [PendingText(n, t) for n, t in items]
     chosen = choose_batch(pending, now, policy)
     assert chosen and len(chosen) == len(set(chosen)) and len(chosen) <= max_batch
@@ -89,5 +96,6 @@ def test_always_a_valid_nonempty_batch(items, max_batch, ratio, now, max_tokens)
     if now - pending[oldest].enqueued_at >= 0.01:
         assert oldest in chosen
     lengths = [pending[i].length for i in chosen]
-    assert len(chosen) == 1 or len(chosen) * max(lengths) <= ratio * sum(lengths) + 1e-9
+    waste = len(chosen) * max(lengths) - sum(lengths)
+    assert len(chosen) == 1 or waste <= max((ratio - 1) * sum(lengths), (len(chosen) - 1) * overhead) + 1e-9
     assert len(chosen) == 1 or len(chosen) * max(lengths) <= max_tokens
