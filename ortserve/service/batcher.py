@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ortserve.service.batch_policy import BatchPolicy, PendingText, Throughput, choose_batch
-from ortserve.service.errors import DeadlineExceeded, Internal, ResourceExhausted, Unavailable
+from ortserve.service.errors import DeadlineExceeded, Internal, ResourceExhausted
 from ortserve.service.textmodel import TextClassifier
 
 
@@ -96,29 +96,19 @@ class Batcher:
         self._admitted = 0  # texts admitted and not yet handed to the engine (tokenizing + pending)
         self._pending: list[_Item] = []
         self._in_flight = 0
-        self._closed = False
-        self._idle = asyncio.Event()
-        self._idle.set()
 
     @property
     def queue_depth(self) -> int:
         return self._admitted
 
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
     async def infer(self, texts: Sequence[str], *, deadline: float | None = None) -> InferResult:
         """Logits for `texts`, in order. `deadline` is in `time.monotonic()` seconds."""
-        if self._closed:
-            raise Unavailable("model version is shutting down; retry")
         n = len(texts)
         self._admit(n)
         loop = asyncio.get_running_loop()
         if not self._admitted and self._in_flight < self._engine_concurrency:
             return await self._run_alone(texts)
         self._admitted += n
-        self._idle.clear()
         request = _Request(
             future=loop.create_future(),
             deadline=deadline,
@@ -151,7 +141,6 @@ class Batcher:
                 self._forget(request)
             else:
                 self._admitted -= n
-            self._check_idle()
 
     def _admit(self, n: int) -> None:
         """Refuse at once, rather than queue, past the queue's bound in texts or in expected wait.
@@ -181,7 +170,6 @@ class Batcher:
         arrive meanwhile queue as usual and are dispatched when this run ends.
         """
         self._in_flight += 1
-        self._idle.clear()
         run = asyncio.get_running_loop().run_in_executor(
             self._engine_pool, _tokenize_and_run, self._classifier, list(texts)
         )
@@ -200,15 +188,6 @@ class Batcher:
         if not run.cancelled() and run.exception() is None:
             self._throughput.observe(texts, run.result()[3])
         self._dispatch()
-        self._check_idle()
-
-    async def drain(self) -> None:
-        """Wait until nothing is queued or running."""
-        await self._idle.wait()
-
-    def close(self) -> None:
-        """Refuse new requests; queued ones still run."""
-        self._closed = True
 
     def _forget(self, request: _Request) -> None:
         """Drop a finished request's texts that are still pending (failed, expired or cancelled)."""
@@ -281,11 +260,6 @@ class Batcher:
                 if req.remaining == 0:
                     req.future.set_result(None)
         self._dispatch()
-        self._check_idle()
-
-    def _check_idle(self) -> None:
-        if self._admitted == 0 and self._in_flight == 0:
-            self._idle.set()
 
 
 def _run_batch(classifier: TextClassifier, token_ids: list[np.ndarray]) -> tuple[np.ndarray, float]:
