@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from support.consul_standin import ConsulStandin
 
 from ortserve.registry.address import ConsulAddress
 from ortserve.registry.artifacts import ArtifactStore
@@ -31,6 +34,11 @@ def watching(store: Store, **kwargs) -> Iterator[tuple[queue.Queue[DesiredState]
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+def standin_store(standin: ConsulStandin) -> ConsulStore:
+    """A fresh client (its own HTTP session) of the stand-in, as a second operator or server would have."""
+    return ConsulStore(ConsulAddress(host="127.0.0.1", port=standin.port, prefix="ortserve/"))
 
 
 def next_state(states: queue.Queue[DesiredState], timeout: float = 10) -> DesiredState:
@@ -64,18 +72,19 @@ def test_model_filter(store: Store, bundles: dict[str, Path], tmp_path: Path) ->
 
 
 def test_outage_keeps_last_state_and_recovers(bundles: dict[str, Path], tmp_path: Path, standin) -> None:
-    store = ConsulStore(ConsulAddress(host="127.0.0.1", port=standin.port, prefix="ortserve/"))
+    store = standin_store(standin)
     artifacts = ArtifactStore(tmp_path / "artifacts")
     publish(store, artifacts, model="m", version="v1", bundle_dir=bundles["a"], weight=100)
     with watching(store) as (states, health):
         next_state(states)
         standin.no_leader = True  # every call answers 500 "No cluster leader"
-        deadline = threading.Event()
+        deadline = time.monotonic() + 10
         while not any(ok is False for ok, _ in health):
-            deadline.wait(0.02)
+            assert time.monotonic() < deadline, "the watcher never noticed the outage"
+            time.sleep(0.02)
         assert states.empty()  # nothing emitted while the store is down: the last state stands
         standin.no_leader = False
-        route_writer = ConsulStore(ConsulAddress(host="127.0.0.1", port=standin.port, prefix="ortserve/"))
+        route_writer = standin_store(standin)
         publish(route_writer, artifacts, model="m", version="v2", bundle_dir=bundles["b"], weight=50)
         state = next_state(states)
         assert dict(state.models["m"].weights) == {"v1": 50, "v2": 50}
@@ -83,20 +92,20 @@ def test_outage_keeps_last_state_and_recovers(bundles: dict[str, Path], tmp_path
 
 
 def test_index_going_backwards_resets_the_watch(bundles: dict[str, Path], tmp_path: Path, standin) -> None:
-    store = ConsulStore(ConsulAddress(host="127.0.0.1", port=standin.port, prefix="ortserve/"))
+    store = standin_store(standin)
     artifacts = ArtifactStore(tmp_path / "artifacts")
     publish(store, artifacts, model="m", version="v1", bundle_dir=bundles["a"], weight=100)
     with watching(store) as (states, _):
         next_state(states)
         standin.reset_indexes(to=1)  # as after a snapshot restore
-        route_writer = ConsulStore(ConsulAddress(host="127.0.0.1", port=standin.port, prefix="ortserve/"))
+        route_writer = standin_store(standin)
         publish(route_writer, artifacts, model="m", version="v2", bundle_dir=bundles["b"], weight=30)
         state = next_state(states)  # a watch stuck on the old, higher index would never see this
         assert dict(state.models["m"].weights) == {"v1": 70, "v2": 30}
 
 
 def test_wiped_store_keeps_last_state(bundles: dict[str, Path], tmp_path: Path, standin) -> None:
-    store = ConsulStore(ConsulAddress(host="127.0.0.1", port=standin.port, prefix="ortserve/"))
+    store = standin_store(standin)
     publish(store, ArtifactStore(tmp_path / "artifacts"), model="m", version="v1", bundle_dir=bundles["a"],
             weight=100)
     with watching(store) as (states, _):

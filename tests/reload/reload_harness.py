@@ -10,14 +10,12 @@ import asyncio
 import datetime as dt
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +24,7 @@ from typing import Any
 
 import grpc
 import pytest
+from support.prometheus_text import metric, scrape  # noqa: F401  (the reload tests import them from here)
 
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
@@ -251,20 +250,6 @@ def wait_version_state(address: str, model: str, version: str, state: str | None
         return info if entry is not None and entry.get("state") == state else None
 
     return wait_until(reached, timeout=timeout, what=f"{model}/{version} state {state}")
-
-
-def scrape(metrics_port: int) -> str:
-    return urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read().decode()
-
-
-def metric(body: str, name: str, **labels: str) -> float:
-    """Sum of the samples of `name` whose labels include `labels` (0 when there are none)."""
-    total = 0.0
-    for m in re.finditer(rf"^{re.escape(name)}(?:\{{([^}}]*)\}})? (\S+)$", body, re.M):
-        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
-        if all(have.get(k) == v for k, v in labels.items()):
-            total += float(m.group(2))
-    return total
 
 
 # ---- a steady load ----------------------------------------------------------------------------------

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import re
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
+from support.prometheus_text import metric
 from support.reference import Reference
 from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
 
@@ -46,29 +46,24 @@ def reference(slow_bundle: Path) -> Reference:
 
 def engine_texts(server: ServerProcess) -> float:
     """Texts the engine has run, from the server's own metrics."""
-    body = scrape(server)
-    return sum(float(m) for m in re.findall(r'^ortserve_batch_size_sum\{[^}]*\} (\S+)$', body, re.M))
-
-
-def wait_idle(server: ServerProcess) -> None:
-    wait_for(server, queued=0, in_flight=0)
-
-
-def scrape(server: ServerProcess) -> str:
-    return urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=5).read().decode()
+    return metric(server.scrape(), "ortserve_batch_size_sum")
 
 
 def wait_for(server: ServerProcess, *, queued: int, in_flight: int) -> None:
     """Poll the server's own metrics until it holds exactly this many queued texts and calls."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        body = scrape(server)
-        depth = sum(float(v) for v in re.findall(r"^ortserve_queue_depth\{[^}]*\} (\S+)$", body, re.M))
-        calls = float(re.search(r"^ortserve_inflight_requests (\S+)$", body, re.M).group(1))
+        body = server.scrape()
+        depth = metric(body, "ortserve_queue_depth")
+        calls = metric(body, "ortserve_inflight_requests")
         if depth == queued and calls == in_flight:
             return
         time.sleep(0.01)
     raise AssertionError(f"server never reached queued={queued} in_flight={in_flight}")
+
+
+def wait_idle(server: ServerProcess) -> None:
+    wait_for(server, queued=0, in_flight=0)
 
 
 def log_of(server: ServerProcess, request_id: str) -> dict:

@@ -2,65 +2,49 @@
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from support.prometheus_text import metric
 from support.server_process import ServerProcess, infer_request, running_server, stub_for
 
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 from ortserve.service import config
 
-
-def scrape(server: ServerProcess) -> str:
-    return urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=5).read().decode()
-
-
-def sample(body: str, name: str, **labels: str) -> float:
-    for line in body.splitlines():
-        if not line.startswith(name + "{") and not line.startswith(name + " "):
-            continue
-        found = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0])) if "{" in line else {}
-        if all(found.get(k) == v for k, v in labels.items()):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
 # ---- metrics and logs ------------------------------------------------------------------------------
 
 
 def test_metrics_move_with_the_right_labels(server: ServerProcess) -> None:
-    before = scrape(server)
+    before = server.scrape()
     channel, stub = stub_for(server.address)
     with channel:
         for _ in range(3):
             stub.ModelInfer(infer_request(["count me", "and me"]))
         with pytest.raises(grpc.RpcError):
             stub.ModelInfer(infer_request(["x"], model="missing"))
-    after = scrape(server)
+    after = server.scrape()
     ok = dict(model="classifier", version="1", code="OK")
-    assert sample(after, "ortserve_requests_total", **ok) - sample(before, "ortserve_requests_total", **ok) == 3
-    assert sample(after, "ortserve_requests_total", model="missing", code="NOT_FOUND") >= 1
-    assert sample(after, "ortserve_texts_total", model="classifier", version="1") - sample(
+    assert metric(after, "ortserve_requests_total", **ok) - metric(before, "ortserve_requests_total", **ok) == 3
+    assert metric(after, "ortserve_requests_total", model="missing", code="NOT_FOUND") >= 1
+    assert metric(after, "ortserve_texts_total", model="classifier", version="1") - metric(
         before, "ortserve_texts_total", model="classifier", version="1") == 6
     labels = dict(model="classifier", version="1")
     for histogram in ("ortserve_request_duration_seconds", "ortserve_queue_duration_seconds",
                       "ortserve_engine_duration_seconds", "ortserve_batch_size", "ortserve_batch_padding_ratio",
                       "ortserve_tokenize_duration_seconds"):
-        assert sample(after, histogram + "_count", **labels) > sample(before, histogram + "_count", **labels), histogram
-        assert sample(after, histogram + "_bucket", le="+Inf", **labels) > 0
-    assert sample(after, "ortserve_version_loaded", model="classifier", version="1", state="ready") == 1
-    assert sample(after, "ortserve_routing_weight_percent", model="classifier", version="1") == 100
-    assert sample(after, "ortserve_reloads_total", model="classifier", result="success") == 1
+        assert metric(after, histogram + "_count", **labels) > metric(before, histogram + "_count", **labels), histogram
+        assert metric(after, histogram + "_bucket", le="+Inf", **labels) > 0
+    assert metric(after, "ortserve_version_loaded", model="classifier", version="1", state="ready") == 1
+    assert metric(after, "ortserve_routing_weight_percent", model="classifier", version="1") == 100
+    assert metric(after, "ortserve_reloads_total", model="classifier", result="success") == 1
     assert "ortserve_queue_depth" in after and "ortserve_inflight_requests" in after
 
 

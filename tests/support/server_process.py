@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from support.prometheus_text import scrape
 
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
@@ -56,6 +57,10 @@ class ServerProcess:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
             self.stderr_lines.append(line)
+
+    def scrape(self) -> str:
+        """The server's /metrics text."""
+        return scrape(self.metrics_port)
 
     @property
     def address(self) -> str:
