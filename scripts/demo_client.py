@@ -48,7 +48,7 @@ def main() -> int:
             return 1
         shape = list(response.outputs[0].shape)
         logits = np.frombuffer(response.raw_output_contents[0], dtype="<f4").reshape(shape)
-        headers = dict(call.initial_metadata())
+        headers = dict(call.trailing_metadata())
         print(f"model {response.model_name} version {response.model_version} "
               f"(request id {headers.get('x-request-id')})")
         for text, row in zip(args.texts, logits, strict=True):

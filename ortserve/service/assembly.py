@@ -50,6 +50,8 @@ class VersionFactory:
             graph_optimization_level=settings.graph_optimization_level,
             device=settings.device,
             allow_spinning=settings.allow_spinning,
+            # Side-by-side batches get a one-thread session each, unless the engine already is one thread.
+            narrow_engine=settings.engine_concurrency > 1 and settings.intra_op_threads != 1,
         )
 
     def load(self, model: str, spec: DesiredVersion) -> TextClassifier:

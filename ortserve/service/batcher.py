@@ -7,6 +7,13 @@ request is admitted (it never waits behind the engine); batches run in the engin
 
     infer(texts) ─► admit (bounded) ─► tokenize (pool) ─► pending ─► choose_batch ─► engine (pool)
                                                                   ◄─ results split back per request
+
+Two lanes when the classifier has a one-thread ("narrow") session: a request that finds the engine
+idle and nothing queued runs alone on the multi-threaded ("wide") session, which is what sets unloaded
+latency; anything that had to queue runs on the narrow session, up to `engine_concurrency` runs side
+by side. Under load that keeps every core on its own batch: runs of a multi-threaded session wait at
+every operator for whichever of their threads the event loop preempted, and leave the other core idle.
+A wide run uses every thread, so nothing else starts while it runs.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ class BatchRun:
     padded_tokens: int
     real_tokens: int
     engine_s: float
+    lane: str = "wide"
+    """"wide" (the multi-threaded session) or "narrow" (the one-thread session)."""
 
 
 @dataclass(slots=True)
@@ -96,6 +105,8 @@ class Batcher:
         self._admitted = 0  # texts admitted and not yet handed to the engine (tokenizing + pending)
         self._pending: list[_Item] = []
         self._in_flight = 0
+        self._wide_running = False
+        self._has_narrow = classifier.narrow is not None
 
     @property
     def queue_depth(self) -> int:
@@ -106,8 +117,10 @@ class Batcher:
         n = len(texts)
         self._admit(n)
         loop = asyncio.get_running_loop()
-        if not self._admitted and self._in_flight < self._engine_concurrency:
-            return await self._run_alone(texts)
+        if not self._admitted:
+            lane = self._lane(queued=False)
+            if lane is not None:
+                return await self._run_alone(texts, lane)
         self._admitted += n
         request = _Request(
             future=loop.create_future(),
@@ -150,41 +163,60 @@ class Batcher:
         """
         if not self._admitted:
             return
+        # Batches run `engine_concurrency` at a time, so the queue drains that much faster.
+        wait = self._throughput.wait_s(self._admitted + self._running_texts) / self._engine_concurrency
         if self._admitted + n > self._max_queue_items:
             raise ResourceExhausted(
                 f"server busy: {self._admitted} texts queued for this model version "
-                f"(limit {self._max_queue_items}); retry with backoff"
+                f"(limit {self._max_queue_items}); retry with backoff",
+                retry_after_s=wait,
             )
-        # Batches run `engine_concurrency` at a time, so the queue drains that much faster.
-        wait = self._throughput.wait_s(self._admitted + self._running_texts) / self._engine_concurrency
         if self._max_queue_wait_s and wait > self._max_queue_wait_s:
             raise ResourceExhausted(
                 f"server busy: {self._admitted} texts queued for this model version, about "
-                f"{wait * 1000:.0f} ms of work (limit {self._max_queue_wait_s * 1000:.0f} ms); retry with backoff"
+                f"{wait * 1000:.0f} ms of work (limit {self._max_queue_wait_s * 1000:.0f} ms); retry with backoff",
+                retry_after_s=wait,
             )
 
-    async def _run_alone(self, texts: Sequence[str]) -> InferResult:
-        """Idle engine, empty queue: nothing to batch with, so tokenize and run in one thread hop.
+    def _lane(self, *, queued: bool) -> str | None:
+        """The session the next run goes to, or None while the engine has no room for it."""
+        if self._in_flight >= self._engine_concurrency or self._wide_running:
+            return None
+        if not self._has_narrow:
+            return "wide"  # one session; with engine_concurrency > 1 its runs share its threads
+        return "wide" if self._in_flight == 0 and not queued else "narrow"
+
+    def _start(self, lane: str, texts: int) -> None:
+        self._in_flight += 1
+        self._running_texts += texts
+        # With a narrow session, a wide run holds every intra-op thread: nothing runs beside it.
+        self._wide_running = lane == "wide" and self._has_narrow
+
+    def _stop(self, texts: int) -> None:
+        self._in_flight -= 1
+        self._running_texts -= texts
+        self._wide_running = False
+
+    async def _run_alone(self, texts: Sequence[str], lane: str) -> InferResult:
+        """Nothing queued: nothing to batch with, so tokenize and run in one thread hop.
 
         Saves a hand-off through the loop on the path that sets unloaded latency. Calls that
         arrive meanwhile queue as usual and are dispatched when this run ends.
         """
-        self._in_flight += 1
+        self._start(lane, len(texts))
         run = asyncio.get_running_loop().run_in_executor(
-            self._engine_pool, _tokenize_and_run, self._classifier, list(texts)
+            self._engine_pool, _tokenize_and_run, self._classifier, list(texts), lane == "narrow"
         )
         # The slot is released when the engine is done, even if this call was cancelled meanwhile.
         run.add_done_callback(lambda f: self._release_slot(len(texts), f))
-        self._running_texts += len(texts)
         logits, lengths, tokenize_s, engine_s = await run
         if self._on_batch is not None:
-            self._on_batch(BatchRun(len(lengths), max(lengths) * len(lengths), sum(lengths), engine_s))
+            self._on_batch(BatchRun(len(lengths), max(lengths) * len(lengths), sum(lengths), engine_s, lane))
         return InferResult(logits=logits, tokenize_s=tokenize_s, queue_s=0.0, engine_s=engine_s,
                            batch_size=len(lengths))
 
     def _release_slot(self, texts: int, run: asyncio.Future[tuple[np.ndarray, list[int], float, float]]) -> None:
-        self._in_flight -= 1
-        self._running_texts -= texts
+        self._stop(texts)
         if not run.cancelled() and run.exception() is None:
             self._throughput.observe(texts, run.result()[3])
         self._dispatch()
@@ -196,7 +228,7 @@ class Batcher:
         self._admitted -= before - len(self._pending)
 
     def _dispatch(self) -> None:
-        while self._in_flight < self._engine_concurrency and self._pending:
+        while self._pending and (lane := self._lane(queued=True)) is not None:
             now = time.monotonic()
             self._expire(now)
             if not self._pending:
@@ -206,14 +238,15 @@ class Batcher:
             batch = [self._pending[i] for i in chosen]
             self._pending = [item for i, item in enumerate(self._pending) if i not in picked]
             self._admitted -= len(batch)
-            self._in_flight += 1
-            self._running_texts += len(batch)
+            self._start(lane, len(batch))
             for item in batch:
                 req = item.request
                 req.queue_s = max(req.queue_s, now - item.enqueued_at)
             loop = asyncio.get_running_loop()
-            task = loop.run_in_executor(self._engine_pool, _run_batch, self._classifier, [i.ids for i in batch])
-            task.add_done_callback(lambda f, batch=batch: self._finish(batch, f))
+            task = loop.run_in_executor(
+                self._engine_pool, _run_batch, self._classifier, [i.ids for i in batch], lane == "narrow"
+            )
+            task.add_done_callback(lambda f, batch=batch, lane=lane: self._finish(batch, lane, f))
 
     def _expire(self, now: float) -> None:
         keep: list[_Item] = []
@@ -230,9 +263,8 @@ class Batcher:
         self._admitted -= len(self._pending) - len(keep)
         self._pending = keep
 
-    def _finish(self, batch: list[_Item], outcome: asyncio.Future[tuple[np.ndarray, float]]) -> None:
-        self._in_flight -= 1
-        self._running_texts -= len(batch)
+    def _finish(self, batch: list[_Item], lane: str, outcome: asyncio.Future[tuple[np.ndarray, float]]) -> None:
+        self._stop(len(batch))
         try:
             logits, engine_s = outcome.result()
         except Exception as e:  # the engine's message is for operators and callers alike
@@ -245,7 +277,7 @@ class Batcher:
             width = max(len(item.ids) for item in batch)
             real = sum(len(item.ids) for item in batch)
             if self._on_batch is not None:
-                self._on_batch(BatchRun(len(batch), width * len(batch), real, engine_s))
+                self._on_batch(BatchRun(len(batch), width * len(batch), real, engine_s, lane))
             seen: set[int] = set()
             for row, item in enumerate(batch):
                 req = item.request
@@ -262,15 +294,17 @@ class Batcher:
         self._dispatch()
 
 
-def _run_batch(classifier: TextClassifier, token_ids: list[np.ndarray]) -> tuple[np.ndarray, float]:
+def _run_batch(classifier: TextClassifier, token_ids: list[np.ndarray], narrow: bool) -> tuple[np.ndarray, float]:
     started = time.monotonic()
-    logits = classifier.run(token_ids)
+    logits = classifier.run(token_ids, narrow=narrow)
     return logits, time.monotonic() - started
 
 
-def _tokenize_and_run(classifier: TextClassifier, texts: list[str]) -> tuple[np.ndarray, list[int], float, float]:
+def _tokenize_and_run(
+    classifier: TextClassifier, texts: list[str], narrow: bool
+) -> tuple[np.ndarray, list[int], float, float]:
     started = time.monotonic()
     token_ids = classifier.tokenize(texts)
     tokenized = time.monotonic()
-    logits = classifier.run(token_ids)
+    logits = classifier.run(token_ids, narrow=narrow)
     return logits, [len(ids) for ids in token_ids], tokenized - started, time.monotonic() - tokenized

@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from ortserve import __version__
 from ortserve.service import config
@@ -46,6 +48,11 @@ def _serve(args: argparse.Namespace) -> int:
     if not settings.bundle and not settings.registry:
         print("ortserve: nothing to serve: give --bundle DIR or --registry URL", file=sys.stderr)
         return 2
+    try:
+        run = _loop_runner(settings.event_loop)
+    except ImportError as e:
+        print(f"ortserve: event_loop=uvloop but uvloop is not installed ({e})", file=sys.stderr)
+        return 2
     # Imported late: `ortserve status` and config errors need neither the engine nor the registry.
     from ortserve.service.app import Server, bundle_source
     from ortserve.service.logs import configure_logging
@@ -58,8 +65,20 @@ def _serve(args: argparse.Namespace) -> int:
 
         source, fetch = registry_source(settings)
         server = Server(settings, source=source, fetch=fetch)
-    asyncio.run(server.serve_until_signal())
+    run(server.serve_until_signal())
     return 0
+
+
+def _loop_runner(kind: str) -> Callable[[Coroutine[Any, Any, None]], None]:
+    if kind == "asyncio":
+        return asyncio.run
+    try:
+        import uvloop
+    except ImportError:
+        if kind == "uvloop":
+            raise
+        return asyncio.run
+    return uvloop.run
 
 
 def _status(args: argparse.Namespace) -> int:

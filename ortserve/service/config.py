@@ -50,12 +50,13 @@ class Settings:
     max_texts_per_request: int = _doc("Most texts one ModelInfer call may carry.", default=128)
     max_batch_size: int = _doc("Most texts in one engine run.", default=32)
     max_queue_delay_ms: float = _doc("Longest a text may be passed over by length-bucketing.", default=10.0)
-    max_padding_ratio: float = _doc("Padded/real tokens allowed in one batch (>= 1.0).", default=1.3)
+    max_padding_ratio: float = _doc("Padded/real tokens allowed in one batch (>= 1.0).", default=1.15)
     max_queue_items: int = _doc("Texts queued per version before RESOURCE_EXHAUSTED.", default=128)
     max_queue_wait_ms: float = _doc(
-        "Refuse (RESOURCE_EXHAUSTED) when the queued work would take longer than this to clear, "
-        "estimated from the engine's recent texts/s; 0 turns it off.",
-        default=1000.0,
+        "Refuse (RESOURCE_EXHAUSTED, with a grpc-retry-pushback-ms trailer) when the queued work would take "
+        "longer than this to clear, estimated from the engine's recent texts/s; 0 turns it off. Lower trades "
+        "throughput under overload for admitted latency (README, Performance).",
+        default=250.0,
     )
     max_batch_tokens: int = _doc("Most padded tokens (texts x longest) in one batch.", default=1024)
     batch_overhead_tokens: int = _doc(
@@ -64,9 +65,10 @@ class Settings:
         default=0,
     )
     engine_concurrency: int = _doc(
-        "Batches running at once per version (intra_op_threads=1 with one per core trades lone-request "
-        "latency for throughput; see README, Performance).",
-        default=1,
+        "Batches running at once per version. Above 1 (and intra_op_threads above 1), queued batches run on "
+        "a second, one-thread session of the model, one per core, while a request that finds the engine "
+        "idle still runs on all intra_op_threads (README, Performance). Set it to the cores the engine may use.",
+        default=2,
     )
     tokenizer_threads: int = _doc("Threads tokenizing requests.", default=1)
     # -- engine
@@ -75,6 +77,11 @@ class Settings:
     inter_op_threads: int = _doc("ONNX Runtime inter-op threads per engine.", default=1)
     allow_spinning: bool = _doc("Let ORT's idle threads spin (costs CPU the event loop needs).", default=False)
     graph_optimization_level: str = _doc("disable, basic, extended or all.", default="all")
+    event_loop: str = _doc(
+        "auto (uvloop when installed), uvloop or asyncio. uvloop cuts the per-call cost of the event loop, "
+        "which shares the CPU with the engine.",
+        default="auto",
+    )
     # -- lifecycle
     max_loaded_versions: int = _doc("Versions kept loaded per model (weighted ones always are).", default=3)
     drain_timeout_s: float = _doc("Longest a retired version waits for its in-flight calls.", default=30.0)
@@ -115,6 +122,7 @@ class Settings:
                 or (self.device.startswith("cuda:") and self.device[5:].isdigit()),
                 "cpu, cuda or cuda:N",
             ),
+            ("event_loop", self.event_loop in ("auto", "uvloop", "asyncio"), "one of auto, uvloop, asyncio"),
             (
                 "log_level",
                 self.log_level in ("debug", "info", "warning", "error"),

@@ -29,6 +29,13 @@ class NotFound(ServiceError):
 class ResourceExhausted(ServiceError):
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
 
+    def __init__(self, message: str, *, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        """How long the queued work takes to clear: sent as gRPC's `grpc-retry-pushback-ms` trailer, which
+        gRPC clients with a retry policy wait before retrying. The whole drain time, not just the excess
+        over the bound: every refused caller gets the same hint, and a short one brings them all back at once."""
+
 
 class DeadlineExceeded(ServiceError):
     code = grpc.StatusCode.DEADLINE_EXCEEDED

@@ -20,7 +20,7 @@ from ortserve import __version__
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 from ortserve.service import codec
-from ortserve.service.errors import NotFound, ServiceError, Unavailable
+from ortserve.service.errors import NotFound, ResourceExhausted, ServiceError, Unavailable
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
 
@@ -100,7 +100,9 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                 result = await lv.batcher.infer(texts, deadline=deadline)
             response = pb.ModelInferResponse(model_name=request.model_name, model_version=lv.version, id=request.id)
             codec.encode_logits(response, result.logits, raw=codec.wants_raw_output(request))
-            await context.send_initial_metadata((("x-request-id", request_id), ("x-model-version", lv.version)))
+            # Trailers, not headers: they travel in the same write as the reply and the status, while an
+            # explicit header send costs a separate gRPC batch per call (about a tenth of the loop's time).
+            context.set_trailing_metadata((("x-request-id", request_id), ("x-model-version", lv.version)))
             m = self._metrics.for_version(request.model_name, lv.version)
             m.texts.inc(len(texts))
             m.queue_seconds.observe(result.queue_s)
@@ -115,7 +117,10 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             return response
         except ServiceError as e:
             self._finish(fields, started, e.code.name, version_label, error=e.message)
-            context.set_trailing_metadata((("x-request-id", request_id),))
+            trailers: tuple[tuple[str, str], ...] = (("x-request-id", request_id),)
+            if isinstance(e, ResourceExhausted):
+                trailers += (("grpc-retry-pushback-ms", str(max(1, round(e.retry_after_s * 1000)))),)
+            context.set_trailing_metadata(trailers)
             await context.abort(e.code, e.message)
             raise  # abort raises; this line is never reached
         except asyncio.CancelledError:

@@ -86,6 +86,13 @@ class Metrics:
             buckets=(1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2, 3, 5),
             registry=r,
         )
+        self.engine_runs = Counter(
+            "ortserve_engine_runs",
+            "Engine runs by lane: wide (the multi-threaded session, idle engine) or narrow (one-thread "
+            "session, runs side by side under load).",
+            ["model", "version", "lane"],
+            registry=r,
+        )
         self.in_flight = Gauge("ortserve_inflight_requests", "ModelInfer calls being served.", registry=r)
         self.reloads = Counter("ortserve_reloads", "Version loads by result.", ["model", "result"], registry=r)
         self.load_seconds = Histogram(
@@ -126,8 +133,10 @@ class Metrics:
         engine = self.engine_seconds.labels(model, version)
         size = self.batch_size.labels(model, version)
         padding = self.padding_ratio.labels(model, version)
+        runs = {lane: self.engine_runs.labels(model, version, lane) for lane in ("wide", "narrow")}
 
         def observe(run: BatchRun) -> None:
+            runs[run.lane].inc()
             engine.observe(run.engine_s)
             size.observe(run.texts)
             padding.observe(run.padded_tokens / max(1, run.real_tokens))

@@ -37,11 +37,18 @@ class EngineOptions:
     graph_optimization_level: str = "all"
     device: str = "cpu"
     allow_spinning: bool = False
+    narrow_engine: bool = False
+    """Also open a one-thread session of the same model, for batches that run side by side (see Batcher)."""
 
 
 class TextClassifier:
-    def __init__(self, *, engine: Engine, tokenizer: Tokenizer, manifest: BundleManifest) -> None:
+    def __init__(
+        self, *, engine: Engine, tokenizer: Tokenizer, manifest: BundleManifest, narrow: Engine | None = None
+    ) -> None:
         self.engine = engine
+        self.narrow = narrow
+        """A one-thread session of the same graph: several of its runs share the cores without waiting on
+        each other, where runs of a multi-threaded session stall at every operator for a preempted thread."""
         self.tokenizer = tokenizer
         self.manifest = manifest
         self.labels = tuple(manifest.labels)
@@ -68,18 +75,26 @@ class TextClassifier:
         # length (a common tokenizer.json setting) would waste most of the engine's work.
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=manifest.max_seq_len)
-        engine = Engine(
-            str(bundle / "model.onnx"),
-            intra_op_threads=options.intra_op_threads,
-            inter_op_threads=options.inter_op_threads,
-            graph_optimization_level=options.graph_optimization_level,
-            device=options.device,
-            allow_spinning=options.allow_spinning,
-        )
+        def open_engine(threads: int) -> Engine:
+            return Engine(
+                str(bundle / "model.onnx"),
+                intra_op_threads=threads,
+                inter_op_threads=options.inter_op_threads,
+                graph_optimization_level=options.graph_optimization_level,
+                device=options.device,
+                allow_spinning=options.allow_spinning,
+            )
+
+        engine = open_engine(options.intra_op_threads)
+        narrow: Engine | None = None
         try:
-            return cls(engine=engine, tokenizer=tokenizer, manifest=manifest)
+            if options.narrow_engine and options.device == "cpu":
+                narrow = open_engine(1)
+            return cls(engine=engine, tokenizer=tokenizer, manifest=manifest, narrow=narrow)
         except BaseException:
             engine.close()
+            if narrow is not None:
+                narrow.close()
             raise
 
     def tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
@@ -87,8 +102,10 @@ class TextClassifier:
         encodings = self.tokenizer.encode_batch(list(texts))
         return [np.asarray(e.ids or [self._pad_id], dtype=np.int64) for e in encodings]
 
-    def run(self, token_ids: Sequence[np.ndarray]) -> np.ndarray:
-        """Logits float32 [len(token_ids), labels] for one batch, padded to its longest text."""
+    def run(self, token_ids: Sequence[np.ndarray], *, narrow: bool = False) -> np.ndarray:
+        """Logits float32 [len(token_ids), labels] for one batch, padded to its longest text.
+
+        `narrow` runs it on the one-thread session when there is one."""
         width = max(len(ids) for ids in token_ids)
         input_ids = np.full((len(token_ids), width), self._pad_id, dtype=np.int64)
         mask = np.zeros((len(token_ids), width), dtype=np.int64)
@@ -98,7 +115,8 @@ class TextClassifier:
         feeds = {"input_ids": input_ids, "attention_mask": mask}
         if self._wants_token_types:
             feeds["token_type_ids"] = np.zeros_like(input_ids)
-        logits = self.engine.run(feeds)[OUTPUT]
+        engine = self.narrow if narrow and self.narrow is not None else self.engine
+        logits = engine.run(feeds)[OUTPUT]
         if logits.shape != (len(token_ids), len(self.labels)):
             raise ModelFormatError(
                 f"model returned '{OUTPUT}' of shape {list(logits.shape)}, expected "
@@ -108,7 +126,12 @@ class TextClassifier:
 
     def warm_up(self) -> None:
         """Run a real padded batch: proves the graph runs and pays ORT's first-run costs up front."""
-        self.run(self.tokenize(WARMUP_TEXTS))
+        token_ids = self.tokenize(WARMUP_TEXTS)
+        self.run(token_ids)
+        if self.narrow is not None:
+            self.run(token_ids, narrow=True)
 
     def close(self) -> None:
         self.engine.close()
+        if self.narrow is not None:
+            self.narrow.close()

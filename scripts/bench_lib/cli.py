@@ -69,6 +69,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                       / "ortserve-bench", help="where the demo bundle and server logs go")
     srv = p.add_argument_group("the started server (and the engine-alone limit: same engine settings)")
     srv.add_argument("--intra-op-threads", type=int, help="ORT intra-op threads (default: the server's)")
+    srv.add_argument("--engine-concurrency", type=int, help="batches run side by side (default: the server's)")
     srv.add_argument("--inter-op-threads", type=int, help="ORT inter-op threads (default: the server's)")
     srv.add_argument("--allow-spinning", action=argparse.BooleanOptionalAction, default=None,
                      help="ORT idle-thread spinning (default: the server's)")
@@ -115,6 +116,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         (args.warmup >= 0, "--warmup must be >= 0"),
         (args.timeout > 0, "--timeout must be > 0"),
         (args.concurrency >= 1, "--concurrency must be >= 1"),
+        (args.engine_concurrency is None or args.engine_concurrency >= 1, "--engine-concurrency must be >= 1"),
         (args.rate > 0, "--rate must be > 0"),
         (args.texts_per_request >= 1, "--texts-per-request must be >= 1"),
         (args.corpus_size >= 8, "--corpus-size must be >= 8"),
@@ -214,7 +216,8 @@ class Bench:
         bundle = self.ensure_bundle()
         extra = list(self.args.server_arg)
         s = self.engine_settings
-        extra += ["--intra-op-threads", str(s.intra_op_threads), "--inter-op-threads", str(s.inter_op_threads)]
+        extra += ["--intra-op-threads", str(s.intra_op_threads), "--inter-op-threads", str(s.inter_op_threads),
+                  "--engine-concurrency", str(s.engine_concurrency)]
         spinning = s.allow_spinning if allow_spinning is None else allow_spinning
         extra.append("--allow-spinning" if spinning else "--no-allow-spinning")
         log = self.args.cache_dir / "logs" / f"server-{os.getpid()}-{tag}.log"
@@ -271,6 +274,12 @@ class Bench:
         texts = self.engine.length_sample(self.args.limit_texts)
         b1 = self.engine.batch1_latency_ms(texts)
         best = max(passes, key=lambda p: p.texts_per_s)
+        side = None
+        if self.engine.streams > 1:
+            self.progress.say(f"engine alone: {self.engine.streams} one-thread runs side by side, batches of "
+                              f"{best.batch_size}")
+            side = self.engine.side_by_side_pass(best.batch_size, texts=self.args.limit_texts,
+                                                 repeats=self.args.limit_repeats)
         lengths = self.engine.token_lengths(self.corpus)
         self.limit = {
             "engine": dataclasses.asdict(self.engine_settings),
@@ -279,6 +288,7 @@ class Bench:
             "sorted_passes": [dataclasses.asdict(x) for x in passes],
             "texts_per_s": best.texts_per_s,
             "best_batch_size": best.batch_size,
+            "side_by_side": None if side is None else dataclasses.asdict(side),
             "batch1_latency_ms": b1,
             "corpus_tokens": _length_stats(lengths),
         }
@@ -434,6 +444,8 @@ class Bench:
             out["limit_texts_per_s"] = limit["texts_per_s"]
             out["limit_batch_size"] = limit["best_batch_size"]
             out["engine_batch1_p50_ms"] = limit["batch1_latency_ms"]["p50"]
+            if limit.get("side_by_side"):
+                out["side_by_side_texts_per_s"] = limit["side_by_side"]["texts_per_s"]
         sat = self._saturation()
         if sat is None:
             return out
@@ -442,6 +454,8 @@ class Bench:
             "requests_per_s": sat["requests_per_s"], "p99_ms": sat["latency_ms"].get("p99"),
             "served_over_limit": sat.get("served_over_limit"),
             "served_over_engine_at_formed_batch": sat.get("served_over_engine_at_formed_batch"),
+            "served_over_side_by_side": (sat["texts_per_s"] / out["side_by_side_texts_per_s"]
+                                         if out.get("side_by_side_texts_per_s") else None),
             "formed_batch_size": sat.get("engine_at_formed_batch", {}).get("batch_size"),
         }
         c1 = next((r for r in self.runs if r["series"] == "closed x1" and r["concurrency"] == 1), None)
@@ -495,7 +509,8 @@ def _engine_settings(args: argparse.Namespace) -> EngineSettings:
         from ortserve.service.config import Settings
 
         d = Settings()
-        base = EngineSettings(d.intra_op_threads, d.inter_op_threads, d.allow_spinning, d.graph_optimization_level)
+        base = EngineSettings(d.intra_op_threads, d.inter_op_threads, d.allow_spinning, d.graph_optimization_level,
+                              d.engine_concurrency)
     except ImportError:
         base = EngineSettings()
     return dataclasses.replace(
@@ -503,6 +518,7 @@ def _engine_settings(args: argparse.Namespace) -> EngineSettings:
         intra_op_threads=base.intra_op_threads if args.intra_op_threads is None else args.intra_op_threads,
         inter_op_threads=base.inter_op_threads if args.inter_op_threads is None else args.inter_op_threads,
         allow_spinning=base.allow_spinning if args.allow_spinning is None else args.allow_spinning,
+        engine_concurrency=base.engine_concurrency if args.engine_concurrency is None else args.engine_concurrency,
     )
 
 
@@ -529,11 +545,21 @@ def print_report(rep: dict[str, Any]) -> None:
           f"{host['load_average_before'][0]:.2f}/{host['load_average_after'][0]:.2f} on {host['usable_cpus']} CPUs")
 
 
+def _run_loop() -> Any:
+    """uvloop when installed: the client shares the machine's cores with the server it measures, so
+    every cycle it spends per call is taken from the server."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run
+    return uvloop.run
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     bench = Bench(args)
     try:
-        rep = asyncio.run(bench.run())
+        rep = _run_loop()(bench.run())
     except BenchError as e:
         print(f"bench: {e}", file=sys.stderr)
         return e.code

@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -34,6 +35,8 @@ class EngineSettings:
     inter_op_threads: int = 1
     allow_spinning: bool = False
     graph_optimization_level: str = "all"
+    engine_concurrency: int = 1
+    """Above 1 (with intra_op_threads above 1), the server also runs one-thread sessions side by side."""
 
 
 @dataclass(frozen=True)
@@ -57,8 +60,10 @@ class EngineAlone:
                 inter_op_threads=settings.inter_op_threads,
                 allow_spinning=settings.allow_spinning,
                 graph_optimization_level=settings.graph_optimization_level,
+                narrow_engine=settings.engine_concurrency > 1 and settings.intra_op_threads != 1,
             ),
         )
+        self.streams = settings.engine_concurrency
         self._corpus: list[str] = []
         self._lengths: list[int] = []
         self._order: list[int] = []
@@ -87,6 +92,37 @@ class EngineAlone:
         picked = sorted(_spread(self._order, count))
         return [self._corpus[i] for i in picked]
 
+    def side_by_side_pass(self, batch_size: int, *, texts: int, repeats: int = 1) -> SortedPass | None:
+        """The same length-sorted batches, run by `engine_concurrency` threads at once on the one-thread
+        session (what the server does under load); None when the server would not do it."""
+        if self.classifier.narrow is None or self.streams < 2:
+            return None
+        chosen, real, padded = self._sorted_batches(batch_size, max(texts, 4 * self.streams * batch_size))
+        batches = [[self._corpus[i] for i in batch] for batch in chosen]
+        shares = [batches[k :: self.streams] for k in range(self.streams)]
+
+        def stream(share: list[list[str]]) -> None:
+            for batch in share:
+                self.classifier.run(self.classifier.tokenize(batch), narrow=True)
+
+        stream(shares[0][:1])  # the narrow session's first run, outside the timed passes
+        best = float("inf")
+        with ThreadPoolExecutor(self.streams) as pool:
+            for _ in range(max(1, repeats)):
+                started = time.perf_counter()
+                list(pool.map(stream, shares))
+                best = min(best, time.perf_counter() - started)
+        count = sum(len(b) for b in batches)
+        return SortedPass(batch_size, count / best, 1000 * best * self.streams / len(batches), padded / real)
+
+    def _sorted_batches(self, batch_size: int, texts: int) -> tuple[list[list[int]], int, int]:
+        order, lengths = self._order, self._lengths
+        cut = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+        chosen = _spread(cut, max(4, round(texts / batch_size)))
+        real = sum(lengths[i] for batch in chosen for i in batch)
+        padded = sum(len(batch) * max(lengths[i] for i in batch) for batch in chosen)
+        return chosen, real, padded
+
     def sorted_pass(self, batch_size: int, *, texts: int, repeats: int = 1) -> SortedPass:
         """About `texts` texts (at least 4 batches) in batches of `batch_size`, as perfect length bucketing
         forms them.
@@ -96,13 +132,10 @@ class EngineAlone:
         batches, covering short and long texts alike, is timed: the cost of one pass stays the same
         for every batch size.
         """
-        order, lengths = self._order, self._lengths
-        cut = [order[s : s + batch_size] for s in range(0, len(order), batch_size)]
+        lengths = self._lengths
         # At least 4 batches, so that even batches of 64 sample both short and long texts.
-        chosen = _spread(cut, max(4, round(texts / batch_size)))
+        chosen, real, padded = self._sorted_batches(batch_size, texts)
         batches = [[self._corpus[i] for i in batch] for batch in chosen]
-        real = sum(lengths[i] for batch in chosen for i in batch)
-        padded = sum(len(batch) * max(lengths[i] for i in batch) for batch in chosen)
         count = sum(len(b) for b in batches)
         # The widest batch first: ORT's memory arena grows to its size outside the timed pass.
         widest = max(range(len(chosen)), key=lambda k: len(chosen[k]) * max(lengths[i] for i in chosen[k]))

@@ -91,6 +91,8 @@ class _Window:
 
 
 Call = Callable[..., Awaitable[bytes]]
+_BACKOFF_START_S = 0.010
+_BACKOFF_MAX_S = 0.5
 Hook = Callable[[], Awaitable[None]]
 
 
@@ -119,15 +121,19 @@ async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
             result.error_latencies_s.setdefault(code, array("d")).append(latency)
             result.error_samples.setdefault(code, details)
 
-    async def one(payload: Payload, started: float) -> None:
+    async def one(payload: Payload, started: float) -> float | None:
+        """Send one call; returns the server's retry pushback in seconds when it refused the call."""
         try:
             await call(payload.body, timeout=spec.timeout_s)
         except grpc.aio.AioRpcError as e:
             record(started, e.code().name, payload.texts, e.details() or "")
+            if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                return _pushback_s(e)
         except Exception as e:  # a client-side failure is a result to report, not a crash of the run
             record(started, f"CLIENT_{type(e).__name__}", payload.texts, str(e))
         else:
             record(started, "OK", payload.texts, "")
+        return None
 
     async def clock() -> None:
         await asyncio.sleep(spec.warmup_s)
@@ -149,7 +155,7 @@ async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
     if spec.mode == "closed":
         senders = [asyncio.create_task(_closed_caller(i, spec, payloads, window, one, result))
                    for i in range(spec.concurrency)]
-        in_flight: set[asyncio.Task[None]] = set()
+        in_flight: set[asyncio.Task[float | None]] = set()
     else:
         in_flight = set()
         senders = [asyncio.create_task(_open_arrivals(spec, payloads, window, one, result, in_flight))]
@@ -166,22 +172,44 @@ async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
     return result
 
 
+def _pushback_s(error: grpc.aio.AioRpcError) -> float:
+    """The server's `grpc-retry-pushback-ms` trailer, or 0 when it sent none."""
+    for key, value in error.trailing_metadata() or ():
+        if key == "grpc-retry-pushback-ms":
+            with contextlib.suppress(ValueError):
+                return max(0.0, int(value) / 1000)
+    return 0.0
+
+
 async def _closed_caller(index: int, spec: LoadSpec, payloads: Sequence[Payload], window: _Window,
-                         one: Callable[[Payload, float], Awaitable[None]], result: LoadResult) -> None:
+                         one: Callable[[Payload, float], Awaitable[float | None]], result: LoadResult) -> None:
+    """One caller, back to back; refused calls back off as a real client does (the refusal is counted).
+
+    A caller that retried a RESOURCE_EXHAUSTED at once would only measure how fast the server says no.
+    It waits the server's pushback (`grpc-retry-pushback-ms`) or a jittered exponential backoff (10 ms,
+    doubling to 0.5 s, as gRPC's retry policy), whichever is longer.
+    """
+    rng = random.Random(spec.seed * 1000 + index)
     # Callers start at spread offsets so they do not all send the same text at once.
     position = index * max(1, len(payloads) // max(1, spec.concurrency))
+    backoff = _BACKOFF_START_S
     while window.sending:
         payload = payloads[position % len(payloads)]
         position += 1
         started = time.perf_counter()
         if window.counts(started):
             result.sent_in_window += 1
-        await one(payload, started)
+        pushback = await one(payload, started)
+        if pushback is None:
+            backoff = _BACKOFF_START_S
+            continue
+        await asyncio.sleep(max(pushback, rng.uniform(0, backoff)))
+        backoff = min(backoff * 2, _BACKOFF_MAX_S)
 
 
 async def _open_arrivals(spec: LoadSpec, payloads: Sequence[Payload], window: _Window,
-                         one: Callable[[Payload, float], Awaitable[None]], result: LoadResult,
-                         in_flight: set[asyncio.Task[None]]) -> None:
+                         one: Callable[[Payload, float], Awaitable[float | None]], result: LoadResult,
+                         in_flight: set[asyncio.Task[float | None]]) -> None:
     rng = random.Random(spec.seed)
     position = 0
     due = time.perf_counter()

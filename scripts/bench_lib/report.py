@@ -87,6 +87,10 @@ def limit_table(limit: dict[str, Any]) -> str:
         mark = "  <- limit" if p["batch_size"] == limit["best_batch_size"] else ""
         lines.append(f"  {p['batch_size']:>5} {p['texts_per_s']:>8.1f} {p['mean_batch_ms']:>9.2f} "
                      f"{p['padding_ratio']:>5.2f}{mark}")
+    side = limit.get("side_by_side")
+    if side:
+        lines.append(f"  side by side: {limit['engine']['engine_concurrency']} one-thread runs at once, batches of "
+                     f"{side['batch_size']}: {side['texts_per_s']:.1f} texts/s (what the server runs under load)")
     b1 = limit["batch1_latency_ms"]
     lines.append(f"  batch-1 latency (one text, tokenize + run): P50 {b1['p50']:.2f} ms, P99 {b1['p99']:.2f} ms")
     return "\n".join(lines)
@@ -100,6 +104,10 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         out.append(f"saturation: {sat['run']}: {sat['texts_per_s']:.1f} texts/s"
                    + (f" = {ratio:.2f} x the engine-alone limit ({summary['limit_texts_per_s']:.1f} texts/s)"
                       " [target >= 0.90]" if ratio is not None else ""))
+        side = sat.get("served_over_side_by_side")
+        if side is not None:
+            out.append(f"  vs engine alone with one-thread runs side by side ({summary['side_by_side_texts_per_s']:.1f}"
+                       f" texts/s): {side:.2f}")
         formed = sat.get("served_over_engine_at_formed_batch")
         if formed is not None:
             out.append(f"  vs engine alone at the batch size the server formed ({sat['formed_batch_size']}): "

@@ -361,7 +361,7 @@ class LoadClient:
             try:
                 call = stub.ModelInfer(request, timeout=self.timeout_s, metadata=(("x-request-id", request_id),))
                 reply = await call
-                headers = dict(await call.initial_metadata())
+                headers = dict(await call.trailing_metadata())
                 outcome = Outcome(request_id, "OK", reply.model_version, str(headers.get("x-model-version", "")),
                                   started, time.monotonic())
             except grpc.aio.AioRpcError as e:

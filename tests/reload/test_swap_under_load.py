@@ -42,7 +42,7 @@ def test_swap_under_load(registry: Registry, bundle: Callable[..., Path], tmp_pa
     """20+ changes, each waited for on the server (admin Status RPC) while the load runs.
 
     Checks, in order: no call failed; at least 16 calls were in flight whenever sampled; every
-    reply's `model_version` equals its `x-model-version` header and its server log line; every
+    reply's `model_version` equals its `x-model-version` trailer and its server log line; every
     version we routed to answered; and, from the server log (see `unroutable_replies` for the exact
     rule), every unpinned reply came from a version with weight > 0 in a table in force while that
     call took its lease, and no version answered after its engine was closed.

@@ -33,7 +33,9 @@ def slow_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def slow_server(slow_bundle: Path) -> Iterator[ServerProcess]:
-    with running_server(["--bundle", str(slow_bundle), "--intra-op-threads", "1", "--max-queue-items", "4",
+    # One batch at a time, so that "the engine is busy" is one state a test can wait for.
+    with running_server(["--bundle", str(slow_bundle), "--intra-op-threads", "1", "--engine-concurrency", "1",
+                         "--max-queue-items", "4",
                          "--max-batch-size", "8", "--max-queue-delay-ms", "3000",
                          "--max-texts-per-request", "8", "--max-queue-wait-ms", "0"]) as s:
         yield s
@@ -157,7 +159,8 @@ def test_cancelled_calls_free_their_queue_slots(slow_server: ServerProcess) -> N
 
 def test_queue_bounded_by_expected_wait(slow_bundle: Path, reference: Reference) -> None:
     """With a time budget, a deep queue is refused by how long it would take, not by its length."""
-    with running_server(["--bundle", str(slow_bundle), "--intra-op-threads", "1", "--max-queue-items", "64",
+    with running_server(["--bundle", str(slow_bundle), "--intra-op-threads", "1", "--engine-concurrency", "1",
+                         "--max-queue-items", "64",
                          "--max-queue-wait-ms", "300", "--max-batch-size", "2"]) as server:
         channel, stub = stub_for(server.address)
         with channel:
@@ -172,4 +175,7 @@ def test_queue_bounded_by_expected_wait(slow_bundle: Path, reference: Reference)
     # 16 long texts are seconds of work on one thread: far over the 300 ms budget, far under 64 texts.
     assert refused and all(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED for e in refused)
     assert all(re.search(r"about \d+ ms of work \(limit 300 ms\)", e.details()) for e in refused), refused[0].details()
+    # The refusal says when to come back: the queued work's drain time, over the 300 ms bound.
+    pushbacks = [int(dict(e.trailing_metadata())["grpc-retry-pushback-ms"]) for e in refused]
+    assert all(p > 300 for p in pushbacks), pushbacks
     assert len(refused) < 16

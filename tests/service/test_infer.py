@@ -55,11 +55,11 @@ def test_shape_n_by_1_and_unicode(stub, tiny_bundle) -> None:
     np.testing.assert_allclose(logits_of(stub.ModelInfer(request)), Reference(tiny_bundle).logits(texts), atol=1e-5)
 
 
-def test_reply_headers_and_id(stub) -> None:
+def test_reply_trailers_and_id(stub) -> None:
     request = infer_request(["hi"])
     request.id = "call-42"
     response, call = stub.ModelInfer.with_call(request, metadata=(("x-request-id", "rid-7"),))
-    headers = dict(call.initial_metadata())
+    headers = dict(call.trailing_metadata())
     assert response.id == "call-42"
     assert headers["x-request-id"] == "rid-7"
     assert headers["x-model-version"] == "1"
