@@ -97,7 +97,8 @@ class EngineAlone:
         session (what the server does under load); None when the server would not do it."""
         if self.classifier.narrow is None or self.streams < 2:
             return None
-        chosen, real, padded = self._sorted_batches(batch_size, max(texts, 4 * self.streams * batch_size))
+        # Each stream needs several batches to itself, or one slow batch decides the pass.
+        chosen, real, padded = self._sorted_batches(batch_size, max(2 * texts, 8 * self.streams * batch_size))
         batches = [[self._corpus[i] for i in batch] for batch in chosen]
         shares = [batches[k :: self.streams] for k in range(self.streams)]
 
@@ -108,7 +109,7 @@ class EngineAlone:
         stream(shares[0][:1])  # the narrow session's first run, outside the timed passes
         best = float("inf")
         with ThreadPoolExecutor(self.streams) as pool:
-            for _ in range(max(1, repeats)):
+            for _ in range(max(2, repeats)):
                 started = time.perf_counter()
                 list(pool.map(stream, shares))
                 best = min(best, time.perf_counter() - started)
