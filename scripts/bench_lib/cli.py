@@ -28,7 +28,14 @@ from bench_lib.corpus import make_corpus
 from bench_lib.engine_limit import LIMIT_BATCH_SIZES, EngineAlone, EngineSettings
 from bench_lib.loadgen import LoadSpec, Payload, run_load
 from bench_lib.server_process import ServedProcess, ServerStartError
-from bench_lib.v2client import V2Target, build_request, channel_options, infer_method, parse_logits
+from bench_lib.v2client import (
+    V2Target,
+    build_request,
+    channel_options,
+    infer_method,
+    parse_logits,
+    server_live_method,
+)
 
 EXIT_USAGE = 2
 EXIT_SERVER = 3
@@ -173,6 +180,7 @@ class Bench:
         self.server: ServedProcess | None = None
         self.metrics_url: str | None = args.metrics_url
         self.notes: list[str] = []
+        self.floor_ms: dict[str, float] | None = None
         self.bundle: Path | None = args.bundle
         self.engine_settings = _engine_settings(args)
         corpus = make_corpus(args.corpus_size, seed=args.seed)
@@ -293,6 +301,21 @@ class Bench:
             "corpus_tokens": _length_stats(lengths),
         }
 
+    async def measure_floor(self, calls: int = 500) -> None:
+        """ServerLive round trips at concurrency 1: what a call costs with no work in it (gRPC both sides,
+        loopback, the server's dispatch), the floor under the c=1 figure."""
+        assert self.channel is not None
+        self.progress.say(f"gRPC floor: {calls} ServerLive calls at concurrency 1")
+        live, body = server_live_method(self.channel)
+        samples = []
+        for i in range(calls + 50):
+            started = time.perf_counter()
+            await live(body, timeout=self.args.timeout)
+            if i >= 50:  # the first calls warm the connection
+                samples.append(1000 * (time.perf_counter() - started))
+        samples.sort()
+        self.floor_ms = {"p50": samples[len(samples) // 2], "p99": samples[int(len(samples) * 0.99)]}
+
     def engine_at(self, batch_size: int) -> float:
         """Engine-alone texts/s at this batch size (length-sorted), measured once per size."""
         assert self.limit is not None and self.engine is not None
@@ -381,6 +404,7 @@ class Bench:
         try:
             if not args.no_limit:
                 self.measure_limit()  # the server is idle: nothing has been sent but the check requests
+            await self.measure_floor()
             if args.sweep:
                 for point in plan.sweep_points(args.sweep_levels):
                     await self.load(point, payloads)
@@ -426,6 +450,7 @@ class Bench:
             "corpus": {"size": len(self.corpus), "seed": args.seed},
             "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "timeout_s": args.timeout},
             "limit": self.limit,
+            "grpc_floor_ms": self.floor_ms,
             "runs": self.runs,
             "summary": self.summary(),
             "notes": self.notes,
@@ -464,6 +489,7 @@ class Bench:
                 "p50_ms": c1["latency_ms"]["p50"], "p99_ms": c1["latency_ms"]["p99"],
                 "engine_batch1_p50_ms": limit["batch1_latency_ms"]["p50"],
                 "added_ms": c1["latency_ms"]["p50"] - limit["batch1_latency_ms"]["p50"],
+                "grpc_floor_p50_ms": None if self.floor_ms is None else self.floor_ms["p50"],
             }
             srv = c1.get("server", {})
             if "mean_request_ms" in srv:

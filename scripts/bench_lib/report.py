@@ -116,6 +116,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     if c1:
         out.append(f"concurrency 1: P50 {c1['p50_ms']:.2f} ms vs engine batch-1 P50 {c1['engine_batch1_p50_ms']:.2f} ms"
                    f" = {c1['added_ms']:+.2f} ms [target <= +1 ms]")
+        if c1.get("grpc_floor_p50_ms") is not None:
+            out.append(f"  gRPC floor: an empty call (ServerLive) to the same server takes P50 "
+                       f"{c1['grpc_floor_p50_ms']:.2f} ms")
         b = c1.get("breakdown_mean_ms")
         if b:
             grpc_ms = b["client"] - b["server_handler"]

@@ -18,6 +18,7 @@ from ortserve.proto import grpc_service_pb2 as pb
 
 MODEL_INFER = "/inference.GRPCInferenceService/ModelInfer"
 MODEL_READY = "/inference.GRPCInferenceService/ModelReady"
+SERVER_LIVE = "/inference.GRPCInferenceService/ServerLive"
 
 
 @dataclass(frozen=True)
@@ -81,3 +82,8 @@ async def model_ready(channel: grpc.aio.Channel, target: V2Target, timeout: floa
     request = pb.ModelReadyRequest(name=target.model, version=target.version).SerializeToString()
     reply = await call(request, timeout=timeout)
     return pb.ModelReadyResponse.FromString(reply).ready
+
+
+def server_live_method(channel: grpc.aio.Channel) -> tuple[grpc.aio.UnaryUnaryMultiCallable, bytes]:
+    """ServerLive as a bytes-in/bytes-out handle and its (empty) request: the cheapest V2 call."""
+    return channel.unary_unary(SERVER_LIVE), pb.ServerLiveRequest().SerializeToString()
