@@ -43,6 +43,7 @@ class VersionFactory:
             max_padding_ratio=settings.max_padding_ratio,
             max_batch_tokens=settings.max_batch_tokens,
             batch_overhead_tokens=settings.batch_overhead_tokens,
+            sort_window=settings.sort_window,
         )
         self._engine_options = EngineOptions(
             intra_op_threads=settings.intra_op_threads,

@@ -59,6 +59,11 @@ class Settings:
         default=250.0,
     )
     max_batch_tokens: int = _doc("Most padded tokens (texts x longest) in one batch.", default=1024)
+    sort_window: int = _doc(
+        "Only the oldest this-many queued texts are sorted by length into the next batch: bounds how long "
+        "a text of an unusual length waits (0 sorts the whole queue).",
+        default=24,
+    )
     batch_overhead_tokens: int = _doc(
         "Fixed cost of one engine run in tokens' worth of work: n texts in one batch may waste up to "
         "(n-1) x this in padding (0 on CPUs, where padding costs as much as real work).",
@@ -102,6 +107,7 @@ class Settings:
             ("max_queue_items", self.max_queue_items >= 1, ">= 1"),
             ("max_queue_wait_ms", self.max_queue_wait_ms >= 0, ">= 0"),
             ("max_batch_tokens", self.max_batch_tokens >= 1, ">= 1"),
+            ("sort_window", self.sort_window >= 0, ">= 0"),
             ("batch_overhead_tokens", self.batch_overhead_tokens >= 0, ">= 0"),
             ("engine_concurrency", self.engine_concurrency >= 1, ">= 1"),
             ("tokenizer_threads", self.tokenizer_threads >= 1, ">= 1"),

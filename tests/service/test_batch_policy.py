@@ -59,6 +59,16 @@ def test_padded_tokens_are_capped() -> None:
     assert choose_batch(texts(300), 0.0, policy) == [0]  # one over-long text still runs, alone
 
 
+def test_only_the_oldest_texts_are_sorted() -> None:
+    # Six texts of length 10 arrived last; the window holds the 3 oldest (lengths 40, 41, 90).
+    policy = BatchPolicy(max_batch_size=4, max_queue_delay_s=1.0, max_padding_ratio=1.3, sort_window=3)
+    pending = texts(40, 41, 90, 10, 10, 10, 10, 10, 10)
+    assert sorted(choose_batch(pending, 0.0, policy)) == [0, 1]
+    # Sorting the whole queue would have taken the four short newcomers instead.
+    whole = BatchPolicy(max_batch_size=4, max_queue_delay_s=1.0, max_padding_ratio=1.3, sort_window=0)
+    assert sorted(choose_batch(pending, 0.0, whole)) == [3, 4, 5, 6]
+
+
 def test_throughput_turns_queue_depth_into_wait() -> None:
     rate = Throughput()
     assert rate.wait_s(10) == 0.0  # nothing measured yet: no basis to refuse anyone
@@ -72,7 +82,7 @@ def test_policy_rejects_nonsense() -> None:
     import pytest
 
     for kwargs in ({"max_batch_size": 0}, {"max_queue_delay_s": -1}, {"max_padding_ratio": 0.5},
-                   {"max_batch_tokens": 0}, {"batch_overhead_tokens": -1}):
+                   {"max_batch_tokens": 0}, {"batch_overhead_tokens": -1}, {"sort_window": -1}):
         with pytest.raises(ValueError):
             BatchPolicy(**kwargs)
 
@@ -84,12 +94,16 @@ def test_policy_rejects_nonsense() -> None:
     st.floats(0, 2),
     st.integers(1, 4096),
     st.integers(0, 64),
+    st.integers(0, 30),
 )
-def test_always_a_valid_nonempty_batch(items, max_batch, ratio, now, max_tokens, overhead) -> None:
+def test_always_a_valid_nonempty_batch(items, max_batch, ratio, now, max_tokens, overhead, window) -> None:
     policy = BatchPolicy(max_batch_size=max_batch, max_queue_delay_s=0.01, max_padding_ratio=ratio,
-                         max_batch_tokens=max_tokens, batch_overhead_tokens=overhead)
+                         max_batch_tokens=max_tokens, batch_overhead_tokens=overhead, sort_window=window)
     pending = [PendingText(n, t) for n, t in items]
     chosen = choose_batch(pending, now, policy)
+    if window:  # nothing younger than the window's youngest text is ever taken
+        by_age = sorted(range(len(pending)), key=lambda i: pending[i].enqueued_at)
+        assert set(chosen) <= set(by_age[:window])
     assert chosen and len(chosen) == len(set(chosen)) and len(chosen) <= max_batch
     assert all(0 <= i < len(pending) for i in chosen)
     oldest = min(range(len(pending)), key=lambda i: pending[i].enqueued_at)
