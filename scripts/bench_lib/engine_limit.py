@@ -24,6 +24,7 @@ import numpy as np
 from ortserve.service.textmodel import EngineOptions, TextClassifier
 
 LIMIT_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
+SIDE_BY_SIDE_SIZES = (4, 8, 16)
 T = TypeVar("T")
 
 

@@ -89,8 +89,9 @@ def limit_table(limit: dict[str, Any]) -> str:
                      f"{p['padding_ratio']:>5.2f}{mark}")
     side = limit.get("side_by_side")
     if side:
-        lines.append(f"  side by side: {limit['engine']['engine_concurrency']} one-thread runs at once, batches of "
-                     f"{side['batch_size']}: {side['texts_per_s']:.1f} texts/s (what the server runs under load)")
+        lines.append(f"  side by side: {limit['engine']['engine_concurrency']} one-thread runs at once, best at "
+                     f"batches of {side['batch_size']}: {side['texts_per_s']:.1f} texts/s "
+                     "(how the server runs batches under load)")
     b1 = limit["batch1_latency_ms"]
     lines.append(f"  batch-1 latency (one text, tokenize + run): P50 {b1['p50']:.2f} ms, P99 {b1['p99']:.2f} ms")
     return "\n".join(lines)
