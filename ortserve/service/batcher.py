@@ -106,7 +106,8 @@ class Batcher:
         self._pending: list[_Item] = []
         self._in_flight = 0
         self._wide_running = False
-        self._has_narrow = classifier.narrow is not None
+        # Lanes only pay when runs go side by side; with one at a time the wide session does everything.
+        self._has_narrow = classifier.narrow is not None and engine_concurrency > 1
 
     @property
     def queue_depth(self) -> int:
