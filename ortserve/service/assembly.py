@@ -14,7 +14,7 @@ from ortserve.service.batch_policy import BatchPolicy
 from ortserve.service.batcher import Batcher
 from ortserve.service.config import Settings
 from ortserve.service.metrics import Metrics
-from ortserve.service.textmodel import EngineOptions, TextClassifier
+from ortserve.service.textmodel import EngineOptions, TextClassifier, narrow_engine_pays
 
 
 class ArtifactFetcher(Protocol):
@@ -51,8 +51,9 @@ class VersionFactory:
             graph_optimization_level=settings.graph_optimization_level,
             device=settings.device,
             allow_spinning=settings.allow_spinning,
-            # Side-by-side batches get a one-thread session each, unless the engine already is one thread.
-            narrow_engine=settings.engine_concurrency > 1 and settings.intra_op_threads != 1,
+            narrow_engine=narrow_engine_pays(
+                intra_op_threads=settings.intra_op_threads, engine_concurrency=settings.engine_concurrency
+            ),
         )
 
     def load(self, model: str, spec: DesiredVersion) -> TextClassifier:

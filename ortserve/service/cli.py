@@ -49,7 +49,7 @@ def _serve(args: argparse.Namespace) -> int:
         print("ortserve: nothing to serve: give --bundle DIR or --registry URL", file=sys.stderr)
         return 2
     try:
-        run = _loop_runner(settings.event_loop)
+        run = loop_runner(settings.event_loop)
     except ImportError as e:
         print(f"ortserve: event_loop=uvloop but uvloop is not installed ({e})", file=sys.stderr)
         return 2
@@ -69,7 +69,8 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _loop_runner(kind: str) -> Callable[[Coroutine[Any, Any, None]], None]:
+def loop_runner(kind: str) -> Callable[[Coroutine[Any, Any, Any]], Any]:
+    """`asyncio.run` or `uvloop.run` for event_loop = asyncio | uvloop | auto (uvloop when installed)."""
     if kind == "asyncio":
         return asyncio.run
     try:

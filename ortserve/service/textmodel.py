@@ -41,6 +41,12 @@ class EngineOptions:
     """Also open a one-thread session of the same model, for batches that run side by side (see Batcher)."""
 
 
+def narrow_engine_pays(*, intra_op_threads: int, engine_concurrency: int) -> bool:
+    """Whether side-by-side batches get a one-thread session: only when several run at once and the main
+    session is not one thread already. The server and the benchmark's engine-alone limit both ask this."""
+    return engine_concurrency > 1 and intra_op_threads != 1
+
+
 class TextClassifier:
     def __init__(
         self, *, engine: Engine, tokenizer: Tokenizer, manifest: BundleManifest, narrow: Engine | None = None

@@ -36,6 +36,7 @@ from bench_lib.v2client import (
     parse_logits,
     server_live_method,
 )
+from ortserve.service.cli import loop_runner
 
 EXIT_USAGE = 2
 EXIT_SERVER = 3
@@ -312,14 +313,13 @@ class Bench:
         assert self.channel is not None
         self.progress.say(f"gRPC floor: {calls} ServerLive calls at concurrency 1")
         live, body = server_live_method(self.channel)
-        samples = []
+        samples_s = []
         for i in range(calls + 50):
             started = time.perf_counter()
             await live(body, timeout=self.args.timeout)
             if i >= 50:  # the first calls warm the connection
-                samples.append(1000 * (time.perf_counter() - started))
-        samples.sort()
-        self.floor_ms = {"p50": samples[len(samples) // 2], "p99": samples[int(len(samples) * 0.99)]}
+                samples_s.append(time.perf_counter() - started)
+        self.floor_ms = report.latency_ms(samples_s)
 
     def engine_at(self, batch_size: int) -> float:
         """Engine-alone texts/s at this batch size (length-sorted), measured once per size."""
@@ -576,21 +576,12 @@ def print_report(rep: dict[str, Any]) -> None:
           f"{host['load_average_before'][0]:.2f}/{host['load_average_after'][0]:.2f} on {host['usable_cpus']} CPUs")
 
 
-def _run_loop() -> Any:
-    """uvloop when installed: the client shares the machine's cores with the server it measures, so
-    every cycle it spends per call is taken from the server."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run
-    return uvloop.run
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     bench = Bench(args)
     try:
-        rep = _run_loop()(bench.run())
+        # uvloop when installed: the client shares the cores with the server it measures.
+        rep = loop_runner("auto")(bench.run())
     except BenchError as e:
         print(f"bench: {e}", file=sys.stderr)
         return e.code

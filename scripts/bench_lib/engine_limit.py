@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from ortserve.service.textmodel import EngineOptions, TextClassifier
+from ortserve.service.textmodel import EngineOptions, TextClassifier, narrow_engine_pays
 
 LIMIT_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 SIDE_BY_SIDE_SIZES = (4, 8, 16)
@@ -61,7 +61,9 @@ class EngineAlone:
                 inter_op_threads=settings.inter_op_threads,
                 allow_spinning=settings.allow_spinning,
                 graph_optimization_level=settings.graph_optimization_level,
-                narrow_engine=settings.engine_concurrency > 1 and settings.intra_op_threads != 1,
+                narrow_engine=narrow_engine_pays(
+                    intra_op_threads=settings.intra_op_threads, engine_concurrency=settings.engine_concurrency
+                ),
             ),
         )
         self.streams = settings.engine_concurrency

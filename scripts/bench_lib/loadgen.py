@@ -91,9 +91,11 @@ class _Window:
 
 
 Call = Callable[..., Awaitable[bytes]]
+Hook = Callable[[], Awaitable[None]]
+Send = Callable[[Payload, float], Awaitable[grpc.aio.AioRpcError | None]]
+"""Send one payload timed from the given start; returns the error when the server refused it."""
 _BACKOFF_START_S = 0.010
 _BACKOFF_MAX_S = 0.5
-Hook = Callable[[], Awaitable[None]]
 
 
 async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
@@ -121,14 +123,14 @@ async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
             result.error_latencies_s.setdefault(code, array("d")).append(latency)
             result.error_samples.setdefault(code, details)
 
-    async def one(payload: Payload, started: float) -> float | None:
-        """Send one call; returns the server's retry pushback in seconds when it refused the call."""
+    async def one(payload: Payload, started: float) -> grpc.aio.AioRpcError | None:
+        """Send one call; returns the error when the server refused it (RESOURCE_EXHAUSTED)."""
         try:
             await call(payload.body, timeout=spec.timeout_s)
         except grpc.aio.AioRpcError as e:
             record(started, e.code().name, payload.texts, e.details() or "")
             if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
-                return _pushback_s(e)
+                return e
         except Exception as e:  # a client-side failure is a result to report, not a crash of the run
             record(started, f"CLIENT_{type(e).__name__}", payload.texts, str(e))
         else:
@@ -155,7 +157,7 @@ async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
     if spec.mode == "closed":
         senders = [asyncio.create_task(_closed_caller(i, spec, payloads, window, one, result))
                    for i in range(spec.concurrency)]
-        in_flight: set[asyncio.Task[float | None]] = set()
+        in_flight: set[asyncio.Task[grpc.aio.AioRpcError | None]] = set()
     else:
         in_flight = set()
         senders = [asyncio.create_task(_open_arrivals(spec, payloads, window, one, result, in_flight))]
@@ -182,7 +184,7 @@ def _pushback_s(error: grpc.aio.AioRpcError) -> float:
 
 
 async def _closed_caller(index: int, spec: LoadSpec, payloads: Sequence[Payload], window: _Window,
-                         one: Callable[[Payload, float], Awaitable[float | None]], result: LoadResult) -> None:
+                         one: Send, result: LoadResult) -> None:
     """One caller, back to back; refused calls back off as a real client does (the refusal is counted).
 
     A caller that retried a RESOURCE_EXHAUSTED at once would only measure how fast the server says no.
@@ -199,17 +201,17 @@ async def _closed_caller(index: int, spec: LoadSpec, payloads: Sequence[Payload]
         started = time.perf_counter()
         if window.counts(started):
             result.sent_in_window += 1
-        pushback = await one(payload, started)
-        if pushback is None:
+        refused = await one(payload, started)
+        if refused is None:
             backoff = _BACKOFF_START_S
             continue
-        await asyncio.sleep(max(pushback, rng.uniform(0, backoff)))
+        await asyncio.sleep(max(_pushback_s(refused), rng.uniform(0, backoff)))
         backoff = min(backoff * 2, _BACKOFF_MAX_S)
 
 
 async def _open_arrivals(spec: LoadSpec, payloads: Sequence[Payload], window: _Window,
-                         one: Callable[[Payload, float], Awaitable[float | None]], result: LoadResult,
-                         in_flight: set[asyncio.Task[float | None]]) -> None:
+                         one: Send, result: LoadResult,
+                         in_flight: set[asyncio.Task[grpc.aio.AioRpcError | None]]) -> None:
     rng = random.Random(spec.seed)
     position = 0
     due = time.perf_counter()
