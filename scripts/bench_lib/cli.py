@@ -25,7 +25,13 @@ import grpc
 
 from bench_lib import plan, prom, report
 from bench_lib.corpus import make_corpus
-from bench_lib.engine_limit import LIMIT_BATCH_SIZES, SIDE_BY_SIDE_SIZES, EngineAlone, EngineSettings
+from bench_lib.engine_limit import (
+    BATCH1_IDLE_S,
+    LIMIT_BATCH_SIZES,
+    SIDE_BY_SIDE_SIZES,
+    EngineAlone,
+    EngineSettings,
+)
 from bench_lib.loadgen import LoadSpec, Payload, run_load
 from bench_lib.server_process import ServedProcess, ServerStartError
 from bench_lib.v2client import (
@@ -182,6 +188,7 @@ class Bench:
         self.metrics_url: str | None = args.metrics_url
         self.notes: list[str] = []
         self.floor_ms: dict[str, float] | None = None
+        self.floor_after_idle_ms: dict[str, float] | None = None
         self.bundle: Path | None = args.bundle
         self.engine_settings = _engine_settings(args)
         corpus = make_corpus(args.corpus_size, seed=args.seed)
@@ -282,6 +289,8 @@ class Bench:
         self.progress.say("engine alone: batch-1 latency")
         texts = self.engine.length_sample(self.args.limit_texts)
         b1 = self.engine.batch1_latency_ms(texts)
+        self.progress.say(f"engine alone: batch-1 latency after {BATCH1_IDLE_S * 1000:.0f} ms idle")
+        b1_idle = self.engine.batch1_latency_ms(texts, idle_s=BATCH1_IDLE_S)
         best = max(passes, key=lambda p: p.texts_per_s)
         side = None
         if self.engine.streams > 1:
@@ -304,22 +313,51 @@ class Bench:
             "best_batch_size": best.batch_size,
             "side_by_side": None if side is None else dataclasses.asdict(side),
             "batch1_latency_ms": b1,
+            "batch1_after_idle_ms": {"idle_ms": BATCH1_IDLE_S * 1000, **b1_idle},
             "corpus_tokens": _length_stats(lengths),
         }
 
+    def remeasure_limit(self) -> None:
+        """The limit's best size (and the side-by-side reference) again, after the load runs: on a shared
+        machine the engine's speed drifts over minutes, and two measurements bracketing the runs say by how
+        much, so a ratio is not read as the server's when it is the machine's."""
+        assert self.limit is not None and self.engine is not None
+        size = self.limit["best_batch_size"]
+        self.progress.say(f"engine alone again (drift check): length-sorted batches of {size}")
+        after = self.engine.sorted_pass(size, texts=self.args.limit_texts, repeats=self.args.limit_repeats)
+        self.limit["after_runs"] = {"batch_size": size, "texts_per_s": after.texts_per_s}
+        side = self.limit.get("side_by_side")
+        if side:
+            self.progress.say(f"engine alone again: one-thread runs side by side, batches of {side['batch_size']}")
+            again = self.engine.side_by_side_pass(side["batch_size"], texts=self.args.limit_texts,
+                                                  repeats=self.args.limit_repeats)
+            if again is not None:
+                self.limit["after_runs"]["side_by_side_texts_per_s"] = again.texts_per_s
+
     async def measure_floor(self, calls: int = 500) -> None:
         """ServerLive round trips at concurrency 1: what a call costs with no work in it (gRPC both sides,
-        loopback, the server's dispatch), the floor under the c=1 figure."""
+        loopback, the server's dispatch), the floor under the c=1 figure. Measured twice: back to back, and
+        each call after the caller and server sat idle as long as the engine's batch-1 P50 (a c=1 caller
+        waits that long for every reply; on a VM the idle cores are handed back and woken on the call)."""
         assert self.channel is not None
-        self.progress.say(f"gRPC floor: {calls} ServerLive calls at concurrency 1")
         live, body = server_live_method(self.channel)
-        samples_s = []
-        for i in range(calls + 50):
-            started = time.perf_counter()
-            await live(body, timeout=self.args.timeout)
-            if i >= 50:  # the first calls warm the connection
-                samples_s.append(time.perf_counter() - started)
-        self.floor_ms = report.latency_ms(samples_s)
+        idle_s = self.limit["batch1_latency_ms"]["p50"] / 1000 if self.limit is not None else 0.01
+
+        async def round_trips(idle: float) -> dict[str, float]:
+            samples_s = []
+            for i in range(calls + 50):
+                if idle:
+                    await asyncio.sleep(idle)
+                started = time.perf_counter()
+                await live(body, timeout=self.args.timeout)
+                if i >= 50:  # the first calls warm the connection
+                    samples_s.append(time.perf_counter() - started)
+            return report.latency_ms(samples_s)
+
+        self.progress.say(f"gRPC floor: {calls} ServerLive calls at concurrency 1")
+        self.floor_ms = await round_trips(0.0)
+        self.progress.say(f"gRPC floor: {calls} ServerLive calls, each after {idle_s * 1000:.0f} ms idle")
+        self.floor_after_idle_ms = {"idle_ms": idle_s * 1000, **await round_trips(idle_s)}
 
     def engine_at(self, batch_size: int) -> float:
         """Engine-alone texts/s at this batch size (length-sorted), measured once per size."""
@@ -431,6 +469,7 @@ class Bench:
                         size = max(1, round(mean))
                         r["engine_at_formed_batch"] = {"batch_size": size, "texts_per_s": self.engine_at(size)}
                         r["served_over_engine_at_formed_batch"] = r["texts_per_s"] / self.engine_at(size)
+                self.remeasure_limit()
             if args.spin_compare:
                 sat = self._saturation()
                 c = sat["concurrency"] if args.sweep and sat else args.concurrency
@@ -456,6 +495,7 @@ class Bench:
             "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "timeout_s": args.timeout},
             "limit": self.limit,
             "grpc_floor_ms": self.floor_ms,
+            "grpc_floor_after_idle_ms": self.floor_after_idle_ms,
             "runs": self.runs,
             "summary": self.summary(),
             "notes": self.notes,
@@ -488,7 +528,15 @@ class Bench:
                                          if out.get("side_by_side_texts_per_s") else None),
             "formed_batch_size": sat.get("engine_at_formed_batch", {}).get("batch_size"),
         }
-        c1 = next((r for r in self.runs if r["series"] == "closed x1" and r["concurrency"] == 1), None)
+        after = (limit or {}).get("after_runs")
+        if after is not None and limit is not None:
+            both = (limit["texts_per_s"] + after["texts_per_s"]) / 2
+            out["saturation"]["limit_after_runs_texts_per_s"] = after["texts_per_s"]
+            out["saturation"]["limit_drift"] = after["texts_per_s"] / limit["texts_per_s"] - 1
+            out["saturation"]["served_over_limit_both"] = sat["texts_per_s"] / both
+        # The sweep's c=1 point, or a single `--concurrency 1` run of one text per request.
+        c1 = next((r for r in self.runs if r["series"] in ("closed x1", "closed") and r["concurrency"] == 1
+                   and r["texts_per_request"] == 1), None)
         if c1 is not None and limit is not None and c1["latency_ms"]:
             out["concurrency1"] = {
                 "p50_ms": c1["latency_ms"]["p50"], "p99_ms": c1["latency_ms"]["p99"],
@@ -496,6 +544,14 @@ class Bench:
                 "added_ms": c1["latency_ms"]["p50"] - limit["batch1_latency_ms"]["p50"],
                 "grpc_floor_p50_ms": None if self.floor_ms is None else self.floor_ms["p50"],
             }
+            idle_engine, idle_floor = limit.get("batch1_after_idle_ms"), self.floor_after_idle_ms
+            if idle_engine is not None and idle_floor is not None:
+                # What the machine charges any server for waking idle cores: the engine and an empty call, each
+                # measured after the idle a c=1 request meets, next to their back-to-back figures above.
+                out["concurrency1"]["after_idle"] = {
+                    "engine_batch1_p50_ms": idle_engine["p50"], "engine_idle_ms": idle_engine["idle_ms"],
+                    "grpc_floor_p50_ms": idle_floor["p50"], "floor_idle_ms": idle_floor["idle_ms"],
+                }
             srv = c1.get("server", {})
             if "mean_request_ms" in srv:
                 # Where a lone request's time goes (means: the server only exports histograms).

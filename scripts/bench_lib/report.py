@@ -94,6 +94,10 @@ def limit_table(limit: dict[str, Any]) -> str:
                      "(how the server runs batches under load)")
     b1 = limit["batch1_latency_ms"]
     lines.append(f"  batch-1 latency (one text, tokenize + run): P50 {b1['p50']:.2f} ms, P99 {b1['p99']:.2f} ms")
+    idle = limit.get("batch1_after_idle_ms")
+    if idle:
+        lines.append(f"  batch-1 latency after {idle['idle_ms']:.0f} ms idle before each run: "
+                     f"P50 {idle['p50']:.2f} ms, P99 {idle['p99']:.2f} ms")
     return "\n".join(lines)
 
 
@@ -105,6 +109,10 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         out.append(f"saturation: {sat['run']}: {sat['texts_per_s']:.1f} texts/s"
                    + (f" = {ratio:.2f} x the engine-alone limit ({summary['limit_texts_per_s']:.1f} texts/s)"
                       " [target >= 0.90]" if ratio is not None else ""))
+        if sat.get("limit_after_runs_texts_per_s") is not None:
+            out.append(f"  limit re-measured after the load runs: {sat['limit_after_runs_texts_per_s']:.1f} texts/s "
+                       f"(drift {100 * sat['limit_drift']:+.0f}%); vs the mean of both: "
+                       f"{sat['served_over_limit_both']:.2f}")
         side = sat.get("served_over_side_by_side")
         if side is not None:
             out.append(f"  vs engine alone with one-thread runs side by side ({summary['side_by_side_texts_per_s']:.1f}"
@@ -120,6 +128,15 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         if c1.get("grpc_floor_p50_ms") is not None:
             out.append(f"  gRPC floor: an empty call (ServerLive) to the same server takes P50 "
                        f"{c1['grpc_floor_p50_ms']:.2f} ms")
+        idle = c1.get("after_idle")
+        if idle:
+            engine_extra = idle["engine_batch1_p50_ms"] - c1["engine_batch1_p50_ms"]
+            floor = c1.get("grpc_floor_p50_ms")
+            floor_extra = "" if floor is None else f" ({idle['grpc_floor_p50_ms'] - floor:+.2f})"
+            out.append(f"  after idle, as a c=1 request meets them: engine batch-1 P50 "
+                       f"{idle['engine_batch1_p50_ms']:.2f} ms ({engine_extra:+.2f}) after "
+                       f"{idle['engine_idle_ms']:.0f} ms idle; empty call P50 {idle['grpc_floor_p50_ms']:.2f} ms"
+                       f"{floor_extra} after {idle['floor_idle_ms']:.0f} ms idle")
         b = c1.get("breakdown_mean_ms")
         if b:
             grpc_ms = b["client"] - b["server_handler"]

@@ -45,6 +45,7 @@ def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bund
     assert [p["batch_size"] for p in limit["sorted_passes"]] == [1, 8]
     assert limit["texts_per_s"] == max(p["texts_per_s"] for p in limit["sorted_passes"]) > 0
     assert limit["batch1_latency_ms"]["p50"] > 0
+    assert limit["batch1_after_idle_ms"]["p50"] > 0 and limit["batch1_after_idle_ms"]["idle_ms"] > 0
 
     names = [r["name"] for r in rep["runs"]]
     assert names[:4] == ["closed c=1 x1", "closed c=4 x1", "closed c=1 x8", "closed c=8 x8"]
@@ -65,8 +66,16 @@ def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bund
     sat = summary["saturation"]
     assert sat["texts_per_s"] == max(r["texts_per_s"] for r in rep["runs"][:2])
     assert sat["served_over_limit"] == pytest.approx(sat["texts_per_s"] / limit["texts_per_s"])
+    again = limit["after_runs"]  # the best size once more after the load runs: the machine's drift
+    assert again["batch_size"] == limit["best_batch_size"] and again["texts_per_s"] > 0
+    assert sat["served_over_limit_both"] == pytest.approx(
+        sat["texts_per_s"] / ((limit["texts_per_s"] + again["texts_per_s"]) / 2))
     c1 = summary["concurrency1"]
     assert c1["added_ms"] == pytest.approx(c1["p50_ms"] - c1["engine_batch1_p50_ms"])
+    idle = c1["after_idle"]  # the engine and an empty call, each after the idle a c=1 request meets
+    assert idle["engine_batch1_p50_ms"] > 0 and idle["grpc_floor_p50_ms"] > 0
+    assert idle["floor_idle_ms"] == pytest.approx(limit["batch1_latency_ms"]["p50"])
+    assert rep["grpc_floor_after_idle_ms"]["p50"] == idle["grpc_floor_p50_ms"]
     means = c1["breakdown_mean_ms"]
     assert means["client"] >= means["server_handler"] > means["engine"] > 0
     over = summary["overload"]
@@ -74,6 +83,7 @@ def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bund
     assert over["sent"] >= over["resource_exhausted"] >= 0
     assert set(summary["spinning"]) == {"on", "off"}
     assert "saturation:" in done.stdout and "overload:" in done.stdout and "spinning  on" in done.stdout
+    assert "after idle, as a c=1 request meets them" in done.stdout and "limit re-measured after" in done.stdout
 
 
 def test_any_v2_server_by_address_open_loop(repo_root: Path, server: ServerProcess, tmp_path: Path) -> None:
