@@ -61,8 +61,15 @@ class Server:
         self._engine_pool = ThreadPoolExecutor(
             settings.engine_concurrency * (settings.max_loaded_versions + 1), thread_name_prefix="ortserve-engine"
         )
+        # Long-lived, so that its malloc arena is reused by every load (a thread per load grew memory).
+        self._opener_pool = ThreadPoolExecutor(1, thread_name_prefix="ortserve-opener")
         factory = VersionFactory(
-            settings, self.metrics, fetch=fetch, tokenize_pool=self._tokenize_pool, engine_pool=self._engine_pool
+            settings,
+            self.metrics,
+            fetch=fetch,
+            tokenize_pool=self._tokenize_pool,
+            engine_pool=self._engine_pool,
+            opener=self._opener_pool,
         )
         self.manager = ModelManager(
             factory,
@@ -133,6 +140,7 @@ class Server:
         await self.manager.close()
         self._tokenize_pool.shutdown(wait=False)
         self._engine_pool.shutdown(wait=True)
+        self._opener_pool.shutdown(wait=True)  # idle by now: the manager waited for its loads
         if self._metrics_http is not None:
             self._metrics_http.shutdown()
         log.info("shutdown_complete", took_s=round(time.monotonic() - started, 3))

@@ -31,12 +31,14 @@ class VersionFactory:
         fetch: ArtifactFetcher | None,
         tokenize_pool: Executor,
         engine_pool: Executor,
+        opener: Executor | None = None,
     ) -> None:
         self._settings = settings
         self._metrics = metrics
         self._fetch = fetch
         self._tokenize_pool = tokenize_pool
         self._engine_pool = engine_pool
+        self._opener = opener  # a long-lived thread that opens and warms a version's second session
         self._policy = BatchPolicy(
             max_batch_size=settings.max_batch_size,
             max_queue_delay_s=settings.max_queue_delay_ms / 1000,
@@ -65,9 +67,9 @@ class VersionFactory:
             bundle = Path(spec.bundle_dir)
         else:
             raise ValueError(f"version {spec.version} has neither an artifact nor a bundle directory")
-        classifier = TextClassifier.load(bundle, self._engine_options)
+        classifier = TextClassifier.load(bundle, self._engine_options, opener=self._opener)
         try:
-            classifier.warm_up()  # invariant 1: no traffic before a real batch ran
+            classifier.warm_up(opener=self._opener)  # invariant 1: no traffic before a real batch ran
         except BaseException:
             classifier.close()
             raise
