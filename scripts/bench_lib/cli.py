@@ -528,8 +528,7 @@ class Bench:
                                          if out.get("side_by_side_texts_per_s") else None),
             "formed_batch_size": sat.get("engine_at_formed_batch", {}).get("batch_size"),
         }
-        after = (limit or {}).get("after_runs")
-        if after is not None and limit is not None:
+        if limit is not None and (after := limit.get("after_runs")) is not None:
             both = (limit["texts_per_s"] + after["texts_per_s"]) / 2
             out["saturation"]["limit_after_runs_texts_per_s"] = after["texts_per_s"]
             out["saturation"]["limit_drift"] = after["texts_per_s"] / limit["texts_per_s"] - 1

@@ -24,7 +24,6 @@ from typing import Any
 
 import grpc
 import pytest
-from support.prometheus_text import metric, scrape  # noqa: F401  (the reload tests import them from here)
 
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
@@ -361,8 +360,8 @@ class LoadClient:
             try:
                 call = stub.ModelInfer(request, timeout=self.timeout_s, metadata=(("x-request-id", request_id),))
                 reply = await call
-                headers = dict(await call.trailing_metadata())
-                outcome = Outcome(request_id, "OK", reply.model_version, str(headers.get("x-model-version", "")),
+                trailers = dict(await call.trailing_metadata())
+                outcome = Outcome(request_id, "OK", reply.model_version, str(trailers.get("x-model-version", "")),
                                   started, time.monotonic())
             except grpc.aio.AioRpcError as e:
                 outcome = Outcome(request_id, e.code().name, "", "", started, time.monotonic(), e.details() or "")

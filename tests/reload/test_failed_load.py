@@ -25,14 +25,13 @@ from onnx import TensorProto, helper, numpy_helper
 from reload_harness import (
     Registry,
     make_registry,
-    metric,
     model_status,
-    scrape,
     status_cli,
     wait_routing,
     wait_until,
     wait_version_state,
 )
+from support.prometheus_text import metric, scrape
 from support.server_process import ServerProcess, infer_request, running_server, stub_for
 from support.tiny_bundle import tiny_model
 

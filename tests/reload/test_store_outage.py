@@ -14,12 +14,11 @@ from pathlib import Path
 from reload_harness import (
     LoadClient,
     make_registry,
-    metric,
-    scrape,
     wait_routing,
     wait_until,
     wait_version_state,
 )
+from support.prometheus_text import metric, scrape
 from support.server_process import running_server
 
 MODEL = "sentiment"

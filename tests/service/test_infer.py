@@ -59,10 +59,10 @@ def test_reply_trailers_and_id(stub) -> None:
     request = infer_request(["hi"])
     request.id = "call-42"
     response, call = stub.ModelInfer.with_call(request, metadata=(("x-request-id", "rid-7"),))
-    headers = dict(call.trailing_metadata())
+    trailers = dict(call.trailing_metadata())
     assert response.id == "call-42"
-    assert headers["x-request-id"] == "rid-7"
-    assert headers["x-model-version"] == "1"
+    assert trailers["x-request-id"] == "rid-7"
+    assert trailers["x-model-version"] == "1"
 
 
 def test_pinned_version(stub) -> None:
