@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import datetime
 import os
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -116,6 +117,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                      "(a sample with the corpus's token-length mix)")
     lim.add_argument("--limit-repeats", type=int, default=1, help="passes per batch size (the best is kept)")
     lim.add_argument("--limit-batch-sizes", default=",".join(map(str, LIMIT_BATCH_SIZES)))
+    lim.add_argument("--paired-rounds", type=int, default=8, help="concurrency-1 check: rounds of the same texts "
+                     "through the engine alone, then through the server, alternating (0: skip)")
+    lim.add_argument("--paired-texts", type=int, default=32, help="texts per round of that check")
     out = p.add_argument_group("output")
     out.add_argument("--json-out", type=Path, help="write the full report as JSON")
     out.add_argument("--plot", type=Path, help="write a latency-vs-throughput PNG")
@@ -135,6 +139,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         (args.texts_per_request >= 1, "--texts-per-request must be >= 1"),
         (args.corpus_size >= 8, "--corpus-size must be >= 8"),
         (args.limit_texts >= 1, "--limit-texts must be >= 1"),
+        (args.paired_rounds >= 0, "--paired-rounds must be >= 0"),
+        (args.paired_texts >= 1, "--paired-texts must be >= 1"),
         (args.max_outstanding >= 1, "--max-outstanding must be >= 1"),
         (not (args.spin_compare and args.address), "--spin-compare needs a server started by the bench, "
          "not --address"),
@@ -189,6 +195,9 @@ class Bench:
         self.notes: list[str] = []
         self.floor_ms: dict[str, float] | None = None
         self.floor_after_idle_ms: dict[str, float] | None = None
+        self.paired_c1: dict[str, Any] | None = None
+        self._local_limit: float | None = None
+        """The last engine-alone pass at the limit's batch size, taken with the server idle after a run."""
         self.bundle: Path | None = args.bundle
         self.engine_settings = _engine_settings(args)
         corpus = make_corpus(args.corpus_size, seed=args.seed)
@@ -203,7 +212,7 @@ class Bench:
         self.progress = Progress(plan.estimate_s(
             load_runs=load_runs, warmup_s=args.warmup, duration_s=args.duration, limit=not args.no_limit,
             server_starts=(0 if args.address else 1) + (2 if args.spin_compare else 0),
-            limit_sizes=len(args.limit_sizes)))
+            limit_sizes=len(args.limit_sizes), paired_rounds=0 if args.no_limit else args.paired_rounds))
 
     # -- setup
     def payloads(self, texts_per_request: int) -> list[Payload]:
@@ -359,6 +368,54 @@ class Bench:
         self.progress.say(f"gRPC floor: {calls} ServerLive calls, each after {idle_s * 1000:.0f} ms idle")
         self.floor_after_idle_ms = {"idle_ms": idle_s * 1000, **await round_trips(idle_s)}
 
+    async def measure_c1_paired(self) -> None:
+        """Concurrency 1 against the engine alone on the same texts, in alternating rounds.
+
+        The engine's speed on a shared machine moves by 10-20% within minutes, which is several times the
+        1 ms the target allows; comparing a c=1 run with a batch-1 figure taken minutes apart measures that
+        drift. Here each round sends the same texts first through the engine alone (back to back, this
+        process) and then through the server (one call at a time), so both sides of every difference are
+        taken within the same second or so."""
+        assert self.channel is not None and self.engine is not None
+        rounds, per_round = self.args.paired_rounds, self.args.paired_texts
+        texts = self.engine.length_sample(rounds * per_round)
+        blocks = [texts[k * per_round : (k + 1) * per_round] for k in range(rounds)]
+        call = infer_method(self.channel)
+        bodies = [[build_request(self.target, [t]) for t in block] for block in blocks]
+        for body in bodies[0][:8]:  # warm both sides: the connection, the server's narrow path, the caches
+            await call(body, timeout=self.args.timeout)
+        self.engine.batch1_samples_ms(blocks[0][:8])
+        engine_ms: list[float] = []
+        served_ms: list[float] = []
+        per_round: list[float] = []
+        self.progress.say(f"concurrency 1, paired: {rounds} rounds of {len(blocks[0])} texts, engine alone then "
+                          "served")
+        for block, block_bodies in zip(blocks, bodies, strict=True):
+            alone = self.engine.batch1_samples_ms(block)
+            served = []
+            for body in block_bodies:
+                started = time.perf_counter()
+                await call(body, timeout=self.args.timeout)
+                served.append(1000 * (time.perf_counter() - started))
+            engine_ms += alone
+            served_ms += served
+            per_round.append(statistics.median(served) - statistics.median(alone))
+        engine_p50, served_p50 = statistics.median(engine_ms), statistics.median(served_ms)
+        self.paired_c1 = {
+            "rounds": rounds, "texts_per_round": len(blocks[0]),
+            "engine_batch1_p50_ms": engine_p50, "served_p50_ms": served_p50, "added_ms": served_p50 - engine_p50,
+            "round_added_ms": per_round,
+            "engine_batch1_ms": report.latency_ms([x / 1000 for x in engine_ms]),
+            "served_ms": report.latency_ms([x / 1000 for x in served_ms]),
+        }
+
+    async def local_limit_pass(self) -> float:
+        """Engine-alone texts/s at the limit's batch size, now (the server idle): a reference taken next to a run."""
+        assert self.limit is not None and self.engine is not None
+        await self.wait_server_idle()
+        size = self.limit["best_batch_size"]
+        return self.engine.sorted_pass(size, texts=self.args.limit_texts, repeats=self.args.limit_repeats).texts_per_s
+
     def engine_at(self, batch_size: int) -> float:
         """Engine-alone texts/s at this batch size (length-sorted), measured once per size."""
         assert self.limit is not None and self.engine is not None
@@ -391,6 +448,9 @@ class Bench:
             edges["t1"] = time.perf_counter()
             edges["m1"] = await self.scrape()
 
+        bracket = self.limit is not None and self.engine is not None
+        if bracket and self._local_limit is None:
+            self._local_limit = await self.local_limit_pass()
         self.progress.say(f"{point.name}: {args.warmup:g} s warm-up + {args.duration:g} s measured")
         result = await run_load(spec, infer_method(self.channel), payloads[point.texts_per_request],
                                 on_window_start=at_start, on_window_end=at_end)
@@ -405,6 +465,13 @@ class Bench:
         record["load_average_1m"] = os.getloadavg()[0]
         if self.limit is not None:
             record["served_over_limit"] = record["texts_per_s"] / self.limit["texts_per_s"]
+        if bracket and self._local_limit is not None:
+            # The limit's batch size right before and right after this run (the next run's "before"): a
+            # reference from the same minute, where the limit itself was measured before all runs.
+            before, after = self._local_limit, await self.local_limit_pass()
+            self._local_limit = after
+            record["limit_around"] = {"batch_size": self.limit["best_batch_size"], "before": before, "after": after}
+            record["served_over_local_limit"] = record["texts_per_s"] / ((before + after) / 2)
         lat = record["latency_ms"]
         errors = sum(record["errors"].values())
         self.progress.say(f"  -> {record['texts_per_s']:.1f} texts/s, P50 {lat.get('p50', float('nan')):.2f} ms, "
@@ -448,6 +515,8 @@ class Bench:
             if not args.no_limit:
                 self.measure_limit()  # the server is idle: nothing has been sent but the check requests
             await self.measure_floor()
+            if self.engine is not None and args.paired_rounds:
+                await self.measure_c1_paired()
             if args.sweep:
                 for point in plan.sweep_points(args.sweep_levels):
                     await self.load(point, payloads)
@@ -496,6 +565,7 @@ class Bench:
             "limit": self.limit,
             "grpc_floor_ms": self.floor_ms,
             "grpc_floor_after_idle_ms": self.floor_after_idle_ms,
+            "concurrency1_paired": self.paired_c1,
             "runs": self.runs,
             "summary": self.summary(),
             "notes": self.notes,
@@ -516,6 +586,9 @@ class Bench:
             out["engine_batch1_p50_ms"] = limit["batch1_latency_ms"]["p50"]
             if limit.get("side_by_side"):
                 out["side_by_side_texts_per_s"] = limit["side_by_side"]["texts_per_s"]
+        if self.paired_c1 is not None:
+            out["concurrency1_paired"] = {k: v for k, v in self.paired_c1.items()
+                                          if k not in ("engine_batch1_ms", "served_ms")}
         sat = self._saturation()
         if sat is None:
             return out
@@ -527,6 +600,8 @@ class Bench:
             "served_over_side_by_side": (sat["texts_per_s"] / out["side_by_side_texts_per_s"]
                                          if out.get("side_by_side_texts_per_s") else None),
             "formed_batch_size": sat.get("engine_at_formed_batch", {}).get("batch_size"),
+            "limit_around": sat.get("limit_around"),
+            "served_over_local_limit": sat.get("served_over_local_limit"),
         }
         if limit is not None and (after := limit.get("after_runs")) is not None:
             both = (limit["texts_per_s"] + after["texts_per_s"]) / 2

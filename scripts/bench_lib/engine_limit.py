@@ -162,6 +162,11 @@ class EngineAlone:
         core is handed back to the host, and the run after it pays to get it (and its caches) back."""
         for text in texts[:4]:
             self.run_texts([text])
+        samples = sorted(self.batch1_samples_ms(texts, idle_s=idle_s))
+        return {"p50": statistics.median(samples), "p90": _pct(samples, 90), "p99": _pct(samples, 99)}
+
+    def batch1_samples_ms(self, texts: Sequence[str], *, idle_s: float = 0.0) -> list[float]:
+        """Milliseconds of tokenize + run for each text, one at a time, in order (no warm-up)."""
         samples = []
         for text in texts:
             if idle_s:
@@ -169,8 +174,7 @@ class EngineAlone:
             started = time.perf_counter()
             self.run_texts([text])
             samples.append(1000 * (time.perf_counter() - started))
-        samples.sort()
-        return {"p50": statistics.median(samples), "p90": _pct(samples, 90), "p99": _pct(samples, 99)}
+        return samples
 
 
 def _spread(items: Sequence[T], count: int) -> list[T]:

@@ -40,7 +40,7 @@ def sweep_points(concurrency: tuple[int, ...] = SWEEP_CONCURRENCY) -> list[Point
 
 
 def estimate_s(*, load_runs: int, warmup_s: float, duration_s: float, limit: bool, server_starts: int,
-               limit_sizes: int = 7) -> float:
+               limit_sizes: int = 7, paired_rounds: int = 0) -> float:
     """Rough wall time, for the progress lines (the engine-alone part depends on the model)."""
-    per_run = warmup_s + duration_s + 0.5
-    return load_runs * per_run + (limit_sizes * 2.5 + 3 if limit else 0) + server_starts * 6
+    per_run = warmup_s + duration_s + 0.5 + (1.5 if limit else 0)  # + the limit's size again after each run
+    return load_runs * per_run + (limit_sizes * 2.5 + 3 if limit else 0) + server_starts * 6 + paired_rounds * 0.6

@@ -54,6 +54,7 @@ def _f(value: Any, digits: int = 1) -> str:
 _COLUMNS = (
     ("run", 28), ("req/s", 7), ("texts/s", 8), ("p50ms", 7), ("p90ms", 7), ("p99ms", 7), ("maxms", 7),
     ("errors", 16), ("batch", 6), ("pad", 5), ("busy", 5), ("srvCPU", 6), ("cliCPU", 6), ("/limit", 6),
+    ("/local", 6),
 )
 
 
@@ -70,6 +71,7 @@ def table(runs: Sequence[dict[str, Any]]) -> str:
             _f(srv.get("mean_padding_ratio"), 2), _f(srv.get("engine_busy"), 2),
             _f(r.get("server_cpu_percent"), 0) + ("%" if r.get("server_cpu_percent") is not None else ""),
             _f(r.get("client_cpu_percent"), 0) + "%", _f(r.get("served_over_limit"), 2),
+            _f(r.get("served_over_local_limit"), 2),
         ]
         lines.append(" ".join(f"{c:>{w}}" if i else f"{c:<{w}}" for i, (c, (_n, w)) in enumerate(zip(cells, _COLUMNS,
                                                                                                   strict=True))))
@@ -109,6 +111,11 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         out.append(f"saturation: {sat['run']}: {sat['texts_per_s']:.1f} texts/s"
                    + (f" = {ratio:.2f} x the engine-alone limit ({summary['limit_texts_per_s']:.1f} texts/s)"
                       " [target >= 0.90]" if ratio is not None else ""))
+        around = sat.get("limit_around")
+        if around:
+            out.append(f"  vs the limit's batch size ({around['batch_size']}) measured right before and right after "
+                       f"that run ({around['before']:.1f}, {around['after']:.1f} texts/s): "
+                       f"{sat['served_over_local_limit']:.2f}")
         if sat.get("limit_after_runs_texts_per_s") is not None:
             out.append(f"  limit re-measured after the load runs: {sat['limit_after_runs_texts_per_s']:.1f} texts/s "
                        f"(drift {100 * sat['limit_drift']:+.0f}%); vs the mean of both: "
@@ -121,6 +128,13 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         if formed is not None:
             out.append(f"  vs engine alone at the batch size the server formed ({sat['formed_batch_size']}): "
                        f"{formed:.2f}")
+    paired = summary.get("concurrency1_paired")
+    if paired:
+        rounds = paired["round_added_ms"]
+        out.append(f"concurrency 1, paired: P50 {paired['served_p50_ms']:.2f} ms vs engine batch-1 P50 "
+                   f"{paired['engine_batch1_p50_ms']:.2f} ms on the same texts = {paired['added_ms']:+.2f} ms "
+                   f"[target <= +1 ms] ({paired['rounds']} alternating rounds of {paired['texts_per_round']} texts; "
+                   f"per round {min(rounds):+.2f} to {max(rounds):+.2f} ms)")
     c1 = summary.get("concurrency1")
     if c1:
         out.append(f"concurrency 1: P50 {c1['p50_ms']:.2f} ms vs engine batch-1 P50 {c1['engine_batch1_p50_ms']:.2f} ms"

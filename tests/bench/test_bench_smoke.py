@@ -6,6 +6,7 @@ there and sane, and that failures end with a clear message and the documented ex
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -35,7 +36,7 @@ def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bund
     done = _bench(repo_root, tmp_path, "--bundle", str(tiny_bundle), "--model", "tiny", "--sweep",
                   "--sweep-concurrency", "1,4", "--spin-compare", "--duration", "0.3", "--warmup", "0.15",
                   "--limit-texts", "32", "--limit-repeats", "1", "--limit-batch-sizes", "1,8",
-                  "--json-out", str(out), "--plot", str(png))
+                  "--paired-rounds", "3", "--paired-texts", "5", "--json-out", str(out), "--plot", str(png))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "[bench " in done.stderr and "engine alone" in done.stderr  # progress lines
     rep = json.loads(out.read_text())
@@ -59,6 +60,15 @@ def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bund
             assert server["mean_batch_texts"] >= 1 and sum(server["batch_size_distribution"].values()) >= 1
             assert server["mean_padding_ratio"] >= 0.999  # float sums: 1.0 can come back as 0.99999...
             assert run["served_over_limit"] > 0 and run["server_cpu_percent"] > 0
+    # Every run is bracketed by the limit's batch size measured right before and right after it, and each
+    # run's "after" is the next run's "before" (nothing but an idle server in between).
+    arounds = [run["limit_around"] for run in rep["runs"]]
+    assert all(a["batch_size"] == limit["best_batch_size"] and a["before"] > 0 and a["after"] > 0 for a in arounds)
+    assert all(nxt["before"] == prev["after"] for prev, nxt in itertools.pairwise(arounds))
+    for run in rep["runs"]:
+        around = run["limit_around"]
+        assert run["served_over_local_limit"] == pytest.approx(
+            run["texts_per_s"] / ((around["before"] + around["after"]) / 2))
     eight = rep["runs"][3]
     assert eight["texts_per_s"] == pytest.approx(8 * eight["requests_per_s"], rel=0.01)
 
@@ -70,6 +80,12 @@ def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bund
     assert again["batch_size"] == limit["best_batch_size"] and again["texts_per_s"] > 0
     assert sat["served_over_limit_both"] == pytest.approx(
         sat["texts_per_s"] / ((limit["texts_per_s"] + again["texts_per_s"]) / 2))
+    assert sat["limit_around"] == rep["runs"][[r["name"] for r in rep["runs"]].index(sat["run"])]["limit_around"]
+    paired = summary["concurrency1_paired"]  # the same texts through the engine alone, then served, per round
+    assert paired["rounds"] == 3 and paired["texts_per_round"] == 5 and len(paired["round_added_ms"]) == 3
+    assert paired["served_p50_ms"] > 0 and paired["engine_batch1_p50_ms"] > 0
+    assert paired["added_ms"] == pytest.approx(paired["served_p50_ms"] - paired["engine_batch1_p50_ms"])
+    assert rep["concurrency1_paired"]["served_ms"]["p50"] == pytest.approx(paired["served_p50_ms"])
     c1 = summary["concurrency1"]
     assert c1["added_ms"] == pytest.approx(c1["p50_ms"] - c1["engine_batch1_p50_ms"])
     idle = c1["after_idle"]  # the engine and an empty call, each after the idle a c=1 request meets
@@ -84,6 +100,7 @@ def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bund
     assert set(summary["spinning"]) == {"on", "off"}
     assert "saturation:" in done.stdout and "overload:" in done.stdout and "spinning  on" in done.stdout
     assert "after idle, as a c=1 request meets them" in done.stdout and "limit re-measured after" in done.stdout
+    assert "concurrency 1, paired:" in done.stdout and "measured right before and right after that run" in done.stdout
 
 
 def test_any_v2_server_by_address_open_loop(repo_root: Path, server: ServerProcess, tmp_path: Path) -> None:
@@ -100,6 +117,7 @@ def test_any_v2_server_by_address_open_loop(repo_root: Path, server: ServerProce
     assert 40 <= run["sent_in_window"] <= 250  # Poisson arrivals at 200/s over 0.5 s
     assert run["server"]["mean_batch_texts"] >= 1
     assert rep["limit"] is None and "server_cpu_percent" not in run  # not our process: no CPU figure
+    assert "limit_around" not in run and rep["concurrency1_paired"] is None  # both need the engine alone
 
 
 def test_wrong_model_fails_with_the_servers_reason(repo_root: Path, server: ServerProcess, tmp_path: Path) -> None:
