@@ -377,9 +377,10 @@ class Bench:
         process) and then through the server (one call at a time), so both sides of every difference are
         taken within the same second or so."""
         assert self.channel is not None and self.engine is not None
-        rounds, per_round = self.args.paired_rounds, self.args.paired_texts
-        texts = self.engine.length_sample(rounds * per_round)
-        blocks = [texts[k * per_round : (k + 1) * per_round] for k in range(rounds)]
+        rounds, size = self.args.paired_rounds, self.args.paired_texts
+        sample = self.engine.length_sample(rounds * size)  # fewer when the corpus is smaller: cycle it
+        texts = [sample[i % len(sample)] for i in range(rounds * size)]
+        blocks = [texts[k * size : (k + 1) * size] for k in range(rounds)]
         call = infer_method(self.channel)
         bodies = [[build_request(self.target, [t]) for t in block] for block in blocks]
         for body in bodies[0][:8]:  # warm both sides: the connection, the server's narrow path, the caches
@@ -387,9 +388,8 @@ class Bench:
         self.engine.batch1_samples_ms(blocks[0][:8])
         engine_ms: list[float] = []
         served_ms: list[float] = []
-        per_round: list[float] = []
-        self.progress.say(f"concurrency 1, paired: {rounds} rounds of {len(blocks[0])} texts, engine alone then "
-                          "served")
+        round_added: list[float] = []
+        self.progress.say(f"concurrency 1, paired: {rounds} rounds of {size} texts, engine alone then served")
         for block, block_bodies in zip(blocks, bodies, strict=True):
             alone = self.engine.batch1_samples_ms(block)
             served = []
@@ -399,12 +399,12 @@ class Bench:
                 served.append(1000 * (time.perf_counter() - started))
             engine_ms += alone
             served_ms += served
-            per_round.append(statistics.median(served) - statistics.median(alone))
+            round_added.append(statistics.median(served) - statistics.median(alone))
         engine_p50, served_p50 = statistics.median(engine_ms), statistics.median(served_ms)
         self.paired_c1 = {
-            "rounds": rounds, "texts_per_round": len(blocks[0]),
+            "rounds": rounds, "texts_per_round": size,
             "engine_batch1_p50_ms": engine_p50, "served_p50_ms": served_p50, "added_ms": served_p50 - engine_p50,
-            "round_added_ms": per_round,
+            "round_added_ms": round_added,
             "engine_batch1_ms": report.latency_ms([x / 1000 for x in engine_ms]),
             "served_ms": report.latency_ms([x / 1000 for x in served_ms]),
         }
