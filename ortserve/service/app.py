@@ -58,9 +58,13 @@ class Server:
         self.metrics = Metrics()
         self._source = source
         self._tokenize_pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="ortserve-tok")
-        self._engine_pool = ThreadPoolExecutor(
-            settings.engine_concurrency * (settings.max_loaded_versions + 1), thread_name_prefix="ortserve-engine"
-        )
+        # A lone request's run (the multi-threaded session): at most one per loaded version at a time.
+        self._engine_pool = ThreadPoolExecutor(settings.max_loaded_versions + 1, thread_name_prefix="ortserve-engine")
+        # Queued batches: one thread per lane, shared by every version, so batches of two versions (a canary, a
+        # swap) take turns on the cores instead of running four at once on two.
+        self._lane_pools = [
+            ThreadPoolExecutor(1, thread_name_prefix=f"ortserve-lane{k}") for k in range(settings.engine_concurrency)
+        ]
         # Long-lived, so that its malloc arena is reused by every load (a thread per load grew memory).
         self._opener_pool = ThreadPoolExecutor(1, thread_name_prefix="ortserve-opener")
         factory = VersionFactory(
@@ -69,6 +73,7 @@ class Server:
             fetch=fetch,
             tokenize_pool=self._tokenize_pool,
             engine_pool=self._engine_pool,
+            lane_pools=self._lane_pools,
             opener=self._opener_pool,
         )
         self.manager = ModelManager(
@@ -140,6 +145,8 @@ class Server:
         await self.manager.close()
         self._tokenize_pool.shutdown(wait=False)
         self._engine_pool.shutdown(wait=True)
+        for lane in self._lane_pools:
+            lane.shutdown(wait=True)
         self._opener_pool.shutdown(wait=True)  # idle by now: the manager waited for its loads
         if self._metrics_http is not None:
             self._metrics_http.shutdown()

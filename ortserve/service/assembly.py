@@ -5,6 +5,7 @@ Injected into the manager, so the manager never knows about artifacts, engines o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Protocol
@@ -31,6 +32,7 @@ class VersionFactory:
         fetch: ArtifactFetcher | None,
         tokenize_pool: Executor,
         engine_pool: Executor,
+        lane_pools: Sequence[Executor] = (),
         opener: Executor | None = None,
     ) -> None:
         self._settings = settings
@@ -38,6 +40,7 @@ class VersionFactory:
         self._fetch = fetch
         self._tokenize_pool = tokenize_pool
         self._engine_pool = engine_pool
+        self._lane_pools = tuple(lane_pools)
         self._opener = opener  # a long-lived thread that opens and warms a version's second session
         self._policy = BatchPolicy(
             max_batch_size=settings.max_batch_size,
@@ -84,5 +87,6 @@ class VersionFactory:
             engine_concurrency=self._settings.engine_concurrency,
             tokenize_pool=self._tokenize_pool,
             engine_pool=self._engine_pool,
+            lane_pools=self._lane_pools,
             on_batch=self._metrics.batch_observer(model, version),
         )

@@ -14,6 +14,16 @@ latency; anything that had to queue runs on the narrow session, up to `engine_co
 by side. Under load that keeps every core on its own batch: runs of a multi-threaded session wait at
 every operator for whichever of their threads the event loop preempted, and leave the other core idle.
 A wide run uses every thread, so nothing else starts while it runs.
+
+Queued batches run on the server's lane threads (`lane_pools`: one single-thread executor per unit of
+`engine_concurrency`), and once the pending texts fill the sort window every lane also holds one batch
+queued behind the one it runs. The lane then starts that batch the moment the engine returns, instead of
+waiting for the event loop to hear of the result and dispatch: under load the loop is busy answering the
+batch that just came back, and lanes sat idle ~8% of the time between batches (measured at c=64: submit
+to start 1.0 ms P50, gap 1.6 ms per ~24 ms batch). With that many texts pending, the batch chosen early is
+the one chosen later: the candidates are the same oldest `sort_window` texts. A queued batch re-checks its
+texts on the lane thread just before it runs, so one whose deadline passed or whose call ended meanwhile
+never reaches the engine.
 """
 
 from __future__ import annotations
@@ -64,6 +74,8 @@ class _Request:
     queue_s: float = 0.0
     engine_s: float = 0.0
     batch_size: int = 0
+    abandoned: bool = False
+    """Set on the loop when the call has ended (answered, failed or cancelled); read by lane threads."""
 
 
 @dataclass(eq=False, slots=True)
@@ -89,6 +101,7 @@ class Batcher:
         engine_concurrency: int,
         tokenize_pool: Executor,
         engine_pool: Executor,
+        lane_pools: Sequence[Executor] = (),
         on_batch: Callable[[BatchRun], None] | None = None,
     ) -> None:
         self._classifier = classifier
@@ -108,6 +121,11 @@ class Batcher:
         self._wide_running = False
         # Lanes only pay when runs go side by side; with one at a time the wide session does everything.
         self._has_narrow = classifier.narrow is not None and engine_concurrency > 1
+        # One single-thread executor per lane (shared by every version the server holds); without them, queued
+        # batches go to `engine_pool` and nothing is queued behind a running batch.
+        self._lane_pools = list(lane_pools)[:engine_concurrency] if len(lane_pools) >= engine_concurrency else []
+        self._lane_load = [0] * len(self._lane_pools)  # batches each lane holds for this version: running + queued
+        self._queue_behind_at = policy.sort_window or policy.max_batch_size
 
     @property
     def queue_depth(self) -> int:
@@ -181,8 +199,16 @@ class Batcher:
 
     def _lane(self, *, queued: bool) -> str | None:
         """The session the next run goes to, or None while the engine has no room for it."""
-        if self._in_flight >= self._engine_concurrency or self._wide_running:
+        if self._wide_running:
             return None
+        if self._in_flight >= self._engine_concurrency:
+            # Every lane is busy: queue one more batch behind a running one once the pending texts fill the sort
+            # window (the batch chosen now is the one chosen when that lane frees). Only behind lane runs: a lone
+            # request's run is on the engine pool, and nothing may start beside it on a lane.
+            behind = (queued and self._lane_pools and self._in_flight < 2 * self._engine_concurrency
+                      and sum(self._lane_load) == self._in_flight and len(self._pending) >= self._queue_behind_at)
+            if not behind:
+                return None
         if not self._has_narrow:
             return "wide"  # one session; with engine_concurrency > 1 its runs share its threads
         return "wide" if self._in_flight == 0 and not queued else "narrow"
@@ -224,6 +250,7 @@ class Batcher:
 
     def _forget(self, request: _Request) -> None:
         """Drop a finished request's texts that are still pending (failed, expired or cancelled)."""
+        request.abandoned = True  # texts of it already queued on a lane are dropped there
         before = len(self._pending)
         self._pending = [item for item in self._pending if item.request is not request]
         self._admitted -= before - len(self._pending)
@@ -243,11 +270,14 @@ class Batcher:
             for item in batch:
                 req = item.request
                 req.queue_s = max(req.queue_s, now - item.enqueued_at)
+            pool, slot = self._engine_pool, -1
+            if self._lane_pools:
+                slot = min(range(len(self._lane_load)), key=self._lane_load.__getitem__)  # an idle lane first
+                self._lane_load[slot] += 1
+                pool = self._lane_pools[slot]
             loop = asyncio.get_running_loop()
-            task = loop.run_in_executor(
-                self._engine_pool, _run_batch, self._classifier, [i.ids for i in batch], lane == "narrow"
-            )
-            task.add_done_callback(lambda f, batch=batch, lane=lane: self._finish(batch, lane, f))
+            task = loop.run_in_executor(pool, _run_batch, self._classifier, batch, lane == "narrow")
+            task.add_done_callback(lambda f, batch=batch, lane=lane, slot=slot: self._finish(batch, lane, slot, f))
 
     def _expire(self, now: float) -> None:
         keep: list[_Item] = []
@@ -264,21 +294,36 @@ class Batcher:
         self._admitted -= len(self._pending) - len(keep)
         self._pending = keep
 
-    def _finish(self, batch: list[_Item], lane: str, outcome: asyncio.Future[tuple[np.ndarray, float]]) -> None:
+    def _dropped_on_lane(self, items: list[_Item]) -> None:
+        """Texts a lane left out: their call had ended (nothing to answer) or their deadline had passed."""
+        for item in items:
+            if not item.request.future.done():
+                item.request.future.set_exception(
+                    DeadlineExceeded("deadline exceeded while queued; the request never reached the engine")
+                )
+
+    def _finish(self, batch: list[_Item], lane: str, slot: int, outcome: asyncio.Future[_Ran]) -> None:
         self._stop(len(batch))
+        if slot >= 0:
+            self._lane_load[slot] -= 1
         try:
-            logits, engine_s = outcome.result()
+            logits, ran, engine_s = outcome.result()
         except Exception as e:  # the engine's message is for operators and callers alike
             error = Internal(f"inference failed: {e}")
             for item in batch:
                 if not item.request.future.done():
                     item.request.future.set_exception(error)
         else:
-            self._throughput.observe(len(batch), engine_s)
-            width = max(len(item.ids) for item in batch)
-            real = sum(len(item.ids) for item in batch)
-            if self._on_batch is not None:
-                self._on_batch(BatchRun(len(batch), width * len(batch), real, engine_s, lane))
+            if len(ran) < len(batch):
+                kept = {id(item) for item in ran}
+                self._dropped_on_lane([item for item in batch if id(item) not in kept])
+            batch = ran
+            if batch:
+                self._throughput.observe(len(batch), engine_s)
+                width = max(len(item.ids) for item in batch)
+                real = sum(len(item.ids) for item in batch)
+                if self._on_batch is not None:
+                    self._on_batch(BatchRun(len(batch), width * len(batch), real, engine_s, lane))
             seen: set[int] = set()
             for row, item in enumerate(batch):
                 req = item.request
@@ -295,10 +340,21 @@ class Batcher:
         self._dispatch()
 
 
-def _run_batch(classifier: TextClassifier, token_ids: list[np.ndarray], narrow: bool) -> tuple[np.ndarray, float]:
+_Ran = tuple[np.ndarray | None, list[_Item], float]
+"""A lane's outcome: logits of the texts that ran, those texts, engine seconds."""
+
+
+def _run_batch(classifier: TextClassifier, batch: list[_Item], narrow: bool) -> _Ran:
+    """Runs on a lane thread. A batch queued behind another waited for it: texts whose deadline passed or whose
+    call ended meanwhile are left out here, so they never reach the engine (plain reads of values the loop set)."""
+    now = time.monotonic()
+    ran = [item for item in batch
+           if not item.request.abandoned and (item.request.deadline is None or now < item.request.deadline)]
+    if not ran:
+        return None, ran, 0.0
     started = time.monotonic()
-    logits = classifier.run(token_ids, narrow=narrow)
-    return logits, time.monotonic() - started
+    logits = classifier.run([item.ids for item in ran], narrow=narrow)
+    return logits, ran, time.monotonic() - started
 
 
 def _tokenize_and_run(
