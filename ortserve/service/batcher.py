@@ -267,9 +267,6 @@ class Batcher:
             self._pending = [item for i, item in enumerate(self._pending) if i not in picked]
             self._admitted -= len(batch)
             self._start(lane, len(batch))
-            for item in batch:
-                req = item.request
-                req.queue_s = max(req.queue_s, now - item.enqueued_at)
             pool, slot = self._engine_pool, -1
             if self._lane_pools:
                 slot = min(range(len(self._lane_load)), key=self._lane_load.__getitem__)  # an idle lane first
@@ -307,7 +304,7 @@ class Batcher:
         if slot >= 0:
             self._lane_load[slot] -= 1
         try:
-            logits, ran, engine_s = outcome.result()
+            logits, ran, started, engine_s = outcome.result()
         except Exception as e:  # the engine's message is for operators and callers alike
             error = Internal(f"inference failed: {e}")
             for item in batch:
@@ -329,6 +326,8 @@ class Batcher:
                 req = item.request
                 if req.future.done():
                     continue
+                # Queued until the engine started it: a batch queued behind a lane's running one waits there too.
+                req.queue_s = max(req.queue_s, started - item.enqueued_at)
                 req.logits[item.row] = logits[row]
                 if id(req) not in seen:  # a request split over batches pays each batch once
                     seen.add(id(req))
@@ -340,8 +339,8 @@ class Batcher:
         self._dispatch()
 
 
-_Ran = tuple[np.ndarray | None, list[_Item], float]
-"""A lane's outcome: logits of the texts that ran, those texts, engine seconds."""
+_Ran = tuple[np.ndarray | None, list[_Item], float, float]
+"""A lane's outcome: logits of the texts that ran, those texts, when the run started (monotonic), engine seconds."""
 
 
 def _run_batch(classifier: TextClassifier, batch: list[_Item], narrow: bool) -> _Ran:
@@ -351,10 +350,10 @@ def _run_batch(classifier: TextClassifier, batch: list[_Item], narrow: bool) -> 
     ran = [item for item in batch
            if not item.request.abandoned and (item.request.deadline is None or now < item.request.deadline)]
     if not ran:
-        return None, ran, 0.0
+        return None, ran, now, 0.0
     started = time.monotonic()
     logits = classifier.run([item.ids for item in ran], narrow=narrow)
-    return logits, ran, time.monotonic() - started
+    return logits, ran, started, time.monotonic() - started
 
 
 def _tokenize_and_run(

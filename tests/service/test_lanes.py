@@ -183,40 +183,45 @@ def test_a_lane_starts_its_queued_batch_while_the_event_loop_is_busy(
 def test_a_batch_queued_on_a_lane_leaves_out_expired_and_cancelled_calls(
     classifier: RecordingClassifier, tiny_bundle: Path
 ) -> None:
-    """Each run takes 0.4 s. c0 runs alone (wide); c1 and c2 then run on the lanes while c3 and c4 wait queued
-    behind them; c3's deadline passes and c4 is cancelled during that wait; both never reach the engine."""
+    """Each run takes 0.4 s, batches hold 2 texts. c0 runs alone (wide); then (c1, c2) and (c3, c4) run on the
+    lanes while (c5, c6) and (c7, c8) wait queued behind them. c5's deadline passes and c7 is cancelled during
+    that wait: neither reaches the engine; their batch-mates run, and their queue time counts the wait on the
+    lane up to the engine's start."""
     seen: list[BatchRun] = []
     classifier.reset()
     classifier.delay_s = 0.4
-    texts = [[f"call number {i}"] for i in range(6)]
+    texts = [[f"call number {i}"] for i in range(9)]
 
     async def main() -> list[object]:
         with ThreadPoolExecutor(1) as tok, ThreadPoolExecutor(2) as pool, ThreadPoolExecutor(1) as lane0, \
                 ThreadPoolExecutor(1) as lane1:
-            policy = BatchPolicy(max_batch_size=1, sort_window=1, max_queue_delay_s=10.0)
+            policy = BatchPolicy(max_batch_size=2, sort_window=2, max_padding_ratio=2.0, max_queue_delay_s=10.0)
             batcher = Batcher(classifier, policy=policy, max_queue_items=64, engine_concurrency=2, tokenize_pool=tok,
                               engine_pool=pool, lane_pools=(lane0, lane1), on_batch=seen.append)
             now = time.monotonic()
             tasks = [asyncio.create_task(batcher.infer(texts[0]))]
             await asyncio.sleep(0.05)  # c0 holds the engine (a wide run); the rest queue in order
-            for i in range(1, 6):
-                deadline = now + 0.6 if i == 3 else None  # alive at dispatch (~0.4 s), expired at its start (~0.8 s)
+            for i in range(1, 9):
+                deadline = now + 0.6 if i == 5 else None  # alive at dispatch (~0.4 s), expired at its start (~0.8 s)
                 tasks.append(asyncio.create_task(batcher.infer(texts[i], deadline=deadline)))
-                await asyncio.sleep(0.01)
-            asyncio.get_running_loop().call_later(0.6 - (time.monotonic() - now), tasks[4].cancel)
+                await asyncio.sleep(0.005)
+            asyncio.get_running_loop().call_later(0.6 - (time.monotonic() - now), tasks[7].cancel)
             return await asyncio.gather(*tasks, return_exceptions=True)
 
     try:
         outcomes = asyncio.run(main())
     finally:
         classifier.delay_s = 0.0
-    assert isinstance(outcomes[3], DeadlineExceeded), outcomes[3]
-    assert isinstance(outcomes[4], asyncio.CancelledError), outcomes[4]
+    assert isinstance(outcomes[5], DeadlineExceeded), outcomes[5]
+    assert isinstance(outcomes[7], asyncio.CancelledError), outcomes[7]
     reference = Reference(tiny_bundle)
-    for i in (0, 1, 2, 5):
+    ok = [i for i in range(9) if i not in (5, 7)]
+    for i in ok:
         np.testing.assert_allclose(outcomes[i].logits, reference.logits(texts[i]), atol=1e-5)  # type: ignore[union-attr]
-    assert classifier.texts_run == 4  # c0, c1, c2, c5: the two left out never ran
-    assert [run.texts for run in seen] == [1, 1, 1, 1]
+    assert classifier.texts_run == 7  # the two left out never ran
+    assert [run.texts for run in seen] == [1, 2, 2, 1, 1]
+    # c6 and c8 were tokenized at ~0.05 s and started at ~0.8 s, after waiting behind a lane's running batch.
+    assert outcomes[6].queue_s > 0.55 and outcomes[8].queue_s > 0.55, (outcomes[6], outcomes[8])  # type: ignore[union-attr]
 
 
 def test_one_lane_never_runs_a_queued_batch_beside_a_lone_request(
