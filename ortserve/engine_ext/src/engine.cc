@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <map>
 #include <mutex>
 #include <utility>
@@ -390,8 +393,18 @@ std::vector<OutputTensor> Engine::Run(const std::vector<InputView>& feeds) const
 
 void Engine::Close() {
   closing_.store(true, std::memory_order_release);
-  std::unique_lock<std::shared_mutex> lock(session_mutex_);
-  session_.reset();
+  {
+    std::unique_lock<std::shared_mutex> lock(session_mutex_);
+    if (!session_) return;
+    session_.reset();
+  }
+#if defined(__GLIBC__)
+  // A session's weights and arena were allocated by whichever threads opened and ran it, so they sit in
+  // several glibc malloc arenas; freed, they stay mapped until something trims. Measured over 10 swaps
+  // (tests/reload/test_memory.py): without this RSS rose 118 -> 137 MiB before levelling off, with it
+  // 105 -> 115 MiB. Outside the lock: a trim walks every arena and takes milliseconds.
+  malloc_trim(0);
+#endif
 }
 
 }  // namespace ortserve
