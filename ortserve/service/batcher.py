@@ -351,9 +351,8 @@ def _run_batch(classifier: TextClassifier, batch: list[_Item], narrow: bool) -> 
            if not item.request.abandoned and (item.request.deadline is None or now < item.request.deadline)]
     if not ran:
         return None, ran, now, 0.0
-    started = time.monotonic()
     logits = classifier.run([item.ids for item in ran], narrow=narrow)
-    return logits, ran, started, time.monotonic() - started
+    return logits, ran, now, time.monotonic() - now
 
 
 def _tokenize_and_run(
