@@ -9,6 +9,8 @@ e.g. for a custom ORT build.
     engine = Engine("model.onnx", intra_op_threads=2)
     logits = engine.run({"input_ids": ids, "attention_mask": mask})["logits"]
     engine.close()
+
+``WordPiece`` (see ``load_wordpiece``) is the native BERT tokenizer, equal to HF tokenizers' ids.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 from pathlib import Path
 
 from ortserve.engine_ext import _engine
+from ortserve.engine_ext.wordpiece import UnsupportedTokenizer, load_wordpiece
 
 _LIBRARY_ENV = "ORTSERVE_ONNXRUNTIME_LIB"
 
@@ -61,6 +64,8 @@ NonFiniteOutputError = _engine.NonFiniteOutputError
 EngineClosedError = _engine.EngineClosedError
 ort_version = _engine.ort_version
 library_path = _engine.library_path
+WordPiece = _engine.WordPiece
+wordpiece_tables_version = _engine.wordpiece_tables_version
 
 __all__ = [
     "Engine",
@@ -70,6 +75,10 @@ __all__ = [
     "ModelLoadError",
     "NonFiniteOutputError",
     "TensorInfo",
+    "UnsupportedTokenizer",
+    "WordPiece",
     "library_path",
+    "load_wordpiece",
     "ort_version",
+    "wordpiece_tables_version",
 ]

@@ -1,9 +1,11 @@
 """Type stub for the C++ extension; see engine.h for the behaviour behind each method."""
 
+from collections.abc import Sequence
 from os import PathLike
 from types import TracebackType
 from typing import Any
 
+import numpy as np
 from numpy.typing import NDArray
 
 class EngineError(RuntimeError):
@@ -71,6 +73,50 @@ class Engine:
         traceback: TracebackType | None,
     ) -> None: ...
 
+class WordPiece:
+    """Native BERT WordPiece tokenizer (wordpiece.h): HF tokenizers' ids for one tokenizer.json shape.
+    Build it with ortserve.engine_ext.load_wordpiece; immutable, so encode() is thread-safe."""
+
+    def __init__(
+        self,
+        vocab: Sequence[str],
+        *,
+        unk_id: int,
+        cls_id: int,
+        sep_id: int,
+        pad_id: int,
+        added_tokens: Sequence[tuple[str, int]],
+        max_len: int,
+        continuing_subword_prefix: str = "##",
+        max_input_chars_per_word: int = 100,
+        clean_text: bool = True,
+        handle_chinese_chars: bool = True,
+        strip_accents: bool = True,
+        lowercase: bool = True,
+    ) -> None:
+        """vocab[id] is the WordPiece token of id; added_tokens are split off the raw text first.
+        max_len counts [CLS] and [SEP]. Raises ValueError for an inconsistent config."""
+    def encode(self, texts: Sequence[str]) -> list[NDArray[np.int64]]:
+        """One int64 array per text: [CLS], at most max_len - 2 tokens, [SEP]. The GIL is released
+        while tokenizing. TypeError for a str or a non-str item."""
+    def token_to_id(self, token: str) -> int | None: ...
+    @property
+    def vocab_size(self) -> int:
+        """Distinct tokens of the vocabulary and added tokens (HF's get_vocab_size())."""
+    @property
+    def pad_id(self) -> int:
+        """The id to pad batches with (never used by encode)."""
+    @property
+    def unk_id(self) -> int: ...
+    @property
+    def cls_id(self) -> int: ...
+    @property
+    def sep_id(self) -> int: ...
+    @property
+    def max_len(self) -> int: ...
+
+def wordpiece_tables_version() -> str:
+    """The tokenizers release the WordPiece Unicode tables were probed from."""
 def _init(library_path: str) -> None: ...
 def ort_version() -> str: ...
 def library_path() -> str: ...

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from ortserve.registry.desired import ArtifactRef, DesiredVersion
 from ortserve.service.batch_policy import BatchPolicy
@@ -16,6 +16,7 @@ from ortserve.service.batcher import Batcher
 from ortserve.service.config import Settings
 from ortserve.service.metrics import Metrics
 from ortserve.service.textmodel import EngineOptions, TextClassifier, narrow_engine_pays
+from ortserve.service.tokenization import TokenizerChoice
 
 
 class ArtifactFetcher(Protocol):
@@ -70,7 +71,9 @@ class VersionFactory:
             bundle = Path(spec.bundle_dir)
         else:
             raise ValueError(f"version {spec.version} has neither an artifact nor a bundle directory")
-        classifier = TextClassifier.load(bundle, self._engine_options, opener=self._opener)
+        classifier = TextClassifier.load(
+            bundle, self._engine_options, tokenizer=cast(TokenizerChoice, self._settings.tokenizer), opener=self._opener
+        )
         try:
             classifier.warm_up(opener=self._opener)  # invariant 1: no traffic before a real batch ran
         except BaseException:

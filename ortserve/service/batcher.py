@@ -1,12 +1,13 @@
 """Dynamic batching for one model version: admission, token-length grouping, deadlines, engine runs.
 
 Owned by the event loop: `infer` and every `_`-method except the executor bodies run on the loop
-thread, so the queue needs no lock. Tokenization runs in the shared tokenizer pool as soon as a
-request is admitted (it never waits behind the engine); batches run in the engine pool, at most
-`engine_concurrency` at once. The decision of what to run next is `batch_policy.choose_batch`.
+thread, so the queue needs no lock. Tokenization happens as soon as a request is admitted (it never
+waits behind the engine): on the loop when the C++ tokenizer makes it a matter of microseconds, else
+in the shared tokenizer pool; batches run in the engine pool, at most `engine_concurrency` at once. The
+decision of what to run next is `batch_policy.choose_batch`.
 
-    infer(texts) ─► admit (bounded) ─► tokenize (pool) ─► pending ─► choose_batch ─► engine (pool)
-                                                                  ◄─ results split back per request
+    infer(texts) ─► admit (bounded) ─► tokenize (loop|pool) ─► pending ─► choose_batch ─► engine (pool)
+                                                                       ◄─ results split back per request
 
 Two lanes when the classifier has a one-thread ("narrow") session: a request that finds the engine
 idle and nothing queued runs alone on the multi-threaded ("wide") session, which is what sets unloaded
@@ -150,7 +151,10 @@ class Batcher:
         queued = False
         try:
             started = time.monotonic()
-            token_ids = await loop.run_in_executor(self._tokenize_pool, self._classifier.tokenize, texts)
+            if self._classifier.tokenizes_inline(texts):  # microseconds: cheaper here than a thread hop away
+                token_ids = self._classifier.tokenize(texts)
+            else:
+                token_ids = await loop.run_in_executor(self._tokenize_pool, self._classifier.tokenize, texts)
             now = time.monotonic()
             tokenize_s = now - started
             if deadline is not None and now >= deadline:

@@ -75,7 +75,15 @@ class Settings:
         "idle still runs on all intra_op_threads (README, Performance). Set it to the cores the engine may use.",
         default=2,
     )
-    tokenizer_threads: int = _doc("Threads tokenizing requests.", default=1)
+    tokenizer: str = _doc(
+        "auto (the engine's C++ WordPiece when it reproduces the bundle's tokenizer.json, else Hugging Face "
+        "tokenizers), native (fail the load when it cannot) or hf.",
+        default="auto",
+    )
+    tokenizer_threads: int = _doc(
+        "Threads tokenizing requests the event loop does not (long ones, and all of them with the hf tokenizer).",
+        default=1,
+    )
     # -- engine
     device: str = _doc("cpu, cuda or cuda:N (falls back to cpu with one log line).", default="cpu")
     intra_op_threads: int = _doc("ONNX Runtime intra-op threads per engine run (0 = ORT default).", default=2)
@@ -129,6 +137,7 @@ class Settings:
                 "cpu, cuda or cuda:N",
             ),
             ("event_loop", self.event_loop in ("auto", "uvloop", "asyncio"), "one of auto, uvloop, asyncio"),
+            ("tokenizer", self.tokenizer in ("auto", "native", "hf"), "one of auto, native, hf"),
             (
                 "log_level",
                 self.log_level in ("debug", "info", "warning", "error"),

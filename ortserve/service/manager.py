@@ -282,7 +282,11 @@ class ModelManager:
             return False
         lv.transition(State.READY)
         self._failures.pop((model, spec.version), None)
-        self._observe("loaded", model, spec.version, load_s=round(time.monotonic() - started, 3))
+        assert lv.classifier is not None
+        tokenizer = lv.classifier.tokenizer
+        fallback = {"tokenizer_fallback": tokenizer.fallback} if tokenizer.fallback else {}
+        self._observe("loaded", model, spec.version, load_s=round(time.monotonic() - started, 3),
+                      tokenizer=tokenizer.kind, **fallback)
         replaced = self._versions[model].get(spec.version)
         self._versions[model][spec.version] = lv
         if replaced is not None:  # same version name, new bytes (a local bundle that changed)
@@ -396,6 +400,7 @@ class ModelManager:
                     "leases": lv.leases,
                     "source": lv.spec.source(),
                     "queue_depth": lv.batcher.queue_depth if lv.batcher else 0,
+                    "tokenizer": lv.classifier.tokenizer.kind if lv.classifier else None,
                 }
                 for v, lv in sorted(self._versions.get(model, {}).items())
             }

@@ -1,8 +1,8 @@
 """One model version's compute: tokenizer + engine + manifest, synchronous and thread-safe.
 
 Owned by a LoadedVersion. No asyncio here: the batcher calls `tokenize` and `run` from its worker
-threads. `tokenizers` and the C++ engine both release the GIL, so tokenizing the next requests and
-running the current batch overlap on two cores.
+threads (and tokenizes short requests on the loop: `tokenizes_inline`). Both tokenizers and the C++ engine
+release the GIL, so tokenizing the next requests and running the current batch overlap on two cores.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
-from tokenizers import Tokenizer
 
 from ortserve.engine_ext import Engine
 from ortserve.registry.bundle import BundleManifest, load_manifest
+from ortserve.service.tokenization import BundleTokenizer, TokenizerChoice, open_tokenizer
 
 REQUIRED_INPUTS = ("input_ids", "attention_mask")
 OPTIONAL_INPUTS = ("token_type_ids",)
@@ -53,7 +53,7 @@ def narrow_engine_pays(*, intra_op_threads: int, engine_concurrency: int) -> boo
 
 class TextClassifier:
     def __init__(
-        self, *, engine: Engine, tokenizer: Tokenizer, manifest: BundleManifest, narrow: Engine | None = None
+        self, *, engine: Engine, tokenizer: BundleTokenizer, manifest: BundleManifest, narrow: Engine | None = None
     ) -> None:
         self.engine = engine
         self.narrow = narrow
@@ -73,21 +73,24 @@ class TextClassifier:
         if OUTPUT not in {t.name for t in engine.outputs}:
             raise ModelFormatError(f"model has no '{OUTPUT}' output (outputs: {[t.name for t in engine.outputs]})")
         self._wants_token_types = "token_type_ids" in names
-        pad = tokenizer.token_to_id("[PAD]")
-        self._pad_id = 0 if pad is None else pad
+        self._pad_id = tokenizer.pad_id
 
     @classmethod
-    def load(cls, bundle_dir: str | Path, options: EngineOptions, *, opener: Executor | None = None) -> TextClassifier:
-        """Open the bundle's sessions. With `opener`, the narrow session opens there while this thread opens
-        the wide one (a third less load time on two cores). `opener` must be long-lived: glibc gives each new
-        thread its own malloc arena, so a thread per load keeps growing the process's memory."""
+    def load(
+        cls,
+        bundle_dir: str | Path,
+        options: EngineOptions,
+        *,
+        tokenizer: TokenizerChoice = "auto",
+        opener: Executor | None = None,
+    ) -> TextClassifier:
+        """Open the bundle's tokenizer (`tokenization.open_tokenizer`) and sessions. With `opener`, the narrow
+        session opens there while this thread opens the wide one (a third less load time on two cores).
+        `opener` must be long-lived: glibc gives each new thread its own malloc arena, so a thread per load
+        keeps growing the process's memory."""
         bundle = Path(bundle_dir)
         manifest = load_manifest(bundle)
-        tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
-        # The server pads each batch to its own longest text; a tokenizer that pads to a fixed
-        # length (a common tokenizer.json setting) would waste most of the engine's work.
-        tokenizer.no_padding()
-        tokenizer.enable_truncation(max_length=manifest.max_seq_len)
+        bundle_tokenizer = open_tokenizer(bundle / "tokenizer.json", manifest.max_seq_len, tokenizer)
         def open_engine(threads: int) -> Engine:
             return Engine(
                 str(bundle / "model.onnx"),
@@ -106,7 +109,7 @@ class TextClassifier:
         try:
             engine = open_engine(options.intra_op_threads)
             narrow = pending.result() if pending is not None else None
-            return cls(engine=engine, tokenizer=tokenizer, manifest=manifest, narrow=narrow)
+            return cls(engine=engine, tokenizer=bundle_tokenizer, manifest=manifest, narrow=narrow)
         except BaseException:
             if pending is not None:  # wait for it even when the wide session failed: never leak a session
                 with contextlib.suppress(BaseException):
@@ -117,8 +120,11 @@ class TextClassifier:
 
     def tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Token ids per text (int64), truncated to max_seq_len; never empty."""
-        encodings = self.tokenizer.encode_batch(list(texts))
-        return [np.asarray(e.ids or [self._pad_id], dtype=np.int64) for e in encodings]
+        return self.tokenizer.encode(texts)
+
+    def tokenizes_inline(self, texts: Sequence[str]) -> bool:
+        """Whether `tokenize(texts)` is cheap enough for the event loop (see `tokenization.INLINE_MAX_CHARS`)."""
+        return self.tokenizer.inline(texts)
 
     def run(self, token_ids: Sequence[np.ndarray], *, narrow: bool = False) -> np.ndarray:
         """Logits float32 [len(token_ids), labels] for one batch, padded to its longest text.

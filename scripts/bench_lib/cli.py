@@ -88,6 +88,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     srv.add_argument("--inter-op-threads", type=int, help="ORT inter-op threads (default: the server's)")
     srv.add_argument("--allow-spinning", action=argparse.BooleanOptionalAction, default=None,
                      help="ORT idle-thread spinning (default: the server's)")
+    srv.add_argument("--tokenizer", choices=("auto", "native", "hf"), help="the server's tokenizer (default: the "
+                     "server's)")
     srv.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                      help="extra `ortserve serve` argument, repeatable: --server-arg=--max-batch-size=64")
     load = p.add_argument_group("load")
@@ -242,7 +244,7 @@ class Bench:
         extra = list(self.args.server_arg)
         s = self.engine_settings
         extra += ["--intra-op-threads", str(s.intra_op_threads), "--inter-op-threads", str(s.inter_op_threads),
-                  "--engine-concurrency", str(s.engine_concurrency)]
+                  "--engine-concurrency", str(s.engine_concurrency), "--tokenizer", s.tokenizer]
         spinning = s.allow_spinning if allow_spinning is None else allow_spinning
         extra.append("--allow-spinning" if spinning else "--no-allow-spinning")
         log = self.args.cache_dir / "logs" / f"server-{os.getpid()}-{tag}.log"
@@ -671,7 +673,7 @@ def _engine_settings(args: argparse.Namespace) -> EngineSettings:
 
         d = Settings()
         base = EngineSettings(d.intra_op_threads, d.inter_op_threads, d.allow_spinning, d.graph_optimization_level,
-                              d.engine_concurrency)
+                              d.engine_concurrency, d.tokenizer)
     except ImportError:
         base = EngineSettings()
     return dataclasses.replace(
@@ -680,6 +682,7 @@ def _engine_settings(args: argparse.Namespace) -> EngineSettings:
         inter_op_threads=base.inter_op_threads if args.inter_op_threads is None else args.inter_op_threads,
         allow_spinning=base.allow_spinning if args.allow_spinning is None else args.allow_spinning,
         engine_concurrency=base.engine_concurrency if args.engine_concurrency is None else args.engine_concurrency,
+        tokenizer=base.tokenizer if args.tokenizer is None else args.tokenizer,
     )
 
 

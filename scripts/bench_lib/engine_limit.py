@@ -17,11 +17,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 
 from ortserve.service.textmodel import EngineOptions, TextClassifier, narrow_engine_pays
+from ortserve.service.tokenization import TokenizerChoice
 
 LIMIT_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
 SIDE_BY_SIDE_SIZES = (4, 8, 16)
@@ -41,6 +42,8 @@ class EngineSettings:
     graph_optimization_level: str = "all"
     engine_concurrency: int = 1
     """Above 1 (with intra_op_threads above 1), the server also runs one-thread sessions side by side."""
+    tokenizer: str = "auto"
+    """auto, native or hf (ortserve serve --tokenizer)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class EngineAlone:
                     intra_op_threads=settings.intra_op_threads, engine_concurrency=settings.engine_concurrency
                 ),
             ),
+            tokenizer=cast(TokenizerChoice, settings.tokenizer),
         )
         self.streams = settings.engine_concurrency
         self._corpus: list[str] = []

@@ -78,6 +78,7 @@ def test_settings_layering_file_env_flags(tmp_path: Path) -> None:
     (["--max-batch-size", "zero"], {}, "max_batch_size (from --max-batch-size)"),
     (["--max-batch-size", "0"], {}, "invalid setting max_batch_size=0"),
     ([], {"ORTSERVE_DEVICE": "tpu"}, "invalid setting device='tpu'"),
+    (["--tokenizer", "sentencepiece"], {}, "invalid setting tokenizer='sentencepiece'"),
     ([], {"ORTSERVE_ALLOW_SPINNING": "maybe"}, "allow_spinning (from ORTSERVE_ALLOW_SPINNING)"),
     (["--tls-cert", "/x.pem"], {}, "tls_key"),
     (["--config", "/nonexistent.toml"], {}, "cannot read config file"),

@@ -138,6 +138,8 @@ std::string InfoRepr(const TensorInfo& info) {
 
 }  // namespace
 
+void BindWordPiece(nb::module_& m);  // wordpiece_bindings.cc
+
 NB_MODULE(_engine, m) {
   m.doc() = "ONNX Runtime engine (C++). Import ortserve.engine_ext, not this module.";
 
@@ -155,6 +157,7 @@ NB_MODULE(_engine, m) {
   errors.engine_closed_error = MakeErrorClass(m, "EngineClosedError", nb::make_tuple(errors.engine_error),
                                               "run() was called after close().");
   g_errors = &errors;
+  BindWordPiece(m);
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

@@ -1,0 +1,100 @@
+// Python bindings for ortserve::WordPiece: strs in, one int64 numpy array per text out, the GIL released
+// while tokenizing.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include <string_view>
+
+#include "wordpiece.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using ortserve::WordPiece;
+using ortserve::WordPieceConfig;
+
+namespace {
+
+using IdArray = nb::ndarray<nb::numpy, int64_t, nb::ndim<1>>;
+
+nb::list Encode(const WordPiece& tokenizer, nb::handle texts) {
+  if (PyUnicode_Check(texts.ptr())) throw nb::type_error("texts must be a sequence of str, not a str");
+  // The UTF-8 views point into the str objects (CPython caches their UTF-8), kept alive by `keep`.
+  std::vector<nb::object> keep;
+  std::vector<std::string_view> views;
+  for (nb::handle text : texts) {
+    if (!PyUnicode_Check(text.ptr())) {
+      throw nb::type_error(("texts must hold str, got " + nb::cast<std::string>(nb::type_name(text.type()))).c_str());
+    }
+    Py_ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+    if (data == nullptr) throw nb::python_error();  // e.g. a lone surrogate
+    keep.push_back(nb::borrow(text));
+    views.emplace_back(data, static_cast<size_t>(size));
+  }
+  std::vector<std::vector<int64_t>> ids(views.size());
+  {
+    nb::gil_scoped_release release;
+    for (size_t i = 0; i < views.size(); ++i) tokenizer.Encode(views[i], ids[i]);
+  }
+  nb::list result;
+  for (std::vector<int64_t>& row : ids) {
+    // The array owns the vector's buffer: moved, not copied.
+    auto* owned = new std::vector<int64_t>(std::move(row));
+    nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
+    const size_t shape[1] = {owned->size()};
+    result.append(IdArray(owned->data(), 1, shape, owner).cast());
+  }
+  return result;
+}
+
+}  // namespace
+
+void BindWordPiece(nb::module_& m) {
+  m.def("wordpiece_tables_version", &ortserve::WordPieceTablesVersion,
+        "The tokenizers release the native WordPiece's Unicode tables were probed from.");
+
+  nb::class_<WordPiece>(m, "WordPiece", "Native BERT WordPiece tokenizer; encode() releases the GIL.")
+      .def(
+          "__init__",
+          [](WordPiece* self, std::vector<std::string> vocab, int64_t unk_id, int64_t cls_id, int64_t sep_id,
+             int64_t pad_id, std::vector<std::pair<std::string, int64_t>> added_tokens, size_t max_len,
+             std::string continuing_subword_prefix, size_t max_input_chars_per_word, bool clean_text,
+             bool handle_chinese_chars, bool strip_accents, bool lowercase) {
+            WordPieceConfig config;
+            config.vocab = std::move(vocab);
+            config.unk_id = unk_id;
+            config.cls_id = cls_id;
+            config.sep_id = sep_id;
+            config.pad_id = pad_id;
+            config.added_tokens = std::move(added_tokens);
+            config.max_len = max_len;
+            config.continuing_subword_prefix = std::move(continuing_subword_prefix);
+            config.max_input_chars_per_word = max_input_chars_per_word;
+            config.clean_text = clean_text;
+            config.handle_chinese_chars = handle_chinese_chars;
+            config.strip_accents = strip_accents;
+            config.lowercase = lowercase;
+            new (self) WordPiece(std::move(config));
+          },
+          "vocab"_a, nb::kw_only(), "unk_id"_a, "cls_id"_a, "sep_id"_a, "pad_id"_a, "added_tokens"_a,
+          "max_len"_a, "continuing_subword_prefix"_a = "##", "max_input_chars_per_word"_a = 100,
+          "clean_text"_a = true, "handle_chinese_chars"_a = true, "strip_accents"_a = true,
+          "lowercase"_a = true)
+      .def("encode", &Encode, "texts"_a, "Ids of each text: [CLS], at most max_len - 2 tokens, [SEP].")
+      .def("token_to_id", &WordPiece::TokenToId, "token"_a)
+      .def_prop_ro("vocab_size", &WordPiece::VocabSize)
+      .def_prop_ro("pad_id", [](const WordPiece& self) { return self.config().pad_id; })
+      .def_prop_ro("unk_id", [](const WordPiece& self) { return self.config().unk_id; })
+      .def_prop_ro("cls_id", [](const WordPiece& self) { return self.config().cls_id; })
+      .def_prop_ro("sep_id", [](const WordPiece& self) { return self.config().sep_id; })
+      .def_prop_ro("max_len", [](const WordPiece& self) { return self.config().max_len; })
+      .def("__repr__", [](const WordPiece& self) {
+        return "WordPiece(vocab_size=" + std::to_string(self.VocabSize()) +
+               ", max_len=" + std::to_string(self.config().max_len) + ")";
+      });
+}

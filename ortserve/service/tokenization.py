@@ -1,0 +1,78 @@
+"""A bundle's tokenizer, as the server runs it: the engine's C++ WordPiece where it reproduces the bundle's
+`tokenizer.json` exactly, Hugging Face `tokenizers` otherwise.
+
+Both give the same ids (tests/engine/test_wordpiece.py holds the C++ one to HF's on generated text); the
+C++ one takes a few microseconds of CPU per sentence where HF takes ~90 here, and is cheap enough to run on
+the event loop instead of a thread hop away (see `BundleTokenizer.inline`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from ortserve.engine_ext import UnsupportedTokenizer, load_wordpiece
+
+TokenizerChoice = Literal["auto", "native", "hf"]
+TOKENIZER_CHOICES: tuple[TokenizerChoice, ...] = ("auto", "native", "hf")
+
+INLINE_MAX_CHARS = 2048
+"""Requests with at most this many characters in all are tokenized by the C++ tokenizer on the calling
+thread (the event loop): ~40 us of work at most, less than the hand-off to a thread and back costs. Longer
+ones go to the tokenizer pool, so one huge request never stalls the loop."""
+
+
+class TokenizerError(ValueError):
+    """The bundle's tokenizer cannot be opened as asked (e.g. `native` for a tokenizer.json it cannot run)."""
+
+
+@dataclass(frozen=True)
+class BundleTokenizer:
+    kind: Literal["native", "hf"]
+    encode: Callable[[Sequence[str]], list[np.ndarray]]
+    """Token ids per text (int64), truncated to max_seq_len, never empty; thread-safe."""
+    pad_id: int
+    fallback: str = ""
+    """Why the C++ tokenizer was not used (empty when it is, or when `hf` was asked for)."""
+
+    def inline(self, texts: Sequence[str]) -> bool:
+        """Whether tokenizing `texts` on the calling thread is cheaper than a hand-off to a thread."""
+        return self.kind == "native" and sum(map(len, texts)) <= INLINE_MAX_CHARS
+
+
+def open_tokenizer(tokenizer_json: Path, max_seq_len: int, choice: TokenizerChoice = "auto") -> BundleTokenizer:
+    if choice not in TOKENIZER_CHOICES:
+        raise TokenizerError(f"tokenizer must be one of {', '.join(TOKENIZER_CHOICES)}, got {choice!r}")
+    fallback = ""
+    if choice != "hf":
+        try:
+            native = load_wordpiece(tokenizer_json, max_seq_len)
+        except UnsupportedTokenizer as e:
+            if choice == "native":
+                raise TokenizerError(f"{tokenizer_json}: {e}") from None
+            fallback = str(e)
+        else:
+            return BundleTokenizer(kind="native", encode=native.encode, pad_id=native.pad_id)
+    return _hf(tokenizer_json, max_seq_len, fallback)
+
+
+def _hf(tokenizer_json: Path, max_seq_len: int, fallback: str) -> BundleTokenizer:
+    tokenizer = Tokenizer.from_file(str(tokenizer_json))
+    # The server pads each batch to its own longest text; a tokenizer that pads to a fixed
+    # length (a common tokenizer.json setting) would waste most of the engine's work.
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_seq_len)
+    pad = tokenizer.token_to_id("[PAD]")
+    pad_id = 0 if pad is None else pad
+
+    def encode(texts: Sequence[str]) -> list[np.ndarray]:
+        # `encode`, not `encode_batch`: the batch call hands the texts to tokenizers' rayon pool, whose
+        # threads spin after each call and took ~1 ms of CPU per request from the engine (bench, open loop).
+        return [np.asarray(tokenizer.encode(t).ids or [pad_id], dtype=np.int64) for t in texts]
+
+    return BundleTokenizer(kind="hf", encode=encode, pad_id=pad_id, fallback=fallback)

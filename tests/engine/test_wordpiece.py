@@ -1,0 +1,363 @@
+"""The native WordPiece tokenizer against Hugging Face tokenizers: same ids, same rejections of shapes it
+cannot reproduce, same results from many threads, and Unicode tables that still match the installed HF."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import string
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tokenizers
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer
+
+from ortserve.devtools.minilm_source import find_model_dir
+from ortserve.devtools.wordpiece_tokenizer import build_wordpiece_tokenizer, tiny_vocab
+from ortserve.engine_ext import UnsupportedTokenizer, WordPiece, load_wordpiece, wordpiece_tables_version
+from ortserve.engine_ext.wordpiece import wordpiece_from_config
+
+REPO = Path(__file__).resolve().parents[2]
+TINY_MAX_SEQ_LEN = 32
+MINILM_MAX_SEQ_LEN = 128
+EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A tokenizer.json loaded both ways, configured as the server configures HF's."""
+
+    native: WordPiece
+    hf: Tokenizer
+
+    def check(self, text: str) -> None:
+        expected = self.hf.encode(text).ids
+        (got,) = self.native.encode([text])
+        assert got.dtype == np.int64
+        assert got.tolist() == expected, f"text {text!r}"
+
+
+def _pair(path: Path, max_seq_len: int) -> Pair:
+    hf = Tokenizer.from_file(str(path))
+    hf.no_padding()
+    hf.enable_truncation(max_length=max_seq_len)
+    return Pair(native=load_wordpiece(path, max_seq_len), hf=hf)
+
+
+def _pair_from_config(config: dict[str, Any], tmp_path: Path, max_seq_len: int) -> Pair:
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(config))
+    return _pair(path, max_seq_len)
+
+
+@pytest.fixture(scope="module")
+def tiny_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("wordpiece") / "tokenizer.json"
+    build_wordpiece_tokenizer(tiny_vocab(512), TINY_MAX_SEQ_LEN).save(str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_config(tiny_json: Path) -> dict[str, Any]:
+    return json.loads(tiny_json.read_text())
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_json: Path) -> Pair:
+    return _pair(tiny_json, TINY_MAX_SEQ_LEN)
+
+
+@pytest.fixture(scope="module")
+def minilm_json() -> Path:
+    try:
+        return find_model_dir() / "tokenizer.json"
+    except FileNotFoundError as error:
+        pytest.skip(str(error))
+
+
+@pytest.fixture(scope="module")
+def minilm(minilm_json: Path) -> Pair:
+    return _pair(minilm_json, MINILM_MAX_SEQ_LEN)
+
+
+# --- generated text -----------------------------------------------------------------------------------
+
+_WORDS = [
+    "the", "movie", "was", "unbelievably", "good", "Hello", "WORLD", "don't", "e-mail", "3.14", "#1",
+    "café", "naïve", "Ångström", "İstanbul", "straße", "ǅemal", "ΣΊΣΥΦΟΣ", "ﬁne", "Ⅻ", "\uff46\uff55\uff4c\uff4c",
+    "中文", "日本語", "한국어", "ภาษาไทย", "العربية", "עברית", "हिन्दी", "😀", "👍🏽", "🇫🇷", "👩‍💻", "🫠", "🥲",
+    "[SEP]", "[CLS]", "[PAD]", "[MASK]", "[UNK]", "[sep]", "[SEP", "SEP]", "[[SEP]]", "##ing", "##",
+    "a\u0301\u0316", "e\U0001d165\u0301\U0001d16d", "\u302e\u0301", "\ufb01\u0307", "\u0130\u0307",
+    "\x00", "\ufffd", "\u200b", "\u200d", "\ufeff", "\u00ad", "\x7f", "\x85", "\ue000", "\U000e0041",
+    "\u0378", "\U0010ffff",
+]
+_SEPARATORS = [" ", "", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "\u2028", "\u1680", "\u202f",
+               "\x1c", "\x0b", ",", ".", "!?", "-", "'", "\"", "(", ")", "¿", "«", "、", "。", "$", "~"]
+_INTERESTING = st.characters(codec="utf-8", categories=("L", "M", "N", "P", "S", "Z", "C"))
+
+_word = st.one_of(
+    st.sampled_from(_WORDS),
+    st.text(alphabet=string.ascii_letters + string.digits, min_size=1, max_size=12),
+    st.text(alphabet=_INTERESTING, min_size=1, max_size=6),
+    st.text(alphabet="abé", min_size=95, max_size=110),  # around max_input_chars_per_word
+    st.text(alphabet=string.ascii_lowercase + "\u0301", min_size=90, max_size=210),
+)
+mixed_text = st.lists(st.tuples(_word, st.sampled_from(_SEPARATORS)), max_size=20).map(
+    lambda parts: "".join(word + sep for word, sep in parts))
+# Past max_seq_len tokens, so truncation cuts inside words, between special tokens, etc.
+long_text = st.lists(st.sampled_from([*_WORDS[:20], "[SEP]", "unbelievably", "x"]), min_size=20,
+                     max_size=200).map(" ".join)
+any_text = st.text()
+unicode_soup = st.text(alphabet=_INTERESTING, max_size=60)
+
+
+@EXAMPLES
+@given(text=st.one_of(mixed_text, long_text, unicode_soup, any_text))
+def test_tiny_parity(tiny: Pair, text: str) -> None:
+    tiny.check(text)
+
+
+@EXAMPLES
+@given(text=st.one_of(mixed_text, long_text, unicode_soup, any_text))
+def test_minilm_parity(minilm: Pair, text: str) -> None:
+    minilm.check(text)
+
+
+@pytest.mark.parametrize("flags", [
+    {"strip_accents": False},
+    {"strip_accents": True, "lowercase": False},
+    {"strip_accents": None, "lowercase": False},
+    {"clean_text": False},
+    {"handle_chinese_chars": False},
+    {"clean_text": False, "handle_chinese_chars": False, "strip_accents": False, "lowercase": False},
+], ids=lambda flags: ",".join(f"{k}={v}" for k, v in flags.items()))
+def test_normalizer_flags_parity(minilm_json: Path, tmp_path: Path, flags: dict[str, Any]) -> None:
+    config = json.loads(minilm_json.read_text())
+    config["normalizer"].update(flags)
+    pair = _pair_from_config(config, tmp_path, MINILM_MAX_SEQ_LEN)
+
+    @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(text=st.one_of(mixed_text, unicode_soup, any_text))
+    def check(text: str) -> None:
+        pair.check(text)
+
+    check()
+
+
+@pytest.mark.parametrize("change", ["prefix", "max_chars", "bert_processing", "added_outside_vocab"])
+def test_model_variants_parity(tiny_config: dict[str, Any], tmp_path: Path, change: str) -> None:
+    config = copy.deepcopy(tiny_config)
+    if change == "prefix":
+        vocab = config["model"]["vocab"]
+        config["model"]["vocab"] = {t.replace("##", "@@", 1) if t.startswith("##") else t: i for t, i in vocab.items()}
+        config["model"]["continuing_subword_prefix"] = "@@"
+    elif change == "max_chars":
+        config["model"]["max_input_chars_per_word"] = 5
+    elif change == "bert_processing":
+        ids = config["model"]["vocab"]
+        config["post_processor"] = {"type": "BertProcessing", "sep": ["[SEP]", ids["[SEP]"]],
+                                    "cls": ["[CLS]", ids["[CLS]"]]}
+    else:
+        config["added_tokens"].append({"id": 512, "content": "<extra>", "single_word": False, "lstrip": False,
+                                       "rstrip": False, "normalized": False, "special": True})
+    pair = _pair_from_config(config, tmp_path, TINY_MAX_SEQ_LEN)
+    assert pair.native.vocab_size == pair.hf.get_vocab_size()
+
+    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(text=st.one_of(mixed_text, long_text, st.just("ab<extra>cd <extra>"), st.just("hello world xy")))
+    def check(text: str) -> None:
+        pair.check(text)
+
+    check()
+
+
+_MARKS = ["\U0001d165", "\U0001d16d", "\u1b44", "\u302e", "\u0301", "\u0316", "\u0345", "\u093f"]
+
+
+@pytest.mark.parametrize("strip_accents", [True, False])
+def test_canonical_reordering_parity(tiny_config: dict[str, Any], tmp_path: Path, strip_accents: bool) -> None:
+    """Marks that survive strip_accents (spacing marks with a combining class) keep NFD's canonical order;
+    only a vocabulary holding such sequences can tell, so give it every ordering of pairs."""
+    config = copy.deepcopy(tiny_config)
+    config["normalizer"]["strip_accents"] = strip_accents
+    vocab = config["model"]["vocab"]
+    pieces = _MARKS + [a + b for a in _MARKS for b in _MARKS if a != b]
+    for piece in pieces + [f"e{piece}" for piece in pieces] + [f"##{piece}" for piece in pieces]:
+        vocab.setdefault(piece, len(vocab))
+    pair = _pair_from_config(config, tmp_path, 4096)
+    # Without strip_accents HF applies no NFD at all, so nothing is reordered.
+    expected = "e\U0001d165\U0001d16d" if strip_accents else "e\U0001d16d\U0001d165"
+    assert pair.native.encode(["e\U0001d16d\U0001d165"])[0].tolist()[1] == vocab[expected]
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(text=st.text(alphabet=st.sampled_from(["a", "e", " ", *_MARKS]), max_size=30))
+    def check(text: str) -> None:
+        pair.check(text)
+
+    check()
+
+
+def test_every_code_point(minilm: Pair) -> None:
+    """Each code point, alone and next to others, against the real vocabulary (no truncation)."""
+    path = find_model_dir() / "tokenizer.json"
+    pair = _pair(path, 1 << 20)
+    points = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    texts = []
+    for begin in range(0, len(points), 16):
+        chars = [chr(c) for c in points[begin:begin + 16]]
+        texts += ["".join(chars), " ".join(chars), "a".join(chars) + "a", "e\u0301".join(chars)]
+    expected = [encoding.ids for encoding in pair.hf.encode_batch(texts)]
+    got = pair.native.encode(texts)
+    mismatches = [(texts[i], got[i].tolist(), expected[i]) for i in range(len(texts)) if got[i].tolist() != expected[i]]
+    assert not mismatches, f"{len(mismatches)} mismatches, first: {mismatches[0]!r}"
+
+
+# --- explicit cases -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "", " ", "\x00\ufffd", "Hello, world!", "a [SEP] b", "a[SEP]b", "[CLS][SEP][PAD][MASK][UNK]", "[sep]",
+    "The movie was unbelievably good.", "İ", "ß", "ﬁ", "Ⅻ", "中文和English", "a\u0301\u0316", "x" * 101,
+    "wordswordswords " * 40, "\t\n\r\u00a0\u3000", "e\U0001d165\u0316\u0301\U0001d16d",
+])
+def test_explicit_cases(tiny: Pair, minilm: Pair, text: str) -> None:
+    tiny.check(text)
+    minilm.check(text)
+
+
+def test_known_ids(tiny: Pair) -> None:
+    ids = tiny.hf.token_to_id
+    cls, sep, unk = ids("[CLS]"), ids("[SEP]"), ids("[UNK]")
+    encode = tiny.native.encode
+    assert encode([""])[0].tolist() == [cls, sep]
+    assert encode(["a [SEP] b"])[0].tolist() == [cls, ids("a"), sep, ids("b"), sep]
+    assert encode(["Good movies!"])[0].tolist() == [cls, ids("good"), ids("movie"), ids("##s"), ids("!"), sep]
+    assert encode(["a" * 101])[0].tolist() == [cls, unk, sep]
+    long = encode(["a " * 100])[0]
+    assert len(long) == TINY_MAX_SEQ_LEN and long[-1] == sep
+
+
+def test_batch_and_properties(tiny: Pair) -> None:
+    texts = ["one", "", "two three", "[MASK]"] * 10
+    assert [row.tolist() for row in tiny.native.encode(texts)] == [e.ids for e in tiny.hf.encode_batch(texts)]
+    assert tiny.native.encode([]) == []
+    assert tiny.native.encode(tuple(texts))[2].tolist() == tiny.hf.encode("two three").ids
+    assert tiny.native.pad_id == 0
+    assert tiny.native.vocab_size == tiny.hf.get_vocab_size() == 512
+    for token in ["[PAD]", "[SEP]", "the", "##ing", "nope", "[unused3]", ""]:
+        assert tiny.native.token_to_id(token) == tiny.hf.token_to_id(token)
+    assert tiny.native.max_len == TINY_MAX_SEQ_LEN
+
+
+def test_encode_rejects_bad_input(tiny: Pair) -> None:
+    with pytest.raises(TypeError, match="not a str"):
+        tiny.native.encode("text")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="int"):
+        tiny.native.encode(["ok", 3])  # type: ignore[list-item]
+    with pytest.raises(UnicodeEncodeError):
+        tiny.native.encode(["lone \ud800 surrogate"])
+
+
+# --- unsupported shapes -------------------------------------------------------------------------------
+
+def _set(path: list[str | int], value: object) -> Callable[[dict[str, Any]], None]:
+    def change(config: dict[str, Any]) -> None:
+        target = config
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+    return change
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (_set(["normalizer"], {"type": "Sequence", "normalizers": []}), "normalizer Sequence is not supported"),
+    (_set(["normalizer"], None), "normalizer None is not supported"),
+    (_set(["normalizer", "strip_accents"], "yes"), "BertNormalizer strip_accents='yes'"),
+    (_set(["pre_tokenizer"], {"type": "Whitespace"}), "pre_tokenizer Whitespace is not supported"),
+    (_set(["model", "type"], "BPE"), "model BPE is not supported"),
+    (_set(["model", "unk_token"], "<unk>"), "unk_token '<unk>' missing from the vocab"),
+    (_set(["model", "vocab", "the"], 100000), "vocab ids that are not 0..511"),
+    (_set(["added_tokens", 1, "normalized"], True), "added token '[UNK]' with normalized=True"),
+    (_set(["added_tokens", 2, "lstrip"], True), "added token '[CLS]' with lstrip=True"),
+    (_set(["added_tokens", 3, "rstrip"], True), "added token '[SEP]' with rstrip=True"),
+    (_set(["added_tokens", 4, "single_word"], True), "added token '[MASK]' with single_word=True"),
+    (_set(["added_tokens", 0, "special"], False), "non-special added token '[PAD]'"),
+    (_set(["post_processor"], None), "post_processor None is not supported"),
+    (_set(["post_processor"], {"type": "RobertaProcessing"}), "post_processor RobertaProcessing"),
+    (_set(["post_processor", "single"], []), "TemplateProcessing single template []"),
+    (_set(["post_processor", "special_tokens", "[CLS]", "ids"], [1, 2]),
+     "special token '[CLS]' that is not exactly one id"),
+], ids=lambda value: value if isinstance(value, str) else "")
+def test_unsupported_shapes(tiny_config: dict[str, Any], change: Callable[[dict[str, Any]], None],
+                            message: str) -> None:
+    config = copy.deepcopy(tiny_config)
+    change(config)
+    with pytest.raises(UnsupportedTokenizer, match="not supported by the native tokenizer") as raised:
+        wordpiece_from_config(config, TINY_MAX_SEQ_LEN)
+    assert message in str(raised.value)
+    assert isinstance(raised.value, ValueError)
+
+
+def test_max_seq_len_must_fit_the_specials(tiny_json: Path) -> None:
+    with pytest.raises(ValueError, match="max_seq_len must be an int >= 2"):
+        load_wordpiece(tiny_json, 1)
+    assert load_wordpiece(tiny_json, 2).encode(["hello there"])[0].tolist() == [2, 3]
+
+
+# --- threads and tables -------------------------------------------------------------------------------
+
+def test_concurrent_encode(minilm: Pair) -> None:
+    texts = [f"Text number {n}: the café's ünïcödé {'中' * (n % 7)} was [SEP] {'great ' * (n % 50)}!"
+             for n in range(400)]
+    expected = [row.tolist() for row in minilm.native.encode(texts)]
+    results: list[list[list[int]]] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(6)
+
+    def work() -> None:
+        try:
+            barrier.wait()
+            out: list[list[int]] = []
+            for _ in range(10):
+                out = [row.tolist() for row in minilm.native.encode(texts)]
+            results.append(out)
+        except BaseException as error:  # reported by the main thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert len(results) == 6 and all(result == expected for result in results)
+    assert expected == [e.ids for e in minilm.hf.encode_batch(texts)]
+
+
+def _load_generator() -> Any:
+    spec = importlib.util.spec_from_file_location("gen_wordpiece_tables", REPO / "scripts" / "gen_wordpiece_tables.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tables_match_installed_tokenizers() -> None:
+    """Re-probes HF (~5 s): a tokenizers upgrade that changes any character's behaviour fails here."""
+    generator = _load_generator()
+    committed = generator.OUTPUT.read_text()
+    assert wordpiece_tables_version() == tokenizers.__version__, (
+        f"the native tables come from tokenizers {wordpiece_tables_version()}, but {tokenizers.__version__} is "
+        "installed: rerun scripts/gen_wordpiece_tables.py and rebuild")
+    assert generator.render(generator.probe()) == committed, (
+        f"tokenizers {tokenizers.__version__} behaves differently from the committed tables: rerun "
+        "scripts/gen_wordpiece_tables.py and rebuild")
