@@ -131,3 +131,15 @@ def test_server_that_cannot_start_exits_non_zero(repo_root: Path, tiny_bundle: P
                   "--server-arg=--max-batch-size=0")
     assert done.returncode == 3
     assert "server failed to start" in done.stderr and "max_batch_size" in done.stderr
+
+
+def test_tokenizer_flag_reaches_the_server_and_the_limit(repo_root: Path, tiny_bundle: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = _bench(repo_root, tmp_path, "--bundle", str(tiny_bundle), "--model", "tiny", "--tokenizer", "hf",
+                  "--concurrency", "1", "--duration", "0.3", "--warmup", "0.1", "--paired-rounds", "0",
+                  "--limit-texts", "8", "--limit-repeats", "1", "--limit-batch-sizes", "1", "--json-out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(out.read_text())["limit"]["engine"]["tokenizer"] == "hf"  # the engine alone used it too
+    (log,) = (tmp_path / "cache" / "logs").glob("server-*-main.log")
+    loaded = [json.loads(line) for line in log.read_text().splitlines() if '"version_loaded"' in line]
+    assert [e["tokenizer"] for e in loaded] == ["hf"]
