@@ -1,0 +1,45 @@
+// The batching decision and the engine's measured rate, ported from service/batch_policy.py (the reference:
+// tests/engine/test_batch_policy_native.py runs both on the same random pending sets and requires the same
+// indices). No Python, no locks: the native batcher calls these under its own mutex.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+namespace ortserve {
+
+// Same fields, defaults and meaning as service/batch_policy.BatchPolicy.
+struct BatchPolicy {
+  int max_batch_size = 32;
+  double max_queue_delay_s = 0.010;
+  double max_padding_ratio = 1.3;
+  int batch_overhead_tokens = 0;
+  int max_batch_tokens = 1024;
+  int sort_window = 24;
+
+  // Throws OptionError with the Python class's messages ("max_batch_size must be >= 1", ...).
+  void Validate() const;
+};
+
+struct PendingText {
+  int length = 0;            // token count
+  double enqueued_at = 0.0;  // steady-clock seconds
+};
+
+// Indices into `pending` of the next batch, in the order batch_policy.choose_batch returns them
+// (empty only when nothing is pending).
+std::vector<size_t> ChooseBatch(const std::vector<PendingText>& pending, double now, const BatchPolicy& policy);
+
+// service/batch_policy.Throughput: exponentially weighted texts/s over finished batches.
+class Throughput {
+ public:
+  void Observe(int texts, double seconds);
+  double WaitS(int texts_ahead) const;  // 0 before any batch ran
+  double texts_per_s() const { return texts_per_s_; }
+
+ private:
+  double texts_per_s_ = 0.0;
+  double alpha_ = 0.2;
+};
+
+}  // namespace ortserve

@@ -1,0 +1,65 @@
+// Events: what the native data path reports to Python (one record per request, one per engine run), through
+// a bounded queue that a Python thread drains into the same structlog lines and Prometheus metrics the Python
+// path writes. Producers never block: a full queue drops the record and counts it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace ortserve {
+
+// One answered ModelInfer (the fields of handlers.py's "request" log line).
+struct RequestEvent {
+  std::string request_id;
+  std::string model;
+  std::string version;   // "" when none was chosen
+  std::string route;     // "pin" or "bucket N"
+  int texts = 0;
+  int batch_size = 0;
+  double queue_s = 0, tokenize_s = 0, engine_s = 0, total_s = 0;
+  std::string status;    // gRPC status code name: "OK", "RESOURCE_EXHAUSTED", ...
+  std::string error;     // the message sent to the caller, "" on OK
+};
+
+// One engine run (service/batcher.BatchRun).
+struct BatchEvent {
+  std::string model;
+  std::string version;
+  int texts = 0;
+  int padded_tokens = 0;
+  int real_tokens = 0;
+  double engine_s = 0;
+  std::string lane;  // "wide" | "narrow"
+};
+
+using Event = std::variant<RequestEvent, BatchEvent>;
+
+class EventSink {
+ public:
+  explicit EventSink(size_t capacity = 65536);
+  // Never blocks; drops (and counts) when full. Any thread.
+  void Push(Event event);
+  // Up to `max` events; waits up to `timeout_s` for the first one. Returns empty on timeout or after Close().
+  std::vector<Event> Drain(size_t max, double timeout_s);
+  // Wakes Drain() for good; later pushes are dropped.
+  void Close();
+  uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+
+ private:
+  const size_t capacity_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<Event> queue_;
+  bool closed_ = false;
+  std::atomic<uint64_t> dropped_{0};
+};
+
+}  // namespace ortserve
