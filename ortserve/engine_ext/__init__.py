@@ -11,6 +11,7 @@ e.g. for a custom ORT build.
     engine.close()
 
 ``WordPiece`` (see ``load_wordpiece``) is the native BERT tokenizer, equal to HF tokenizers' ids.
+``route_bucket`` is the native data path's canary bucket, equal to ``service.router.bucket``.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ ort_version = _engine.ort_version
 library_path = _engine.library_path
 WordPiece = _engine.WordPiece
 wordpiece_tables_version = _engine.wordpiece_tables_version
+route_bucket = _engine.route_bucket
 
 __all__ = [
     "Engine",
@@ -80,5 +82,6 @@ __all__ = [
     "library_path",
     "load_wordpiece",
     "ort_version",
+    "route_bucket",
     "wordpiece_tables_version",
 ]
