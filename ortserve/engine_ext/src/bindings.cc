@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "engine.h"
+#include "frontend_config.h"
 #include "errors.h"
 #include "runtime.h"
 
@@ -140,6 +141,9 @@ std::string InfoRepr(const TensorInfo& info) {
 
 void BindWordPiece(nb::module_& m);  // wordpiece_bindings.cc
 void BindRoute(nb::module_& m);      // route_bindings.cc
+#ifdef ORTSERVE_WITH_FRONTEND
+void BindFrontend(nb::module_& m);   // frontend_bindings.cc
+#endif
 
 NB_MODULE(_engine, m) {
   m.doc() = "ONNX Runtime engine (C++). Import ortserve.engine_ext, not this module.";
@@ -160,6 +164,13 @@ NB_MODULE(_engine, m) {
   g_errors = &errors;
   BindWordPiece(m);
   BindRoute(m);
+#ifdef ORTSERVE_WITH_FRONTEND
+  BindFrontend(m);
+  m.attr("HAS_FRONTEND") = true;
+#else
+  m.attr("HAS_FRONTEND") = false;
+#endif
+  m.attr("FRONTEND_MISSING") = ORTSERVE_FRONTEND_MISSING;  // "" when built
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

@@ -1,0 +1,473 @@
+#include "frontend.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/support/proto_buffer_reader.h>
+
+#include <google/protobuf/arena.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "grpc_service.grpc.pb.h"
+#include "infer_codec.h"
+#include "native_batcher.h"
+
+namespace ortserve {
+namespace {
+
+using inference::GRPCInferenceService;
+
+constexpr const char* kService = "/inference.GRPCInferenceService/";
+
+std::string_view View(grpc::string_ref s) { return {s.data(), s.size()}; }
+
+// Headers that belong to one hop (HTTP/2 pseudo headers, gRPC's own, the channel's identity) and are made
+// again by the next one. grpc-retry-pushback-ms is the exception on the way back: it is the backend's answer.
+bool Forwardable(std::string_view key, bool to_client) {
+  if (key.empty() || key[0] == ':') return false;
+  if (key == "content-type" || key == "te" || key == "user-agent" || key == "host" || key == "accept-encoding") {
+    return false;
+  }
+  if (key.substr(0, 5) == "grpc-") return to_client && key == "grpc-retry-pushback-ms";
+  return true;
+}
+
+std::string RandomRequestId() {
+  thread_local std::mt19937_64 rng{std::random_device{}() ^
+                                   static_cast<uint64_t>(Clock::now().time_since_epoch().count())};
+  static const char* hex = "0123456789abcdef";
+  std::string id(32, '0');
+  for (int half = 0; half < 2; ++half) {
+    uint64_t v = rng();
+    for (int i = 0; i < 16; ++i, v >>= 4) id[half * 16 + i] = hex[v & 0xF];
+  }
+  return id;
+}
+
+// The last value of a client metadata key (dict(invocation_metadata()) in Python keeps the last), or "".
+std::string_view ClientHeader(const grpc::ServerContextBase& ctx, std::string_view key) {
+  std::string_view value;
+  const auto& md = ctx.client_metadata();
+  auto [begin, end] = md.equal_range(grpc::string_ref(key.data(), key.size()));
+  for (auto it = begin; it != end; ++it) value = View(it->second);
+  return value;
+}
+
+// The server context's deadline on the steady clock; nullopt when the client set none.
+std::optional<Clock::time_point> SteadyDeadline(const grpc::ServerContextBase& ctx) {
+  const auto deadline = ctx.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return std::nullopt;
+  const auto left = deadline - std::chrono::system_clock::now();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(left);
+}
+
+// One proxied unary call: shared by the server-side reactor and the client call's completion, so that
+// whichever ends last frees it (the ClientContext must outlive the client call).
+struct ProxyCall {
+  grpc::ClientContext client;
+  grpc::ByteBuffer request;   // generic calls only (raw methods forward the framework's buffer)
+  grpc::ByteBuffer response;  // generic calls only
+};
+
+void StartProxy(grpc::GenericStub& stub, const std::string& method, grpc::ServerContextBase& ctx,
+                const std::shared_ptr<ProxyCall>& call, const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
+                std::function<void(grpc::Status)> done) {
+  for (const auto& [key, value] : ctx.client_metadata()) {
+    if (Forwardable(View(key), /*to_client=*/false)) {
+      call->client.AddMetadata(std::string(key.data(), key.size()), std::string(value.data(), value.size()));
+    }
+  }
+  call->client.set_deadline(ctx.deadline());
+  stub.UnaryCall(&call->client, method, grpc::StubOptions(), request, response,
+                 [call, &ctx, done = std::move(done)](grpc::Status status) {
+                   for (const auto& [key, value] : call->client.GetServerInitialMetadata()) {
+                     if (Forwardable(View(key), true)) {
+                       ctx.AddInitialMetadata(std::string(key.data(), key.size()),
+                                              std::string(value.data(), value.size()));
+                     }
+                   }
+                   for (const auto& [key, value] : call->client.GetServerTrailingMetadata()) {
+                     if (Forwardable(View(key), true)) {
+                       ctx.AddTrailingMetadata(std::string(key.data(), key.size()),
+                                               std::string(value.data(), value.size()));
+                     }
+                   }
+                   done(std::move(status));
+                 });
+}
+
+// A registered unary method (the framework owns request and response) proxied to the backend.
+class ProxyUnaryReactor final : public grpc::ServerUnaryReactor {
+ public:
+  ProxyUnaryReactor(grpc::GenericStub& stub, const std::string& method, grpc::CallbackServerContext* ctx,
+                    const grpc::ByteBuffer* request, grpc::ByteBuffer* response)
+      : call_(std::make_shared<ProxyCall>()) {
+    StartProxy(stub, method, *ctx, call_, request, response, [this](grpc::Status status) { Finish(status); });
+  }
+  void OnCancel() override { call_->client.TryCancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  std::shared_ptr<ProxyCall> call_;
+};
+
+// Any method no service registered (admin Status, unknown ones): read the one request, proxy, answer.
+class GenericProxyReactor final : public grpc::ServerGenericBidiReactor {
+ public:
+  GenericProxyReactor(grpc::GenericStub& stub, grpc::GenericCallbackServerContext* ctx)
+      : stub_(stub), ctx_(ctx), call_(std::make_shared<ProxyCall>()) {
+    StartRead(&call_->request);
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::INTERNAL, "the call ended before its request message arrived"));
+      return;
+    }
+    StartProxy(stub_, ctx_->method(), *ctx_, call_, &call_->request, &call_->response, [this](grpc::Status status) {
+      if (status.ok()) {
+        StartWriteAndFinish(&call_->response, grpc::WriteOptions(), status);
+      } else {
+        Finish(status);
+      }
+    });
+  }
+  void OnCancel() override { call_->client.TryCancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  grpc::GenericStub& stub_;
+  grpc::GenericCallbackServerContext* ctx_;
+  std::shared_ptr<ProxyCall> call_;
+};
+
+class GenericProxyService final : public grpc::CallbackGenericService {
+ public:
+  explicit GenericProxyService(grpc::GenericStub& stub) : stub_(stub) {}
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
+    return new GenericProxyReactor(stub_, ctx);
+  }
+
+ private:
+  grpc::GenericStub& stub_;
+};
+
+// The parsed request, on an arena: the texts handed to the batcher are views into it.
+struct ParsedRequest {
+  google::protobuf::Arena arena;
+  inference::ModelInferRequest* request = google::protobuf::Arena::CreateMessage<inference::ModelInferRequest>(&arena);
+};
+
+}  // namespace
+
+struct Frontend::Impl {
+  FrontendOptions options;
+  std::shared_ptr<EventSink> events;
+  RouteHolder routes;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<grpc::GenericStub> stub;
+  std::atomic<int> in_flight{0};
+
+  // Declared before `server`: a grpc::Server must go before the services it serves.
+  std::unique_ptr<grpc::Service> inference_service;
+  std::unique_ptr<grpc::CallbackGenericService> generic_service;
+
+  std::mutex mutex;  // guards what follows
+  std::unique_ptr<grpc::Server> server;
+  std::map<std::string, bool> health;  // set before Start()
+  bool started = false, stopped = false;
+
+  grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response);
+  grpc::ServerUnaryReactor* Proxy(const char* method, grpc::CallbackServerContext* ctx,
+                                  const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+    return new ProxyUnaryReactor(*stub, std::string(kService) + method, ctx, request, response);
+  }
+};
+
+namespace {
+
+// The inference service, registered (so that reflection lists it) with every method raw: ModelInfer is
+// parsed here only when it may be served natively, the others go to the backend byte for byte.
+using RawInferenceBase = GRPCInferenceService::WithRawCallbackMethod_ServerLive<
+    GRPCInferenceService::WithRawCallbackMethod_ServerReady<GRPCInferenceService::WithRawCallbackMethod_ModelReady<
+        GRPCInferenceService::WithRawCallbackMethod_ServerMetadata<
+            GRPCInferenceService::WithRawCallbackMethod_ModelMetadata<
+                GRPCInferenceService::WithRawCallbackMethod_ModelInfer<GRPCInferenceService::Service>>>>>>;
+
+class InferenceService final : public RawInferenceBase {
+ public:
+  explicit InferenceService(Frontend::Impl& impl) : impl_(impl) {}
+  using Ctx = grpc::CallbackServerContext;
+  using Buf = grpc::ByteBuffer;
+  grpc::ServerUnaryReactor* ServerLive(Ctx* c, const Buf* q, Buf* r) override {
+    return impl_.Proxy("ServerLive", c, q, r);
+  }
+  grpc::ServerUnaryReactor* ServerReady(Ctx* c, const Buf* q, Buf* r) override {
+    return impl_.Proxy("ServerReady", c, q, r);
+  }
+  grpc::ServerUnaryReactor* ModelReady(Ctx* c, const Buf* q, Buf* r) override {
+    return impl_.Proxy("ModelReady", c, q, r);
+  }
+  grpc::ServerUnaryReactor* ServerMetadata(Ctx* c, const Buf* q, Buf* r) override {
+    return impl_.Proxy("ServerMetadata", c, q, r);
+  }
+  grpc::ServerUnaryReactor* ModelMetadata(Ctx* c, const Buf* q, Buf* r) override {
+    return impl_.Proxy("ModelMetadata", c, q, r);
+  }
+  grpc::ServerUnaryReactor* ModelInfer(Ctx* c, const Buf* q, Buf* r) override { return impl_.ModelInfer(c, q, r); }
+
+ private:
+  Frontend::Impl& impl_;
+};
+
+// One natively served ModelInfer. The batcher's done runs Finish as its last step; OnCancel comes only after
+// the handler returned this reactor (so the call handle is set by then) and before OnDone.
+class InferReactor final : public grpc::ServerUnaryReactor {
+ public:
+  struct Setup {
+    Frontend::Impl* impl;
+    grpc::CallbackServerContext* ctx;
+    grpc::ByteBuffer* response;
+    std::unique_ptr<ParsedRequest> parsed;
+    std::shared_ptr<NativeVersion> version;
+    std::string version_name, route, request_id;
+    Clock::time_point arrived;
+  };
+
+  explicit InferReactor(Setup setup) : s_(std::move(setup)) { s_.impl->in_flight.fetch_add(1); }
+
+  void Start(const std::vector<std::string_view>& texts) {
+    texts_ = static_cast<int>(texts.size());
+    raw_ = WantsRawOutput(*s_.parsed->request);
+    auto handle = s_.version->batcher().Submit(texts, SteadyDeadline(*s_.ctx),
+                                               [this](InferResult&& result) { Done(std::move(result)); });
+    std::lock_guard<std::mutex> lock(mutex_);
+    handle_ = std::move(handle);
+  }
+
+  void OnCancel() override {
+    NativeBatcher::CallHandle handle;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_) return;
+      handle = handle_;
+    }
+    if (handle) s_.version->batcher().Cancel(handle);
+  }
+
+  void OnDone() override {
+    s_.impl->in_flight.fetch_sub(1);
+    delete this;
+  }
+
+ private:
+  void Done(InferResult&& result) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      finished_ = true;
+    }
+    grpc::CallbackServerContext& ctx = *s_.ctx;
+    grpc::Status status;
+    ctx.AddTrailingMetadata("x-request-id", s_.request_id);
+    if (result.code == Code::kOk) {
+      const auto& request = *s_.parsed->request;
+      google::protobuf::Arena arena;
+      auto* reply = google::protobuf::Arena::CreateMessage<inference::ModelInferResponse>(&arena);
+      reply->set_model_name(request.model_name());
+      reply->set_model_version(s_.version_name);
+      reply->set_id(request.id());
+      EncodeLogits(*reply, result.logits.data(), result.rows, result.labels, raw_);
+      bool own = false;
+      status = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(*reply, s_.response, &own);
+      ctx.AddTrailingMetadata("x-model-version", s_.version_name);
+    } else {
+      status = grpc::Status(static_cast<grpc::StatusCode>(result.code), result.message);
+      if (result.code == Code::kResourceExhausted) {
+        // Python's round() (half to even), as handlers.py computes it.
+        const auto ms = static_cast<long long>(std::nearbyint(result.retry_after_s * 1000));
+        ctx.AddTrailingMetadata("grpc-retry-pushback-ms", std::to_string(std::max(1LL, ms)));
+      }
+    }
+    s_.version->Release();
+    if (s_.impl->events) {
+      RequestEvent event;
+      event.request_id = s_.request_id;
+      event.model = s_.parsed->request->model_name();
+      event.version = s_.version_name;
+      event.route = s_.route;
+      event.texts = texts_;
+      event.batch_size = result.batch_size;
+      event.queue_s = result.queue_s;
+      event.tokenize_s = result.tokenize_s;
+      event.engine_s = result.engine_s;
+      event.total_s = std::chrono::duration<double>(Clock::now() - s_.arrived).count();
+      event.status = status.ok() ? "OK" : CodeName(result.code == Code::kOk ? Code::kInternal : result.code);
+      event.error = status.ok() ? std::string() : status.error_message();
+      s_.impl->events->Push(std::move(event));
+    }
+    Finish(status);  // last: OnDone may delete this at once
+  }
+
+  Setup s_;
+  int texts_ = 0;
+  bool raw_ = true;
+  std::mutex mutex_;
+  NativeBatcher::CallHandle handle_;
+  bool finished_ = false;
+};
+
+bool Parse(const grpc::ByteBuffer* buffer, inference::ModelInferRequest* request) {
+  // The reader only reads: the same buffer is forwarded as is when the call is proxied.
+  grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(buffer));
+  return request->ParseFromZeroCopyStream(&reader);
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext* ctx,
+                                                     const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  const auto arrived = Clock::now();
+  auto parsed = std::make_unique<ParsedRequest>();
+  if (!Parse(request, parsed->request)) return Proxy("ModelInfer", ctx, request, response);
+  const inference::ModelInferRequest& req = *parsed->request;
+  const std::shared_ptr<const RouteTable> table = routes.Load();
+  const auto model = table->models.find(req.model_name());
+  if (model == table->models.end()) return Proxy("ModelInfer", ctx, request, response);
+  auto texts = DecodeTexts(req, options.max_texts);
+  if (!texts) return Proxy("ModelInfer", ctx, request, response);
+
+  std::string request_id(ClientHeader(*ctx, "x-request-id"));
+  if (request_id.empty()) request_id = RandomRequestId();
+  const ModelRoute& route = model->second;
+  std::string version_name, route_name;
+  if (!req.model_version().empty()) {
+    version_name = req.model_version();
+    route_name = "pin";
+  } else {
+    std::string_view key = RoutingKeyParam(req);
+    if (key.empty()) key = ClientHeader(*ctx, "x-routing-key");
+    if (key.empty()) key = request_id;
+    const int bucket = Bucket(req.model_name(), key);
+    const std::string* picked = route.split.Pick(bucket);
+    if (picked == nullptr) return Proxy("ModelInfer", ctx, request, response);
+    version_name = *picked;
+    route_name = "bucket " + std::to_string(bucket);
+  }
+  const auto version = route.versions.find(version_name);
+  if (version == route.versions.end() || !version->second) return Proxy("ModelInfer", ctx, request, response);
+  if (!version->second->Acquire()) return Proxy("ModelInfer", ctx, request, response);
+
+  auto* reactor = new InferReactor(InferReactor::Setup{this, ctx, response, std::move(parsed), version->second,
+                                                       std::move(version_name), std::move(route_name),
+                                                       std::move(request_id), arrived});
+  reactor->Start(*texts);
+  return reactor;
+}
+
+Frontend::Frontend(FrontendOptions options, std::shared_ptr<EventSink> events) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->events = std::move(events);
+  grpc::ChannelArguments args;
+  // The front end already enforces the public limit; the backend hop carries whatever it let through.
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  impl_->channel = grpc::CreateCustomChannel(impl_->options.backend, grpc::InsecureChannelCredentials(), args);
+  impl_->stub = std::make_unique<grpc::GenericStub>(impl_->channel);
+}
+
+Frontend::~Frontend() { Shutdown(0); }
+
+namespace {
+
+std::shared_ptr<grpc::ServerCredentials> Credentials(const FrontendOptions& o) {
+  if (o.tls_cert.empty() && o.tls_key.empty()) return grpc::InsecureServerCredentials();
+  if (o.tls_cert.empty() || o.tls_key.empty()) {
+    throw std::runtime_error("TLS needs both a certificate and its private key (PEM)");
+  }
+  grpc::SslServerCredentialsOptions ssl(o.tls_client_ca.empty()
+                                            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  ssl.pem_root_certs = o.tls_client_ca;
+  ssl.pem_key_cert_pairs.push_back({o.tls_key, o.tls_cert});
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
+int Frontend::Start() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (impl_->started || impl_->stopped) throw std::runtime_error("Frontend.start() may be called only once");
+  static std::once_flag global;
+  std::call_once(global, [] {
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  });
+  impl_->inference_service = std::make_unique<InferenceService>(*impl_);
+  impl_->generic_service = std::make_unique<GenericProxyService>(*impl_->stub);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(impl_->options.address, Credentials(impl_->options), &port);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a port clash must fail, not share
+  builder.SetMaxReceiveMessageSize(impl_->options.max_message_bytes);
+  builder.SetMaxSendMessageSize(impl_->options.max_message_bytes);
+  builder.RegisterService(impl_->inference_service.get());
+  builder.RegisterCallbackGenericService(impl_->generic_service.get());
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    if (server) server->Shutdown(std::chrono::system_clock::now());
+    impl_->stopped = true;  // a Frontend binds once; make a new one to retry
+    throw std::runtime_error("cannot listen on " + impl_->options.address +
+                             " (address in use, not resolvable, or not permitted)");
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  for (const auto& [service, serving] : impl_->health) health->SetServingStatus(service, serving);
+  impl_->server = std::move(server);
+  impl_->started = true;
+  return port;
+}
+
+void Frontend::SetRoutes(std::shared_ptr<const RouteTable> table) { impl_->routes.Store(std::move(table)); }
+
+void Frontend::SetHealth(const std::string& service, bool serving) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (impl_->stopped) return;
+  if (impl_->server) {
+    impl_->server->GetHealthCheckService()->SetServingStatus(service, serving);
+  } else {
+    impl_->health[service] = serving;
+  }
+}
+
+void Frontend::Shutdown(double grace_s) {
+  std::unique_ptr<grpc::Server> server;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    if (impl_->stopped) return;
+    impl_->stopped = true;
+    server = std::move(impl_->server);
+  }
+  if (!server) return;
+  server->GetHealthCheckService()->Shutdown();  // NOT_SERVING everywhere, before the port closes
+  const auto grace = std::chrono::duration_cast<std::chrono::system_clock::duration>(
+      std::chrono::duration<double>(std::max(0.0, grace_s)));
+  server->Shutdown(std::chrono::system_clock::now() + grace);
+  server->Wait();
+}
+
+int Frontend::in_flight() const { return impl_->in_flight.load(); }
+
+}  // namespace ortserve

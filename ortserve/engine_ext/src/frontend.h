@@ -1,0 +1,54 @@
+// The native front end: a grpc++ callback server on the public port (docs/native-data-path.md, phase 2).
+//
+//   ModelInfer for a model in the native route table, on the codec's fast path -> NativeBatcher -> reply
+//   everything else (other inference RPCs, admin Status, unknown methods, any ModelInfer it does not serve)
+//       -> a generic unary proxy to the Python grpc.aio server on `backend`, so that errors, readiness and
+//          metadata keep one implementation
+//   grpc.health.v1.Health and server reflection, natively (statuses set by the owner)
+//
+// No Python in here: gRPC's threads never take the GIL. Thread-safe; Shutdown() is idempotent.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "events.h"
+#include "route.h"
+
+namespace ortserve {
+
+struct FrontendOptions {
+  std::string address;  // "host:port" to listen on
+  std::string backend;  // the Python server, e.g. "unix:/run/ortserve/backend.sock"
+  int max_message_bytes = 4 << 20;
+  long long max_texts = 64;
+  std::string tls_cert, tls_key;  // PEM; both empty = plaintext
+  std::string tls_client_ca;      // PEM; set = clients must present a certificate it signed
+};
+
+class Frontend {
+ public:
+  Frontend(FrontendOptions options, std::shared_ptr<EventSink> events);
+  ~Frontend();  // Shutdown(0)
+  Frontend(const Frontend&) = delete;
+  Frontend& operator=(const Frontend&) = delete;
+
+  // Binds and starts serving; returns the bound port. Throws std::runtime_error naming the address when it
+  // cannot bind (SO_REUSEPORT is off: a port in use fails) or when called twice.
+  int Start();
+  // The whole table, replaced as one snapshot: a call sees the old table or the new one.
+  void SetRoutes(std::shared_ptr<const RouteTable> table);
+  // Health status of `service` ("" = the whole server). Before Start() it is applied at Start().
+  void SetHealth(const std::string& service, bool serving);
+  // Every health status NOT_SERVING at once, no new calls, in-flight calls get up to grace_s, then the rest
+  // are cancelled. Returns when the server is down. Idempotent.
+  void Shutdown(double grace_s);
+  int in_flight() const;  // native ModelInfer calls in progress
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ortserve

@@ -1,0 +1,95 @@
+// Python bindings for the native front end (Frontend) and the codec's fast path (_native_decode, for tests).
+// The only file of the front end that touches Python: everything here runs on the caller's thread.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "frontend.h"
+#include "infer_codec.h"
+#include "native_bindings.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+std::string Bytes(const std::optional<nb::bytes>& value) {
+  return value ? std::string(value->c_str(), value->size()) : std::string();
+}
+
+// {model: (split order, split upper, {version: NativeVersion})} -> one immutable RouteTable.
+std::shared_ptr<const ortserve::RouteTable> ToRouteTable(nb::dict routes) {
+  auto table = std::make_shared<ortserve::RouteTable>();
+  for (auto [key, value] : routes) {
+    const std::string model = nb::cast<std::string>(key);
+    nb::tuple entry = nb::cast<nb::tuple>(value);
+    if (entry.size() != 3) {
+      throw nb::value_error(("routes['" + model + "'] must be (split order, split upper, versions)").c_str());
+    }
+    ortserve::ModelRoute route;
+    for (nb::handle name : entry[0]) route.split.order.push_back(nb::cast<std::string>(name));
+    for (nb::handle upper : entry[1]) route.split.upper.push_back(nb::cast<int>(upper));
+    if (route.split.order.size() != route.split.upper.size()) {
+      throw nb::value_error(("routes['" + model + "']: split order and split upper differ in length").c_str());
+    }
+    for (auto [name, version] : nb::cast<nb::dict>(entry[2])) {
+      route.versions[nb::cast<std::string>(name)] = NativeVersionPtr(version);
+    }
+    table->models.emplace(model, std::move(route));
+  }
+  return table;
+}
+
+std::optional<nb::list> NativeDecode(nb::bytes request, long long max_texts) {
+  inference::ModelInferRequest parsed;
+  if (!parsed.ParseFromArray(request.c_str(), static_cast<int>(request.size()))) return std::nullopt;
+  auto texts = ortserve::DecodeTexts(parsed, max_texts);
+  if (!texts) return std::nullopt;
+  nb::list out;
+  for (std::string_view text : *texts) {
+    out.append(nb::steal(PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "strict")));
+  }
+  return out;
+}
+
+}  // namespace
+
+void BindFrontend(nb::module_& m) {
+  nb::class_<ortserve::Frontend>(m, "Frontend",
+                                 "grpc++ server on the public port: native ModelInfer, the rest proxied to backend.")
+      .def(
+          "__init__",
+          [](ortserve::Frontend* self, const std::string& address, const std::string& backend, nb::handle events,
+             int max_message_bytes, long long max_texts, std::optional<nb::bytes> tls_cert,
+             std::optional<nb::bytes> tls_key, std::optional<nb::bytes> tls_client_ca) {
+            if (max_message_bytes < 1) throw nb::value_error("max_message_bytes must be >= 1");
+            if (max_texts < 1) throw nb::value_error("max_texts must be >= 1");
+            if (tls_cert.has_value() != tls_key.has_value()) {
+              throw nb::value_error("tls_cert and tls_key go together: give both or neither");
+            }
+            if (tls_client_ca && !tls_cert) throw nb::value_error("tls_client_ca needs tls_cert and tls_key");
+            ortserve::FrontendOptions options{address, backend, max_message_bytes, max_texts,
+                                              Bytes(tls_cert), Bytes(tls_key), Bytes(tls_client_ca)};
+            new (self) ortserve::Frontend(std::move(options), EventSinkPtr(events));
+          },
+          "address"_a, "backend"_a, nb::kw_only(), "events"_a, "max_message_bytes"_a, "max_texts"_a,
+          "tls_cert"_a = nb::none(), "tls_key"_a = nb::none(), "tls_client_ca"_a = nb::none())
+      .def("start", &ortserve::Frontend::Start, nb::call_guard<nb::gil_scoped_release>(),
+           "Bind and serve; returns the bound port. RuntimeError naming the address when it cannot bind.")
+      .def(
+          "set_routes", [](ortserve::Frontend& self, nb::dict routes) { self.SetRoutes(ToRouteTable(routes)); },
+          "routes"_a, "Replace the native route table: {model: (split order, split upper, {version: NativeVersion})}.")
+      .def("set_health", &ortserve::Frontend::SetHealth, "service"_a, "serving"_a,
+           nb::call_guard<nb::gil_scoped_release>(), "Set a grpc.health.v1 status ('' = the server).")
+      .def("shutdown", &ortserve::Frontend::Shutdown, "grace_s"_a, nb::call_guard<nb::gil_scoped_release>(),
+           "NOT_SERVING at once, stop accepting, in-flight calls get grace_s, then the rest are cancelled.")
+      .def_prop_ro("in_flight", &ortserve::Frontend::in_flight, "Native ModelInfer calls in progress.");
+
+  m.def("_native_decode", &NativeDecode, "request"_a, "max_texts"_a,
+        "The texts of a serialized ModelInferRequest on the native fast path, or None (then it is proxied).");
+}
