@@ -139,6 +139,7 @@ std::string InfoRepr(const TensorInfo& info) {
 }  // namespace
 
 void BindWordPiece(nb::module_& m);  // wordpiece_bindings.cc
+void BindNative(nb::module_& m);     // native_bindings.cc
 
 NB_MODULE(_engine, m) {
   m.doc() = "ONNX Runtime engine (C++). Import ortserve.engine_ext, not this module.";
@@ -158,6 +159,7 @@ NB_MODULE(_engine, m) {
                                               "run() was called after close().");
   g_errors = &errors;
   BindWordPiece(m);
+  BindNative(m);
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
