@@ -12,6 +12,8 @@ e.g. for a custom ORT build.
 
 ``WordPiece`` (see ``load_wordpiece``) is the native BERT tokenizer, equal to HF tokenizers' ids.
 ``route_bucket`` is the native data path's canary bucket, equal to ``service.router.bucket``.
+``NativeVersion`` is one version on the native batcher (service/batcher.py's policy in C++), its batches run
+on ``NativeLanes`` and reported through an ``EventSink``.
 """
 
 from __future__ import annotations
@@ -68,19 +70,33 @@ library_path = _engine.library_path
 WordPiece = _engine.WordPiece
 wordpiece_tables_version = _engine.wordpiece_tables_version
 route_bucket = _engine.route_bucket
+EventSink = _engine.EventSink
+NativeLanes = _engine.NativeLanes
+NativeVersion = _engine.NativeVersion
+NativeTicket = _engine.NativeTicket
+NativeBatchPolicy = _engine.NativeBatchPolicy
+NativeThroughput = _engine.NativeThroughput
+native_choose_batch = _engine.native_choose_batch
 
 __all__ = [
     "Engine",
     "EngineClosedError",
     "EngineError",
+    "EventSink",
     "InputError",
     "ModelLoadError",
+    "NativeBatchPolicy",
+    "NativeLanes",
+    "NativeThroughput",
+    "NativeTicket",
+    "NativeVersion",
     "NonFiniteOutputError",
     "TensorInfo",
     "UnsupportedTokenizer",
     "WordPiece",
     "library_path",
     "load_wordpiece",
+    "native_choose_batch",
     "ort_version",
     "route_bucket",
     "wordpiece_tables_version",

@@ -141,6 +141,7 @@ std::string InfoRepr(const TensorInfo& info) {
 
 void BindWordPiece(nb::module_& m);  // wordpiece_bindings.cc
 void BindRoute(nb::module_& m);      // route_bindings.cc
+void BindNative(nb::module_& m);     // native_bindings.cc
 #ifdef ORTSERVE_WITH_FRONTEND
 void BindFrontend(nb::module_& m);   // frontend_bindings.cc
 #endif
@@ -163,6 +164,7 @@ NB_MODULE(_engine, m) {
                                               "run() was called after close().");
   g_errors = &errors;
   BindWordPiece(m);
+  BindNative(m);
   BindRoute(m);
 #ifdef ORTSERVE_WITH_FRONTEND
   BindFrontend(m);

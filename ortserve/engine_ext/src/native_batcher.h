@@ -78,6 +78,10 @@ class Lanes {
   ~Lanes();  // Stop()
   void Stop();  // runs what is queued, then joins
   int lanes() const;
+  // While paused, no thread starts a new task (running ones finish). Lets tests hold the engine "busy"
+  // deterministically, without relying on how long a run takes. Stop() resumes.
+  void Pause();
+  void Resume();
   // Implementation-defined members follow (task queues per lane, threads).
   struct Impl;
   Impl* impl() const { return impl_.get(); }
@@ -91,6 +95,7 @@ class NativeBatcher : public std::enable_shared_from_this<NativeBatcher> {
   struct Call;  // one Submit: its texts' rows, deadline, done, progress
   using CallHandle = std::shared_ptr<Call>;
 
+  // Throws OptionError for bad settings (BatchPolicy::Validate's messages, engine_concurrency >= 1, ...).
   NativeBatcher(std::string model, std::string version, TextModel model_ref, BatcherSettings settings,
                 std::shared_ptr<Lanes> lanes, std::shared_ptr<EventSink> events);
   ~NativeBatcher();
@@ -101,7 +106,8 @@ class NativeBatcher : public std::enable_shared_from_this<NativeBatcher> {
                     InferDone done);
   // The call ended on the client's side: its queued texts leave the queue; done(CANCELLED) unless done already.
   void Cancel(const CallHandle& call);
-  // Refuses new calls (UNAVAILABLE), answers queued ones UNAVAILABLE, waits for running batches. Idempotent.
+  // Refuses new calls (UNAVAILABLE), answers queued ones UNAVAILABLE, waits for running batches (and for their
+  // answers to have been delivered). Idempotent. Never call it from a done callback (it would wait for itself).
   void Close();
 
   int queue_depth() const;  // texts admitted, not yet in a running batch

@@ -1,0 +1,80 @@
+// service/batch_policy.py in C++, line for line: the differential test requires the same indices, so every
+// sort is stable with Python's keys and every comparison uses the same (double) arithmetic.
+#include "batch_policy.h"
+
+#include <algorithm>
+#include <numeric>
+#include <optional>
+#include <tuple>
+
+#include "errors.h"
+
+namespace ortserve {
+
+void BatchPolicy::Validate() const {
+  if (max_batch_size < 1) throw OptionError("max_batch_size must be >= 1");
+  if (max_queue_delay_s < 0) throw OptionError("max_queue_delay_s must be >= 0");
+  if (max_padding_ratio < 1.0) throw OptionError("max_padding_ratio must be >= 1.0");
+  if (batch_overhead_tokens < 0) throw OptionError("batch_overhead_tokens must be >= 0");
+  if (max_batch_tokens < 1) throw OptionError("max_batch_tokens must be >= 1");
+  if (sort_window < 0) throw OptionError("sort_window must be >= 0");
+}
+
+std::vector<size_t> ChooseBatch(const std::vector<PendingText>& pending, double now, const BatchPolicy& policy) {
+  if (pending.empty()) return {};
+  std::vector<size_t> candidates(pending.size());
+  std::iota(candidates.begin(), candidates.end(), size_t{0});
+  auto by_age = [&](size_t a, size_t b) { return pending[a].enqueued_at < pending[b].enqueued_at; };
+  if (policy.sort_window > 0 && pending.size() > static_cast<size_t>(policy.sort_window)) {
+    std::stable_sort(candidates.begin(), candidates.end(), by_age);
+    candidates.resize(static_cast<size_t>(policy.sort_window));
+  }
+  std::vector<size_t> order = candidates;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::make_tuple(pending[a].length, pending[a].enqueued_at) <
+           std::make_tuple(pending[b].length, pending[b].enqueued_at);
+  });
+  // Python's min(): the first candidate of least enqueued_at.
+  const size_t oldest = *std::min_element(candidates.begin(), candidates.end(), by_age);
+  const bool must_include = now - pending[oldest].enqueued_at >= policy.max_queue_delay_s;
+
+  size_t best_start = 0, best_end = 1;
+  std::optional<std::tuple<size_t, bool, long long>> best_score;
+  for (size_t start = 0; start < order.size(); ++start) {
+    long long total = 0;
+    size_t end = start;
+    while (end < order.size() && end - start < static_cast<size_t>(policy.max_batch_size)) {
+      const long long length = pending[order[end]].length;
+      // Sorted order: the newest member is the longest, so it sets the padded width.
+      const long long n = static_cast<long long>(end - start + 1);
+      const long long real = total + length;
+      const long long waste = n * length - real;
+      const double allowed = std::max((policy.max_padding_ratio - 1.0) * static_cast<double>(real),
+                                      static_cast<double>((n - 1) * policy.batch_overhead_tokens));
+      if (end > start && (static_cast<double>(waste) > allowed || n * length > policy.max_batch_tokens)) break;
+      total += length;
+      ++end;
+    }
+    const bool has_oldest = std::find(order.begin() + start, order.begin() + end, oldest) != order.begin() + end;
+    if (must_include && !has_oldest) continue;
+    const std::tuple<size_t, bool, long long> score{end - start, has_oldest, -pending[order[end - 1]].length};
+    if (!best_score || score > *best_score) {
+      best_start = start;
+      best_end = end;
+      best_score = score;
+    }
+  }
+  return {order.begin() + best_start, order.begin() + best_end};
+}
+
+void Throughput::Observe(int texts, double seconds) {
+  if (seconds <= 0) return;
+  const double rate = texts / seconds;
+  texts_per_s_ = texts_per_s_ == 0 ? rate : (1 - alpha_) * texts_per_s_ + alpha_ * rate;
+}
+
+double Throughput::WaitS(int texts_ahead) const {
+  return texts_per_s_ > 0 ? texts_ahead / texts_per_s_ : 0.0;
+}
+
+}  // namespace ortserve

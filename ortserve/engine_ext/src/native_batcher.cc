@@ -1,0 +1,691 @@
+// The native batcher (see native_batcher.h). One mutex per version guards everything the Python Batcher keeps
+// on its event loop (pending texts, admitted count, lane load, throughput); engine runs and done callbacks
+// happen with no lock held. Every state change is the Python method of the same name: _admit, _lane, _start,
+// _stop, _dispatch, _expire, _finish, _run_alone.
+#include "native_batcher.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <exception>
+#include <numeric>
+#include <thread>
+#include <unordered_set>
+#include <utility>
+
+#include "errors.h"
+
+namespace ortserve {
+
+const char* CodeName(Code code) {
+  switch (code) {
+    case Code::kOk: return "OK";
+    case Code::kCancelled: return "CANCELLED";
+    case Code::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
+    case Code::kResourceExhausted: return "RESOURCE_EXHAUSTED";
+    case Code::kInternal: return "INTERNAL";
+    case Code::kUnavailable: return "UNAVAILABLE";
+  }
+  return "UNKNOWN";
+}
+
+namespace {
+
+constexpr char kShuttingDown[] = "model version is shutting down; retry";
+constexpr char kExpiredQueued[] = "deadline exceeded while queued; the request never reached the engine";
+constexpr char kExpiredBefore[] = "deadline exceeded before the request reached the engine";
+constexpr char kCancelled[] = "call cancelled by the client";
+constexpr char kOutput[] = "logits";
+
+double Seconds(Clock::time_point t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
+double NowS() { return Seconds(Clock::now()); }
+
+std::string Format(const char* format, double a, double b) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, a, b);
+  return buffer;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// textmodel.TextClassifier.run: pad to the longest text with pad_id, mask 1/0, token_type_ids zeros when the
+// graph takes them; logits float32 [rows, labels]. Throws (std::exception) what the engine throws.
+std::vector<float> RunEngine(const TextModel& model, bool narrow, const std::vector<const std::vector<int64_t>*>& rows) {
+  const size_t n = rows.size();
+  size_t width = 0;
+  for (const auto* ids : rows) width = std::max(width, ids->size());
+  std::vector<int64_t> input_ids(n * width, model.pad_id);
+  std::vector<int64_t> mask(n * width, 0);
+  for (size_t r = 0; r < n; ++r) {
+    std::copy(rows[r]->begin(), rows[r]->end(), input_ids.begin() + static_cast<std::ptrdiff_t>(r * width));
+    std::fill_n(mask.begin() + static_cast<std::ptrdiff_t>(r * width), rows[r]->size(), int64_t{1});
+  }
+  const std::vector<int64_t> shape{static_cast<int64_t>(n), static_cast<int64_t>(width)};
+  const size_t nbytes = n * width * sizeof(int64_t);
+  std::vector<InputView> feeds{{"input_ids", "int64", shape, input_ids.data(), nbytes},
+                               {"attention_mask", "int64", shape, mask.data(), nbytes}};
+  std::vector<int64_t> token_types;
+  if (model.token_types) {
+    token_types.assign(n * width, 0);
+    feeds.push_back({"token_type_ids", "int64", shape, token_types.data(), nbytes});
+  }
+  const Engine& engine = narrow && model.narrow != nullptr ? *model.narrow : *model.wide;
+  std::vector<OutputTensor> outputs = engine.Run(feeds);
+  for (OutputTensor& output : outputs) {
+    if (output.name != kOutput) continue;
+    const std::vector<int64_t> expected{static_cast<int64_t>(n), model.labels};
+    if (output.shape != expected) {
+      throw EngineError(std::string("model returned '") + kOutput + "' of shape " + ShapeText(output.shape) +
+                        ", expected " + ShapeText(expected) + " (one row per text, one column per label)");
+    }
+    if (output.dtype != "float32") {
+      throw EngineError(std::string("model returned '") + kOutput + "' of dtype " + output.dtype +
+                        ", expected float32");
+    }
+    const auto* data = reinterpret_cast<const float*>(output.data.get());
+    return std::vector<float>(data, data + n * static_cast<size_t>(model.labels));
+  }
+  throw EngineError(std::string("model has no '") + kOutput + "' output");
+}
+
+}  // namespace
+
+// ---- Lanes ---------------------------------------------------------------------------------------------
+
+struct Lanes::Impl {
+  struct Queue {
+    std::deque<std::function<void()>> tasks;
+    std::condition_variable ready;
+  };
+  // One mutex for every queue: a post is once per batch, far rarer than the work it hands over.
+  std::mutex mutex;
+  std::vector<Queue> lanes;  // one thread each
+  Queue wide;                // shared by the wide threads
+  std::vector<int> load;     // per lane: tasks queued or running, over every version
+  std::vector<std::thread> threads;
+  bool stopping = false;
+  bool paused = false;
+
+  // lane -1: the wide threads. False once Stop() began (the task will never run).
+  bool Post(int lane, std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (stopping) return false;
+    Queue& queue = lane < 0 ? wide : lanes[static_cast<size_t>(lane)];
+    queue.tasks.push_back(std::move(task));
+    if (lane >= 0) ++load[static_cast<size_t>(lane)];
+    queue.ready.notify_one();
+    return true;
+  }
+
+  int Load(int lane) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return load[static_cast<size_t>(lane)];
+  }
+
+  void Loop(Queue& queue, int lane) {
+    std::unique_lock<std::mutex> lock(mutex);
+    for (;;) {
+      queue.ready.wait(lock, [&] { return (!queue.tasks.empty() && !paused) || (stopping && queue.tasks.empty()); });
+      if (queue.tasks.empty()) return;  // stopping, nothing left
+      std::function<void()> task = std::move(queue.tasks.front());
+      queue.tasks.pop_front();
+      lock.unlock();
+      task();  // tasks catch their own exceptions
+      task = nullptr;
+      lock.lock();
+      if (lane >= 0) --load[static_cast<size_t>(lane)];
+    }
+  }
+
+  void WakeAll() {
+    for (Queue& queue : lanes) queue.ready.notify_all();
+    wide.ready.notify_all();
+  }
+};
+
+Lanes::Lanes(int lanes, int wide_threads) : impl_(std::make_unique<Impl>()) {
+  if (lanes < 0) throw OptionError("lanes must be >= 0");
+  if (wide_threads < 1) throw OptionError("wide_threads must be >= 1");
+  impl_->lanes = std::vector<Impl::Queue>(static_cast<size_t>(lanes));
+  impl_->load.assign(static_cast<size_t>(lanes), 0);
+  for (int i = 0; i < lanes; ++i) {
+    impl_->threads.emplace_back([impl = impl_.get(), i] { impl->Loop(impl->lanes[static_cast<size_t>(i)], i); });
+  }
+  for (int i = 0; i < wide_threads; ++i) {
+    impl_->threads.emplace_back([impl = impl_.get()] { impl->Loop(impl->wide, -1); });
+  }
+}
+
+Lanes::~Lanes() { Stop(); }
+
+void Lanes::Stop() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stopping = true;
+    impl_->paused = false;
+    impl_->WakeAll();
+    threads.swap(impl_->threads);
+  }
+  for (std::thread& thread : threads) {
+    if (thread.get_id() == std::this_thread::get_id()) {
+      thread.detach();  // Stop() from one of our own tasks: it ends once that task returns
+    } else {
+      thread.join();
+    }
+  }
+}
+
+int Lanes::lanes() const { return static_cast<int>(impl_->lanes.size()); }
+
+void Lanes::Pause() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (!impl_->stopping) impl_->paused = true;
+}
+
+void Lanes::Resume() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->paused = false;
+  impl_->WakeAll();
+}
+
+// ---- NativeBatcher -------------------------------------------------------------------------------------
+
+struct NativeBatcher::Call {
+  InferDone done;
+  std::optional<Clock::time_point> deadline;
+  // Guarded by State::mutex.
+  bool finished = false;  // done() was called or is about to be: nothing more may touch `result`
+  int remaining = 0;      // texts not answered yet
+  InferResult result;
+
+  bool Expired(Clock::time_point now) const { return deadline && now >= *deadline; }
+};
+
+namespace {
+
+struct Item {
+  NativeBatcher::CallHandle call;
+  int row = 0;
+  std::vector<int64_t> ids;
+  double enqueued_at = 0;
+};
+
+struct Batch {
+  std::vector<Item> items;
+  bool narrow = false;
+  int slot = -1;  // lane index, -1 on the wide threads
+};
+
+struct Answer {
+  NativeBatcher::CallHandle call;
+  InferResult result;
+};
+using Answers = std::vector<Answer>;
+
+// Runs the done callbacks with no lock held.
+void Deliver(Answers& answers) {
+  for (Answer& answer : answers) answer.call->done(std::move(answer.result));
+  answers.clear();
+}
+
+}  // namespace
+
+struct NativeBatcher::State {
+  std::string model_name, version_name;
+  TextModel model;
+  BatcherSettings settings;
+  std::shared_ptr<Lanes> lanes;
+  std::shared_ptr<EventSink> events;
+  bool has_narrow = false;
+  int lane_count = 0;  // lanes this version uses (the first engine_concurrency); 0: wide threads do everything
+  size_t queue_behind_at = 0;
+
+  std::mutex mutex;
+  std::condition_variable idle;
+  std::vector<Item> pending;
+  int admitted = 0;       // texts admitted, not yet in a batch (tokenizing + pending)
+  int running_texts = 0;  // texts in batches handed to the engine
+  int in_flight = 0;      // batches handed to a lane or wide thread, not finished
+  int submitting = 0;     // Submit()s between admission and queueing (they read the tokenizer)
+  int delivering = 0;     // finished batches whose answers are being sent
+  bool wide_running = false;
+  bool closed = false;
+  std::vector<int> lane_load;  // this version's batches per lane: running + queued
+  Throughput throughput;
+
+  bool Idle() const { return in_flight == 0 && submitting == 0 && delivering == 0; }
+
+  // _lane: the session of the next run (true: narrow), or nullopt while the engine has no room for it.
+  std::optional<bool> Lane(bool queued) const {
+    if (wide_running) return std::nullopt;
+    const int concurrency = settings.engine_concurrency;
+    if (in_flight >= concurrency) {
+      // Queue one batch behind a running lane batch once the pending texts fill the sort window: the batch
+      // chosen now is the one chosen when that lane frees. Never beside a lone run (not on a lane).
+      const bool behind = queued && lane_count > 0 && in_flight < 2 * concurrency &&
+                          std::accumulate(lane_load.begin(), lane_load.end(), 0) == in_flight &&
+                          pending.size() >= queue_behind_at;
+      if (!behind) return std::nullopt;
+    }
+    if (!has_narrow) return false;
+    return in_flight != 0 || queued;
+  }
+
+  void Start(bool narrow, int texts) {
+    ++in_flight;
+    running_texts += texts;
+    wide_running = !narrow && has_narrow;  // a wide run holds every intra-op thread: nothing beside it
+  }
+
+  void Stop(int texts) {
+    --in_flight;
+    running_texts -= texts;
+    wide_running = false;
+  }
+
+  // Answers `call` with an error (once) and drops its texts still pending.
+  void Fail(const CallHandle& call, Code code, std::string message, Answers& answers) {
+    if (call->finished) return;
+    call->finished = true;
+    const size_t before = pending.size();
+    pending.erase(std::remove_if(pending.begin(), pending.end(), [&](const Item& item) { return item.call == call; }),
+                  pending.end());
+    admitted -= static_cast<int>(before - pending.size());
+    InferResult result;
+    result.code = code;
+    result.message = std::move(message);
+    result.tokenize_s = call->result.tokenize_s;
+    answers.push_back({call, std::move(result)});
+  }
+
+  void Expire(Clock::time_point now, Answers& answers) {
+    std::vector<CallHandle> expired;
+    for (const Item& item : pending) {
+      if (item.call->Expired(now) && std::find(expired.begin(), expired.end(), item.call) == expired.end()) {
+        expired.push_back(item.call);
+      }
+    }
+    for (const CallHandle& call : expired) Fail(call, Code::kDeadlineExceeded, kExpiredQueued, answers);
+  }
+
+  void Event(int texts, int padded, int real, double engine_s, bool narrow) {
+    events->Push(BatchEvent{model_name, version_name, texts, padded, real, engine_s, narrow ? "narrow" : "wide"});
+  }
+
+  int PickSlot() const {
+    int best = 0, best_global = lanes->impl()->Load(0);
+    for (int slot = 1; slot < lane_count; ++slot) {
+      const int global = lanes->impl()->Load(slot);
+      const auto i = static_cast<size_t>(slot);
+      if (lane_load[i] < lane_load[static_cast<size_t>(best)] ||
+          (lane_load[i] == lane_load[static_cast<size_t>(best)] && global < best_global)) {
+        best = slot;
+        best_global = global;
+      }
+    }
+    return best;
+  }
+
+  // _dispatch: batches for every lane with room. Under `mutex`.
+  void Dispatch(const std::shared_ptr<NativeBatcher>& self, Answers& answers) {
+    std::optional<bool> lane;
+    while (!pending.empty() && (lane = Lane(true))) {
+      const Clock::time_point now_tp = Clock::now();
+      Expire(now_tp, answers);
+      if (pending.empty()) return;
+      std::vector<PendingText> keys;
+      keys.reserve(pending.size());
+      for (const Item& item : pending) keys.push_back({static_cast<int>(item.ids.size()), item.enqueued_at});
+      const std::vector<size_t> chosen = ChooseBatch(keys, Seconds(now_tp), settings.policy);
+      auto batch = std::make_shared<Batch>();
+      batch->narrow = *lane;
+      std::vector<bool> picked(pending.size(), false);
+      for (size_t i : chosen) {
+        picked[i] = true;
+        batch->items.push_back(std::move(pending[i]));
+      }
+      size_t kept = 0;
+      for (size_t i = 0; i < pending.size(); ++i) {
+        if (!picked[i]) pending[kept++] = std::move(pending[i]);
+      }
+      pending.resize(kept);
+      const int texts = static_cast<int>(batch->items.size());
+      admitted -= texts;
+      Start(batch->narrow, texts);
+      if (lane_count > 0) {
+        batch->slot = PickSlot();
+        ++lane_load[static_cast<size_t>(batch->slot)];
+      }
+      if (!lanes->impl()->Post(batch->slot, [this, self, batch] { RunBatch(self, *batch); })) {
+        Stop(texts);  // the lanes stopped: the server is going down
+        if (batch->slot >= 0) --lane_load[static_cast<size_t>(batch->slot)];
+        for (const Item& item : batch->items) Fail(item.call, Code::kUnavailable, kShuttingDown, answers);
+        for (const Item& item : pending) Fail(item.call, Code::kUnavailable, kShuttingDown, answers);
+        return;
+      }
+    }
+  }
+
+  // After a run: dispatch the next batch first, then send the answers (the engine never waits for them).
+  void DispatchAndDeliver(const std::shared_ptr<NativeBatcher>& self, std::unique_lock<std::mutex>& lock,
+                          Answers& answers) {
+    if (!closed) Dispatch(self, answers);
+    ++delivering;
+    lock.unlock();
+    Deliver(answers);
+    lock.lock();
+    --delivering;
+    if (Idle()) idle.notify_all();
+  }
+
+  // _run_batch + _finish, on a lane (or wide) thread.
+  void RunBatch(const std::shared_ptr<NativeBatcher>& self, Batch& batch) {
+    Answers answers;
+    std::vector<const Item*> kept;
+    {
+      // A batch queued behind another waited for it: texts whose call ended or whose deadline passed
+      // meanwhile never reach the engine.
+      std::lock_guard<std::mutex> lock(mutex);
+      const Clock::time_point now = Clock::now();
+      for (const Item& item : batch.items) {
+        if (item.call->Expired(now)) Fail(item.call, Code::kDeadlineExceeded, kExpiredQueued, answers);
+      }
+      for (const Item& item : batch.items) {
+        if (!item.call->finished) kept.push_back(&item);
+      }
+    }
+    const double started = NowS();
+    std::vector<float> logits;
+    std::string error;
+    bool failed = false;
+    double engine_s = 0;
+    if (!kept.empty()) {
+      std::vector<const std::vector<int64_t>*> rows;
+      for (const Item* item : kept) rows.push_back(&item->ids);
+      try {
+        logits = RunEngine(model, batch.narrow, rows);
+      } catch (const std::exception& e) {
+        failed = true;
+        error = e.what();
+      }
+      engine_s = NowS() - started;
+    }
+    std::unique_lock<std::mutex> lock(mutex);
+    Stop(static_cast<int>(batch.items.size()));
+    if (batch.slot >= 0) --lane_load[static_cast<size_t>(batch.slot)];
+    if (failed) {
+      for (const Item* item : kept) Fail(item->call, Code::kInternal, "inference failed: " + error, answers);
+    } else if (!kept.empty()) {
+      const int texts = static_cast<int>(kept.size());
+      throughput.Observe(texts, engine_s);
+      size_t width = 0, real = 0;
+      for (const Item* item : kept) {
+        width = std::max(width, item->ids.size());
+        real += item->ids.size();
+      }
+      Event(texts, static_cast<int>(width) * texts, static_cast<int>(real), engine_s, batch.narrow);
+      const auto labels = static_cast<size_t>(model.labels);
+      std::unordered_set<const Call*> seen;
+      for (size_t row = 0; row < kept.size(); ++row) {
+        const Item& item = *kept[row];
+        Call& call = *item.call;
+        if (call.finished) continue;
+        // Queued until the engine started it: a batch queued behind a lane's running one waits there too.
+        call.result.queue_s = std::max(call.result.queue_s, started - item.enqueued_at);
+        std::copy_n(logits.begin() + static_cast<std::ptrdiff_t>(row * labels), labels,
+                    call.result.logits.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(item.row) * labels));
+        if (seen.insert(&call).second) {  // a call split over batches pays each batch once
+          call.result.engine_s += engine_s;
+          call.result.batch_size = std::max(call.result.batch_size, texts);
+        }
+        if (--call.remaining == 0) {
+          call.finished = true;
+          answers.push_back({item.call, std::move(call.result)});
+        }
+      }
+    }
+    DispatchAndDeliver(self, lock, answers);
+  }
+
+  // _run_alone on a wide thread: nothing queued, so nothing to batch with.
+  void RunAlone(const std::shared_ptr<NativeBatcher>& self, const CallHandle& call,
+                const std::vector<std::vector<int64_t>>& ids, bool narrow) {
+    std::vector<const std::vector<int64_t>*> rows;
+    size_t width = 0, real = 0;
+    for (const auto& row : ids) {
+      rows.push_back(&row);
+      width = std::max(width, row.size());
+      real += row.size();
+    }
+    const int texts = static_cast<int>(ids.size());
+    const double started = NowS();
+    std::vector<float> logits;
+    std::string error;
+    bool failed = false;
+    try {
+      logits = RunEngine(model, narrow, rows);
+    } catch (const std::exception& e) {
+      failed = true;
+      error = e.what();
+    }
+    const double engine_s = NowS() - started;
+    Answers answers;
+    std::unique_lock<std::mutex> lock(mutex);
+    Stop(texts);
+    if (failed) {
+      Fail(call, Code::kInternal, "inference failed: " + error, answers);
+    } else {
+      throughput.Observe(texts, engine_s);
+      Event(texts, static_cast<int>(width) * texts, static_cast<int>(real), engine_s, narrow);
+      if (!call->finished) {
+        call->finished = true;
+        InferResult& result = call->result;
+        result.logits = std::move(logits);
+        result.engine_s = engine_s;
+        result.batch_size = texts;
+        answers.push_back({call, std::move(result)});
+      }
+    }
+    DispatchAndDeliver(self, lock, answers);
+  }
+
+  // _admit: refuses (a message) past the queue's bound in texts or in expected wait. An empty queue always
+  // admits: the per-request maximum, not the queue size, bounds what one call may send.
+  std::optional<InferResult> Admit(int n) const {
+    if (admitted == 0) return std::nullopt;
+    // Batches run engine_concurrency at a time, so the queue drains that much faster.
+    const double wait = throughput.WaitS(admitted + running_texts) / settings.engine_concurrency;
+    InferResult refusal;
+    refusal.code = Code::kResourceExhausted;
+    refusal.retry_after_s = wait;
+    if (admitted + n > settings.max_queue_items) {
+      refusal.message = "server busy: " + std::to_string(admitted) + " texts queued for this model version (limit " +
+                        std::to_string(settings.max_queue_items) + "); retry with backoff";
+      return refusal;
+    }
+    if (settings.max_queue_wait_s != 0 && wait > settings.max_queue_wait_s) {
+      refusal.message = "server busy: " + std::to_string(admitted) + " texts queued for this model version, " +
+                        Format("about %.0f ms of work (limit %.0f ms)", wait * 1000, settings.max_queue_wait_s * 1000) +
+                        "; retry with backoff";
+      return refusal;
+    }
+    return std::nullopt;
+  }
+};
+
+NativeBatcher::NativeBatcher(std::string model, std::string version, TextModel model_ref, BatcherSettings settings,
+                             std::shared_ptr<Lanes> lanes, std::shared_ptr<EventSink> events)
+    : model_(std::move(model)), version_(std::move(version)), state_(std::make_unique<State>()) {
+  settings.policy.Validate();
+  if (settings.engine_concurrency < 1) throw OptionError("engine_concurrency must be >= 1");
+  if (settings.max_queue_items < 1) throw OptionError("max_queue_items must be >= 1");
+  if (settings.max_queue_wait_s < 0) throw OptionError("max_queue_wait_s must be >= 0");
+  if (model_ref.wide == nullptr || model_ref.tokenizer == nullptr) {
+    throw OptionError("a native batcher needs a wide engine and a tokenizer");
+  }
+  if (model_ref.labels < 1) throw OptionError("labels must be >= 1");
+  if (!lanes || !events) throw OptionError("a native batcher needs lanes and an event sink");
+  State& s = *state_;
+  s.model_name = model_;
+  s.version_name = version_;
+  s.model = model_ref;
+  s.settings = settings;
+  s.lanes = std::move(lanes);
+  s.events = std::move(events);
+  // Lanes only pay when runs go side by side; with one at a time the wide session does everything.
+  s.has_narrow = model_ref.narrow != nullptr && settings.engine_concurrency > 1;
+  s.lane_count = s.lanes->lanes() >= settings.engine_concurrency ? settings.engine_concurrency : 0;
+  s.lane_load.assign(static_cast<size_t>(s.lane_count), 0);
+  s.queue_behind_at = static_cast<size_t>(settings.policy.sort_window ? settings.policy.sort_window
+                                                                      : settings.policy.max_batch_size);
+}
+
+NativeBatcher::~NativeBatcher() { Close(); }
+
+NativeBatcher::CallHandle NativeBatcher::Submit(const std::vector<std::string_view>& texts,
+                                                std::optional<Clock::time_point> deadline, InferDone done) {
+  State& s = *state_;
+  auto call = std::make_shared<Call>();
+  call->done = std::move(done);
+  call->deadline = deadline;
+  const int n = static_cast<int>(texts.size());
+  std::optional<bool> lone;
+  std::optional<InferResult> refusal;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.closed) {
+      refusal = InferResult{};
+      refusal->code = Code::kUnavailable;
+      refusal->message = kShuttingDown;
+    } else if (n == 0) {
+      refusal = InferResult{};  // nothing to run: an empty OK answer
+      refusal->labels = s.model.labels;
+    } else {
+      refusal = s.Admit(n);
+    }
+    if (!refusal) {
+      if (s.admitted == 0) lone = s.Lane(false);
+      if (lone) {
+        s.Start(*lone, n);
+      } else {
+        s.admitted += n;
+      }
+      ++s.submitting;
+    }
+  }
+  if (refusal) {
+    call->finished = true;
+    call->done(std::move(*refusal));  // on the caller's thread, no lock held
+    return call;
+  }
+
+  const Clock::time_point tokenize_start = Clock::now();
+  std::vector<std::vector<int64_t>> ids(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) s.model.tokenizer->Encode(texts[i], ids[i]);
+  const Clock::time_point tokenized = Clock::now();
+  const double now = Seconds(tokenized);
+
+  Answers answers;
+  std::unique_lock<std::mutex> lock(s.mutex);
+  --s.submitting;
+  call->result.tokenize_s = std::chrono::duration<double>(tokenized - tokenize_start).count();
+  call->result.rows = n;
+  call->result.labels = s.model.labels;
+  call->result.logits.assign(static_cast<size_t>(n) * static_cast<size_t>(s.model.labels), 0.0f);
+  call->remaining = n;
+  auto refuse = [&](Code code, const char* message) {
+    if (lone) {
+      s.Stop(n);
+    } else {
+      s.admitted -= n;
+    }
+    s.Fail(call, code, message, answers);
+    if (lone && !s.closed) s.Dispatch(shared_from_this(), answers);  // calls may have queued behind this one
+  };
+  if (s.closed) {
+    refuse(Code::kUnavailable, kShuttingDown);
+  } else if (call->Expired(tokenized)) {
+    refuse(Code::kDeadlineExceeded, kExpiredBefore);
+  } else if (lone) {
+    auto self = shared_from_this();
+    auto shared_ids = std::make_shared<std::vector<std::vector<int64_t>>>(std::move(ids));
+    const bool narrow = *lone;
+    State* state = &s;
+    if (!s.lanes->impl()->Post(-1, [state, self, call, shared_ids, narrow] {
+          state->RunAlone(self, call, *shared_ids, narrow);
+        })) {
+      refuse(Code::kUnavailable, kShuttingDown);
+    }
+  } else {
+    for (int row = 0; row < n; ++row) {
+      s.pending.push_back(Item{call, row, std::move(ids[static_cast<size_t>(row)]), now});
+    }
+    s.Dispatch(shared_from_this(), answers);
+  }
+  if (s.Idle()) s.idle.notify_all();
+  lock.unlock();
+  Deliver(answers);
+  return call;
+}
+
+void NativeBatcher::Cancel(const CallHandle& call) {
+  if (!call) return;
+  State& s = *state_;
+  Answers answers;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    s.Fail(call, Code::kCancelled, kCancelled, answers);
+  }
+  Deliver(answers);
+}
+
+void NativeBatcher::Close() {
+  State& s = *state_;
+  Answers answers;
+  std::unique_lock<std::mutex> lock(s.mutex);
+  if (!s.closed) {
+    s.closed = true;
+    std::vector<CallHandle> queued;
+    for (const Item& item : s.pending) queued.push_back(item.call);
+    for (const CallHandle& call : queued) s.Fail(call, Code::kUnavailable, kShuttingDown, answers);
+    s.admitted -= static_cast<int>(s.pending.size());  // none left: Fail dropped every call's texts
+    s.pending.clear();
+  }
+  lock.unlock();
+  Deliver(answers);
+  lock.lock();
+  s.idle.wait(lock, [&] { return s.Idle(); });
+}
+
+int NativeBatcher::queue_depth() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->admitted;
+}
+
+// ---- NativeVersion -------------------------------------------------------------------------------------
+
+bool NativeVersion::Acquire() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (draining_) return false;
+  in_flight_.fetch_add(1);
+  return true;
+}
+
+void NativeVersion::Release() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (in_flight_.fetch_sub(1) == 1) released_.notify_all();
+}
+
+bool NativeVersion::Drain(double timeout_s) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  draining_ = true;
+  return released_.wait_for(lock, std::chrono::duration<double>(std::max(timeout_s, 0.0)),
+                            [&] { return in_flight_.load() == 0; });
+}
+
+}  // namespace ortserve

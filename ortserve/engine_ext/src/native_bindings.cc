@@ -1,0 +1,320 @@
+// Python bindings for the native batcher: EventSink, NativeLanes, NativeVersion (with its tickets), and the
+// batch policy's functions for the differential tests. Every wait releases the GIL; the C++ side never takes it.
+#include "native_bindings.h"
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "batch_policy.h"
+#include "errors.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using namespace ortserve;
+
+namespace {
+
+// Python owns these through shared_ptrs the batchers share, so no C++ thread ever drops a Python reference.
+struct PyEventSink {
+  std::shared_ptr<EventSink> sink;
+};
+
+struct PyLanes {
+  std::shared_ptr<Lanes> lanes;
+};
+
+struct PyNativeVersion {
+  std::shared_ptr<NativeVersion> version;
+  // The engines and tokenizer are borrowed from Python objects (kept alive by nb::keep_alive, released after
+  // this destructor): close first, so that no run or tokenize can outlive them. Close never needs the GIL.
+  ~PyNativeVersion() {
+    if (version) version->batcher().Close();
+  }
+};
+
+// One submitted call: the done callback stores the result here; Python waits for it.
+struct TicketState {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  std::optional<InferResult> result;
+
+  InferDone Callback(const std::shared_ptr<TicketState>& self) {
+    return [self](InferResult&& result) {
+      std::lock_guard<std::mutex> lock(self->mutex);
+      self->result = std::move(result);
+      self->done_cv.notify_all();
+    };
+  }
+
+  // True when done; waits (GIL released by the caller) up to timeout_s, forever when nullopt.
+  bool Wait(std::optional<double> timeout_s) {
+    std::unique_lock<std::mutex> lock(mutex);
+    auto ready = [&] { return result.has_value(); };
+    if (!timeout_s) {
+      done_cv.wait(lock, ready);
+      return true;
+    }
+    return done_cv.wait_for(lock, std::chrono::duration<double>(std::max(*timeout_s, 0.0)), ready);
+  }
+};
+
+struct PyTicket {
+  std::shared_ptr<NativeVersion> version;
+  NativeBatcher::CallHandle call;
+  std::shared_ptr<TicketState> state;
+};
+
+std::optional<Clock::time_point> DeadlineIn(std::optional<double> timeout_s) {
+  if (!timeout_s) return std::nullopt;
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*timeout_s));
+}
+
+// UTF-8 views into the str objects (CPython caches their UTF-8), valid while `keep` holds them.
+std::vector<std::string_view> TextViews(nb::handle texts, std::vector<nb::object>& keep) {
+  if (PyUnicode_Check(texts.ptr())) throw nb::type_error("texts must be a sequence of str, not a str");
+  std::vector<std::string_view> views;
+  for (nb::handle text : texts) {
+    if (!PyUnicode_Check(text.ptr())) {
+      throw nb::type_error(("texts must hold str, got " + nb::cast<std::string>(nb::type_name(text.type()))).c_str());
+    }
+    Py_ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+    if (data == nullptr) throw nb::python_error();  // e.g. a lone surrogate
+    keep.push_back(nb::borrow(text));
+    views.emplace_back(data, static_cast<size_t>(size));
+  }
+  return views;
+}
+
+std::shared_ptr<TicketState> Submit(PyNativeVersion& self, nb::handle texts, std::optional<double> timeout_s,
+                                    NativeBatcher::CallHandle* call) {
+  std::vector<nb::object> keep;
+  const std::vector<std::string_view> views = TextViews(texts, keep);
+  auto state = std::make_shared<TicketState>();
+  nb::gil_scoped_release release;
+  *call = self.version->batcher().Submit(views, DeadlineIn(timeout_s), state->Callback(state));
+  return state;
+}
+
+// (code name, message, logits float32 [rows, labels] or None, timings)
+nb::tuple ResultTuple(InferResult& result) {
+  nb::object logits = nb::none();
+  if (result.code == Code::kOk) {
+    auto* owned = new std::vector<float>(std::move(result.logits));
+    nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+    const size_t shape[2] = {static_cast<size_t>(result.rows), static_cast<size_t>(result.labels)};
+    logits = nb::ndarray<nb::numpy, float, nb::ndim<2>>(owned->data(), 2, shape, owner).cast();
+  }
+  nb::dict timings;
+  timings["tokenize_s"] = result.tokenize_s;
+  timings["queue_s"] = result.queue_s;
+  timings["engine_s"] = result.engine_s;
+  timings["batch_size"] = result.batch_size;
+  timings["retry_after_s"] = result.retry_after_s;
+  return nb::make_tuple(CodeName(result.code), result.message, logits, timings);
+}
+
+nb::object EventTuple(const Event& event) {
+  if (const auto* r = std::get_if<RequestEvent>(&event)) {
+    return nb::make_tuple("request", r->request_id, r->model, r->version, r->route, r->texts, r->batch_size,
+                          r->queue_s, r->tokenize_s, r->engine_s, r->total_s, r->status, r->error);
+  }
+  const auto& b = std::get<BatchEvent>(event);
+  return nb::make_tuple("batch", b.model, b.version, b.texts, b.padded_tokens, b.real_tokens, b.engine_s, b.lane);
+}
+
+BatchPolicy MakePolicy(int max_batch_size, double max_queue_delay_s, double max_padding_ratio,
+                       int batch_overhead_tokens, int max_batch_tokens, int sort_window) {
+  BatchPolicy policy;
+  policy.max_batch_size = max_batch_size;
+  policy.max_queue_delay_s = max_queue_delay_s;
+  policy.max_padding_ratio = max_padding_ratio;
+  policy.batch_overhead_tokens = batch_overhead_tokens;
+  policy.max_batch_tokens = max_batch_tokens;
+  policy.sort_window = sort_window;
+  return policy;
+}
+
+}  // namespace
+
+std::shared_ptr<NativeVersion> NativeVersionPtr(nb::handle object) {
+  return nb::cast<PyNativeVersion&>(object).version;
+}
+
+std::shared_ptr<EventSink> EventSinkPtr(nb::handle object) { return nb::cast<PyEventSink&>(object).sink; }
+
+void BindNative(nb::module_& m) {
+  nb::class_<BatchPolicy>(m, "NativeBatchPolicy", "service/batch_policy.BatchPolicy in C++ (for the tests).")
+      .def(
+          "__init__",
+          [](BatchPolicy* self, int max_batch_size, double max_queue_delay_s, double max_padding_ratio,
+             int batch_overhead_tokens, int max_batch_tokens, int sort_window) {
+            BatchPolicy policy = MakePolicy(max_batch_size, max_queue_delay_s, max_padding_ratio,
+                                            batch_overhead_tokens, max_batch_tokens, sort_window);
+            policy.Validate();
+            new (self) BatchPolicy(policy);
+          },
+          nb::kw_only(), "max_batch_size"_a = 32, "max_queue_delay_s"_a = 0.010, "max_padding_ratio"_a = 1.3,
+          "batch_overhead_tokens"_a = 0, "max_batch_tokens"_a = 1024, "sort_window"_a = 24)
+      .def_ro("max_batch_size", &BatchPolicy::max_batch_size)
+      .def_ro("max_queue_delay_s", &BatchPolicy::max_queue_delay_s)
+      .def_ro("max_padding_ratio", &BatchPolicy::max_padding_ratio)
+      .def_ro("batch_overhead_tokens", &BatchPolicy::batch_overhead_tokens)
+      .def_ro("max_batch_tokens", &BatchPolicy::max_batch_tokens)
+      .def_ro("sort_window", &BatchPolicy::sort_window);
+
+  m.def(
+      "native_choose_batch",
+      [](const std::vector<std::pair<int, double>>& pending, double now, const BatchPolicy& policy) {
+        std::vector<PendingText> texts;
+        texts.reserve(pending.size());
+        for (const auto& [length, enqueued_at] : pending) texts.push_back({length, enqueued_at});
+        return ChooseBatch(texts, now, policy);
+      },
+      "pending"_a, "now"_a, "policy"_a,
+      "ChooseBatch over (length, enqueued_at) pairs: the indices batch_policy.choose_batch returns.");
+
+  nb::class_<Throughput>(m, "NativeThroughput", "service/batch_policy.Throughput in C++ (for the tests).")
+      .def(nb::init<>())
+      .def("observe", &Throughput::Observe, "texts"_a, "seconds"_a)
+      .def("wait_s", &Throughput::WaitS, "texts_ahead"_a)
+      .def_prop_ro("texts_per_s", &Throughput::texts_per_s);
+
+  nb::class_<PyEventSink>(m, "EventSink", "Bounded queue of request and batch records from the native path.")
+      .def(
+          "__init__",
+          [](PyEventSink* self, size_t capacity) { new (self) PyEventSink{std::make_shared<EventSink>(capacity)}; },
+          "capacity"_a = 65536)
+      .def(
+          "drain",
+          [](PyEventSink& self, size_t max, double timeout_s) {
+            std::vector<Event> events;
+            {
+              nb::gil_scoped_release release;
+              events = self.sink->Drain(max, timeout_s);
+            }
+            nb::list out;
+            for (const Event& event : events) out.append(EventTuple(event));
+            return out;
+          },
+          "max"_a = 512, "timeout_s"_a = 0.2,
+          "Up to max records, waiting up to timeout_s for the first: ('request', request_id, model, version, route, "
+          "texts, batch_size, queue_s, tokenize_s, engine_s, total_s, status, error) or ('batch', model, version, "
+          "texts, padded_tokens, real_tokens, engine_s, lane). Empty on timeout or once closed.")
+      .def("close", [](PyEventSink& self) { self.sink->Close(); }, "Wakes drain() for good; later records drop.")
+      .def_prop_ro("dropped", [](const PyEventSink& self) { return self.sink->dropped(); });
+
+  nb::class_<PyLanes>(m, "NativeLanes", "Lane threads shared by every native version, plus wide-run threads.")
+      .def(
+          "__init__",
+          [](PyLanes* self, int lanes, int wide_threads) { new (self) PyLanes{std::make_shared<Lanes>(lanes, wide_threads)}; },
+          "lanes"_a, "wide_threads"_a)
+      .def_prop_ro("lanes", [](const PyLanes& self) { return self.lanes->lanes(); })
+      .def("stop", [](PyLanes& self) { self.lanes->Stop(); }, nb::call_guard<nb::gil_scoped_release>(),
+           "Runs what is queued, then joins the threads.")
+      .def("pause", [](PyLanes& self) { self.lanes->Pause(); },
+           "No thread starts a new task until resume() (tests: hold the engine busy deterministically).")
+      .def("resume", [](PyLanes& self) { self.lanes->Resume(); });
+
+  nb::class_<PyTicket>(m, "NativeTicket", "One submitted call of a NativeVersion.")
+      .def("cancel",
+           [](PyTicket& self) {
+             nb::gil_scoped_release release;
+             self.version->batcher().Cancel(self.call);
+           },
+           "The client went away: its queued texts leave the queue; answers CANCELLED unless done already.")
+      .def(
+          "wait",
+          [](PyTicket& self, std::optional<double> timeout_s) {
+            bool done;
+            {
+              nb::gil_scoped_release release;
+              done = self.state->Wait(timeout_s);
+            }
+            if (!done) {
+              PyErr_SetString(PyExc_TimeoutError, "the call is not done yet");
+              throw nb::python_error();
+            }
+            std::lock_guard<std::mutex> lock(self.state->mutex);
+            InferResult copy = *self.state->result;  // wait() may be called again
+            return ResultTuple(copy);
+          },
+          "timeout_s"_a = nb::none(), "The call's (code, message, logits | None, timings); TimeoutError if not done.")
+      .def_prop_ro("done", [](PyTicket& self) {
+        std::lock_guard<std::mutex> lock(self.state->mutex);
+        return self.state->result.has_value();
+      });
+
+  nb::class_<PyNativeVersion>(m, "NativeVersion", "One loaded version on the native batcher.")
+      .def(
+          "__init__",
+          [](PyNativeVersion* self, std::string model, std::string version, const Engine& wide, const Engine* narrow,
+             const WordPiece& tokenizer, int labels, int64_t pad_id, bool token_types, PyLanes& lanes,
+             PyEventSink& events, int max_batch_size, double max_queue_delay_s, double max_padding_ratio,
+             int batch_overhead_tokens, int max_batch_tokens, int sort_window, int max_queue_items,
+             double max_queue_wait_s, int engine_concurrency) {
+            TextModel text_model{&wide, narrow, &tokenizer, labels, pad_id, token_types};
+            BatcherSettings settings;
+            settings.policy = MakePolicy(max_batch_size, max_queue_delay_s, max_padding_ratio, batch_overhead_tokens,
+                                         max_batch_tokens, sort_window);
+            settings.max_queue_items = max_queue_items;
+            settings.max_queue_wait_s = max_queue_wait_s;
+            settings.engine_concurrency = engine_concurrency;
+            auto batcher = std::make_shared<NativeBatcher>(model, version, text_model, settings, lanes.lanes,
+                                                           events.sink);
+            new (self) PyNativeVersion{std::make_shared<NativeVersion>(std::move(batcher))};
+          },
+          "model"_a, "version"_a, nb::kw_only(), "wide"_a, "narrow"_a.none(), "tokenizer"_a, "labels"_a, "pad_id"_a,
+          "token_types"_a, "lanes"_a, "events"_a, "max_batch_size"_a, "max_queue_delay_s"_a, "max_padding_ratio"_a,
+          "batch_overhead_tokens"_a, "max_batch_tokens"_a, "sort_window"_a, "max_queue_items"_a,
+          "max_queue_wait_s"_a, "engine_concurrency"_a,
+          // Argument 1 is self: the engines, tokenizer, lanes and sink live at least as long as this object.
+          nb::keep_alive<1, 4>(), nb::keep_alive<1, 5>(), nb::keep_alive<1, 6>(), nb::keep_alive<1, 10>(),
+          nb::keep_alive<1, 11>())
+      .def(
+          "infer",
+          [](PyNativeVersion& self, nb::handle texts, std::optional<double> timeout_s) {
+            NativeBatcher::CallHandle call;
+            std::shared_ptr<TicketState> state = Submit(self, texts, timeout_s, &call);
+            {
+              nb::gil_scoped_release release;
+              state->Wait(std::nullopt);
+            }
+            return ResultTuple(*state->result);
+          },
+          "texts"_a, "timeout_s"_a = nb::none(),
+          "Blocking: (code name, message, logits float32 [n, labels] | None, {tokenize_s, queue_s, engine_s, "
+          "batch_size, retry_after_s}).")
+      .def(
+          "submit",
+          [](PyNativeVersion& self, nb::handle texts, std::optional<double> timeout_s) {
+            PyTicket ticket{self.version, nullptr, nullptr};
+            ticket.state = Submit(self, texts, timeout_s, &ticket.call);
+            return ticket;
+          },
+          "texts"_a, "timeout_s"_a = nb::none(), "Queue the call and return its NativeTicket at once.")
+      .def_prop_ro("queue_depth", [](const PyNativeVersion& self) { return self.version->batcher().queue_depth(); })
+      .def_prop_ro("in_flight", [](const PyNativeVersion& self) { return self.version->in_flight(); })
+      .def_prop_ro("model", [](const PyNativeVersion& self) { return self.version->batcher().model(); })
+      .def_prop_ro("version", [](const PyNativeVersion& self) { return self.version->batcher().version(); })
+      .def("acquire", [](PyNativeVersion& self) { return self.version->Acquire(); },
+           "Take a lease; False once drain() started.")
+      .def("release", [](PyNativeVersion& self) { self.version->Release(); })
+      .def("drain", [](PyNativeVersion& self, double timeout_s) { return self.version->Drain(timeout_s); },
+           "timeout_s"_a, nb::call_guard<nb::gil_scoped_release>(),
+           "Stop new leases; wait up to timeout_s for the in-flight ones; True when none is left.")
+      .def("close", [](PyNativeVersion& self) { self.version->batcher().Close(); },
+           nb::call_guard<nb::gil_scoped_release>(),
+           "Refuse new calls, answer queued ones UNAVAILABLE, wait for running batches. Idempotent.");
+}
