@@ -12,6 +12,8 @@ e.g. for a custom ORT build.
 
 ``WordPiece`` (see ``load_wordpiece``) is the native BERT tokenizer, equal to HF tokenizers' ids.
 ``route_bucket`` is the native data path's canary bucket, equal to ``service.router.bucket``.
+``Frontend`` (when ``HAS_FRONTEND``) is the native gRPC front end: ModelInfer served natively, the rest
+proxied to the Python server.
 ``NativeVersion`` is one version on the native batcher (service/batcher.py's policy in C++), its batches run
 on ``NativeLanes`` and reported through an ``EventSink``.
 """
@@ -77,8 +79,14 @@ NativeTicket = _engine.NativeTicket
 NativeBatchPolicy = _engine.NativeBatchPolicy
 NativeThroughput = _engine.NativeThroughput
 native_choose_batch = _engine.native_choose_batch
+HAS_FRONTEND: bool = _engine.HAS_FRONTEND
+FRONTEND_MISSING: str = _engine.FRONTEND_MISSING  # why the native gRPC front end was not built; "" when it was
+if HAS_FRONTEND:
+    Frontend = _engine.Frontend
 
 __all__ = [
+    "FRONTEND_MISSING",
+    "HAS_FRONTEND",
     "Engine",
     "EngineClosedError",
     "EngineError",

@@ -1,0 +1,612 @@
+"""The native gRPC front end (engine_ext.Frontend) in front of a Python grpc.aio backend on a unix socket.
+
+What it serves natively (ModelInfer on the tiny BERT bundle through a real NativeVersion, health, reflection)
+and what it proxies (every other method, and any ModelInfer outside the native fast path, whose errors the
+backend writes with service/codec.py's messages). Plus the fast-path decoder against codec.decode_texts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ortserve.engine_ext import _engine
+from ortserve.proto import grpc_service_pb2 as pb
+from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
+from ortserve.service import codec
+from ortserve.service.errors import InvalidArgument
+from ortserve.service.textmodel import EngineOptions, TextClassifier
+
+if not _engine.HAS_FRONTEND:
+    pytest.skip(f"native front end not built: {_engine.FRONTEND_MISSING}", allow_module_level=True)
+
+from ortserve.engine_ext import EventSink, Frontend, NativeLanes, NativeVersion, load_wordpiece
+
+MAX_TEXTS = 8
+MODEL = "classifier"
+TEXTS = ["the movie was great", "ok", "a much longer sentence about the weather, neither good nor bad", "hello"]
+
+
+# ---- the Python backend ---------------------------------------------------------------------------------
+
+
+class _Servicer(pb_grpc.GRPCInferenceServiceServicer):
+    """Stands in for the real servicer: records what reached it, answers with codec.py's errors."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+
+    def _record(self, method: str, context: Any) -> dict[str, Any]:
+        metadata = dict(context.invocation_metadata() or ())
+        self._backend.calls.append((method, metadata))
+        return metadata
+
+    async def ServerLive(self, request: pb.ServerLiveRequest, context: Any) -> pb.ServerLiveResponse:
+        metadata = self._record("ServerLive", context)
+        await context.send_initial_metadata((("x-backend", "python"),))
+        context.set_trailing_metadata((("x-echo", str(metadata.get("x-echo", ""))), ("x-bin-bin", b"\x00\xff")))
+        return pb.ServerLiveResponse(live=True)
+
+    async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Any) -> pb.ModelMetadataResponse:
+        self._record("ModelMetadata", context)
+        context.set_trailing_metadata((("x-request-id", "r-1"), ("grpc-retry-pushback-ms", "25")))
+        await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown model '{request.name}'")
+        raise AssertionError("abort raises")
+
+    async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
+        self._record("ModelInfer", context)
+        try:
+            codec.decode_texts(request, max_texts=MAX_TEXTS)
+            codec.check_requested_outputs(request)
+            codec.string_parameter(request.parameters, "routing_key")
+        except InvalidArgument as e:
+            await context.abort(e.code, e.message)
+        return pb.ModelInferResponse(model_name=request.model_name, model_version="python", id=request.id)
+
+
+class Backend:
+    """A grpc.aio server on its own event loop thread, listening on a unix socket."""
+
+    def __init__(self, socket: Path) -> None:
+        self.address = f"unix:{socket}"
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="backend-loop", daemon=True)
+        self._server: grpc.aio.Server | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
+
+    async def _start(self) -> None:
+        server = grpc.aio.server()
+        pb_grpc.add_GRPCInferenceServiceServicer_to_server(_Servicer(self), server)
+
+        async def status(request: bytes, context: Any) -> bytes:
+            self.calls.append(("Status", dict(context.invocation_metadata() or ())))
+            return b'{"models": {}}'
+
+        handler = grpc.unary_unary_rpc_method_handler(
+            status, request_deserializer=lambda b: b, response_serializer=lambda b: b
+        )
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("ortserve.admin.v1.Admin",
+                                                                              {"Status": handler})])
+        server.add_insecure_port(self.address)
+        await server.start()
+        self._server = server
+
+    def stop(self) -> None:
+        if self._server is not None:
+            asyncio.run_coroutine_threadsafe(self._server.stop(0), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+
+    def methods(self) -> list[str]:
+        return [method for method, _ in self.calls]
+
+
+@pytest.fixture(scope="module")
+def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+    b = Backend(tmp_path_factory.mktemp("fe") / "backend.sock")
+    b.start()
+    yield b
+    b.stop()
+
+
+# ---- the native side ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Native:
+    classifier: TextClassifier
+    lanes: Any
+    sink: Any
+    version: Any
+
+    def reference(self, texts: list[str]) -> np.ndarray:
+        """The Python TextClassifier, one text per run (no batching, no padding)."""
+        return np.concatenate([self.classifier.run(self.classifier.tokenize([t])) for t in texts])
+
+    def requests(self) -> list[tuple[Any, ...]]:
+        return [e for e in self.sink.drain(4096, 0.0) if e[0] == "request"]
+
+
+def _native(bundle: Path, version: str = "1") -> Native:
+    classifier = TextClassifier.load(bundle, EngineOptions(intra_op_threads=1, narrow_engine=True), tokenizer="native")
+    tokenizer = load_wordpiece(bundle / "tokenizer.json", classifier.manifest.max_seq_len)
+    lanes = NativeLanes(2, 1)
+    sink = EventSink()
+    native = NativeVersion(
+        MODEL, version, wide=classifier.engine, narrow=classifier.narrow, tokenizer=tokenizer,
+        labels=len(classifier.labels), pad_id=tokenizer.pad_id,
+        token_types="token_type_ids" in {t.name for t in classifier.engine.inputs}, lanes=lanes, events=sink,
+        max_batch_size=32, max_queue_delay_s=0.002, max_padding_ratio=1.3, batch_overhead_tokens=0,
+        max_batch_tokens=1024, sort_window=24, max_queue_items=256, max_queue_wait_s=0.0, engine_concurrency=2,
+    )
+    return Native(classifier, lanes, sink, native)
+
+
+def _routes(native: Native) -> dict[str, tuple[list[str], list[int], dict[str, Any]]]:
+    return {MODEL: (["1"], [10000], {"1": native.version})}
+
+
+@pytest.fixture(scope="module")
+def native(tiny_bundle: Path) -> Iterator[Native]:
+    n = _native(tiny_bundle)
+    yield n
+    n.version.close()
+    n.lanes.stop()
+    n.classifier.close()
+
+
+def _frontend(backend: Backend, sink: Any, address: str = "127.0.0.1:0") -> Any:
+    return Frontend(address, backend.address, events=sink, max_message_bytes=1 << 20, max_texts=MAX_TEXTS)
+
+
+@pytest.fixture(scope="module")
+def frontend(backend: Backend, native: Native) -> Iterator[tuple[Any, int]]:
+    fe = _frontend(backend, native.sink)
+    port = fe.start()
+    fe.set_routes(_routes(native))
+    yield fe, port
+    fe.shutdown(0)
+
+
+@pytest.fixture(scope="module")
+def channel(frontend: tuple[Any, int]) -> Iterator[grpc.Channel]:
+    with grpc.insecure_channel(f"127.0.0.1:{frontend[1]}") as ch:
+        yield ch
+
+
+@pytest.fixture
+def stub(channel: grpc.Channel) -> pb_grpc.GRPCInferenceServiceStub:
+    return pb_grpc.GRPCInferenceServiceStub(channel)
+
+
+def _request(texts: list[str], *, model: str = MODEL, raw: bool = False, version: str = "",
+             binary_data: bool | None = None) -> pb.ModelInferRequest:
+    request = pb.ModelInferRequest(model_name=model, model_version=version, id="call-7")
+    tensor = request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(texts)])
+    if raw:
+        request.raw_input_contents.append(codec.join_raw_bytes([t.encode() for t in texts]))
+    else:
+        tensor.contents.bytes_contents.extend(t.encode() for t in texts)
+    if binary_data is not None:
+        request.outputs.add(name="LOGITS").parameters["binary_data"].bool_param = binary_data
+    return request
+
+
+def _logits(response: pb.ModelInferResponse) -> np.ndarray:
+    out = response.outputs[0]
+    assert out.name == "LOGITS" and out.datatype == "FP32"
+    if response.raw_output_contents:
+        values = np.frombuffer(response.raw_output_contents[0], dtype="<f4")
+    else:
+        values = np.array(out.contents.fp32_contents, dtype=np.float32)
+    return values.reshape(list(out.shape))
+
+
+# ---- proxied calls --------------------------------------------------------------------------------------
+
+
+def test_proxied_unary_carries_metadata_both_ways(stub: Any, backend: Backend) -> None:
+    response, call = stub.ServerLive.with_call(
+        pb.ServerLiveRequest(), metadata=(("x-echo", "hello"), ("x-blob-bin", b"\x00\x01\x02"))
+    )
+    assert response.live
+    assert ("x-backend", "python") in call.initial_metadata()
+    trailers = dict(call.trailing_metadata())
+    assert trailers["x-echo"] == "hello" and trailers["x-bin-bin"] == b"\x00\xff"
+    method, seen = backend.calls[-1]
+    assert method == "ServerLive" and seen["x-echo"] == "hello" and seen["x-blob-bin"] == b"\x00\x01\x02"
+
+
+def test_proxied_error_keeps_status_message_and_trailers(stub: Any) -> None:
+    with pytest.raises(grpc.RpcError) as err:
+        stub.ModelMetadata(pb.ModelMetadataRequest(name="nope"))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    assert err.value.details() == "unknown model 'nope'"
+    trailers = dict(err.value.trailing_metadata())
+    assert trailers["x-request-id"] == "r-1" and trailers["grpc-retry-pushback-ms"] == "25"
+
+
+def test_generic_methods_go_to_the_backend(channel: grpc.Channel) -> None:
+    status = channel.unary_unary("/ortserve.admin.v1.Admin/Status")
+    assert status(b"", timeout=10) == b'{"models": {}}'
+    with pytest.raises(grpc.RpcError) as err:
+        channel.unary_unary("/no.Such/Method")(b"x", timeout=10)
+    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    with pytest.raises(grpc.RpcError) as err:  # a method of the registered service that the backend lacks
+        channel.unary_unary("/inference.GRPCInferenceService/NoSuchMethod")(b"", timeout=10)
+    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_model_outside_the_native_table_is_proxied(stub: Any, backend: Backend) -> None:
+    response = stub.ModelInfer(_request(["hello"], model="other"))
+    assert response.model_version == "python" and backend.methods()[-1] == "ModelInfer"
+
+
+def test_pinned_unknown_version_is_proxied(stub: Any, backend: Backend) -> None:
+    response = stub.ModelInfer(_request(["hello"], version="7"))
+    assert response.model_version == "python" and backend.methods()[-1] == "ModelInfer"
+
+
+def _bad_requests() -> dict[str, pb.ModelInferRequest]:
+    wrong_type = _request(["hello"])
+    wrong_type.inputs[0].datatype = "FP32"
+    bad_utf8 = _request(["x"])
+    bad_utf8.inputs[0].contents.bytes_contents[0] = b"ok \xff\xfe"
+    surrogate = _request(["x"], raw=True)
+    surrogate.raw_input_contents[0] = codec.join_raw_bytes([b"\xed\xa0\x80"])
+    truncated = _request(["hello"], raw=True)
+    truncated.raw_input_contents[0] = truncated.raw_input_contents[0][:-1]
+    bad_key = _request(["hello"])
+    bad_key.parameters["routing_key"].int64_param = 3
+    wrong_output = _request(["hello"])
+    wrong_output.outputs.add(name="PROBS")
+    return {
+        "wrong datatype": wrong_type,
+        "bad utf-8": bad_utf8,
+        "surrogate": surrogate,
+        "truncated raw": truncated,
+        "too many texts": _request(["t"] * (MAX_TEXTS + 1)),
+        "routing_key not a string": bad_key,
+        "unknown output": wrong_output,
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_bad_requests()))
+def test_bad_inputs_reach_the_backend(stub: Any, backend: Backend, native: Native, case: str) -> None:
+    request = _bad_requests()[case]
+    with pytest.raises(InvalidArgument) as python:
+        codec.decode_texts(request, max_texts=MAX_TEXTS)
+        codec.check_requested_outputs(request)
+        codec.string_parameter(request.parameters, "routing_key")
+    before = len(backend.calls)
+    with pytest.raises(grpc.RpcError) as err:
+        stub.ModelInfer(request)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details() == python.value.message
+    assert backend.methods()[before:] == ["ModelInfer"]
+
+
+# ---- native ModelInfer ----------------------------------------------------------------------------------
+
+
+def test_native_infer_equals_the_python_classifier(stub: Any, backend: Backend, native: Native) -> None:
+    native.requests()
+    before = len(backend.calls)
+    for i, text in enumerate(TEXTS):
+        response, call = stub.ModelInfer.with_call(_request([text], raw=i % 2 == 1),
+                                                   metadata=(("x-request-id", f"native-{i}"),))
+        assert (response.model_name, response.model_version, response.id) == (MODEL, "1", "call-7")
+        assert response.raw_output_contents  # raw by default
+        np.testing.assert_array_equal(_logits(response), native.reference([text]))
+        trailers = dict(call.trailing_metadata())
+        assert trailers["x-request-id"] == f"native-{i}" and trailers["x-model-version"] == "1"
+    batched = stub.ModelInfer(_request(TEXTS))
+    np.testing.assert_allclose(_logits(batched), native.reference(TEXTS), rtol=1e-5, atol=1e-6)
+    assert len(backend.calls) == before  # nothing was proxied
+
+    records = {r[1]: r for r in native.requests()}
+    record = records["native-0"]
+    _, _, model, version, route, texts, batch_size, *_timings, total_s, status, error = record
+    assert (model, version, texts, status, error) == (MODEL, "1", 1, "OK", "")
+    assert route.startswith("bucket ") and 0 <= int(route.split()[1]) < 10000
+    assert batch_size >= 1 and total_s > 0
+
+
+def test_native_fp32_contents_when_binary_data_false(stub: Any, native: Native) -> None:
+    response = stub.ModelInfer(_request(TEXTS[:2], binary_data=False))
+    assert not response.raw_output_contents
+    assert list(response.outputs[0].shape) == [2, len(native.classifier.labels)]
+    np.testing.assert_allclose(_logits(response), native.reference(TEXTS[:2]), rtol=1e-5, atol=1e-6)
+    raw = stub.ModelInfer(_request(TEXTS[:2], binary_data=True))
+    assert raw.raw_output_contents and not raw.outputs[0].contents.fp32_contents
+
+
+def test_pinned_known_version_is_native_with_route_pin(stub: Any, backend: Backend, native: Native) -> None:
+    native.requests()
+    before = len(backend.calls)
+    request = _request(["pinned"], version="1")
+    request.parameters["routing_key"].string_param = "user-3"
+    stub.ModelInfer(request, metadata=(("x-request-id", "pin-1"),))
+    assert len(backend.calls) == before
+    records = {r[1]: r for r in native.requests()}
+    assert records["pin-1"][4] == "pin"
+
+
+def test_routing_key_picks_the_bucket(stub: Any, native: Native) -> None:
+    native.requests()
+    request = _request(["keyed"])
+    request.parameters["routing_key"].string_param = "user-42"
+    stub.ModelInfer(request, metadata=(("x-request-id", "key-1"), ("x-routing-key", "ignored")))
+    stub.ModelInfer(_request(["keyed"]), metadata=(("x-request-id", "key-2"), ("x-routing-key", "user-42")))
+    records = {r[1]: r for r in native.requests()}
+    expected = f"bucket {_engine.route_bucket(MODEL, 'user-42')}"
+    assert records["key-1"][4] == expected and records["key-2"][4] == expected
+
+
+def test_no_version_owns_the_bucket_is_proxied(backend: Backend, native: Native) -> None:
+    fe = _frontend(backend, native.sink)
+    port = fe.start()
+    try:
+        fe.set_routes({MODEL: ([], [], {"1": native.version})})  # a split that routes nothing
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            response = pb_grpc.GRPCInferenceServiceStub(ch).ModelInfer(_request(["hello"]))
+        assert response.model_version == "python"
+    finally:
+        fe.shutdown(0)
+
+
+# ---- health, reflection, binding, shutdown --------------------------------------------------------------
+
+
+def test_health_check_and_watch_follow_set_health(frontend: tuple[Any, int], channel: grpc.Channel) -> None:
+    fe, _ = frontend
+    health = health_pb2_grpc.HealthStub(channel)
+    serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
+    fe.set_health("", False)
+    assert health.Check(health_pb2.HealthCheckRequest(service="")).status == not_serving
+    fe.set_health("", True)
+    assert health.Check(health_pb2.HealthCheckRequest(service="")).status == serving
+    with pytest.raises(grpc.RpcError) as err:
+        health.Check(health_pb2.HealthCheckRequest(service="never-set"))
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+
+    fe.set_health("watched", False)
+    updates: queue.Queue[int] = queue.Queue()
+    watch = health.Watch(health_pb2.HealthCheckRequest(service="watched"))
+
+    def read() -> None:
+        try:
+            for reply in watch:
+                updates.put(reply.status)
+        except grpc.RpcError as e:  # the cancel() below ends the stream
+            if e.code() != grpc.StatusCode.CANCELLED:
+                raise
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert updates.get(timeout=10) == not_serving
+        fe.set_health("watched", True)
+        assert updates.get(timeout=10) == serving
+        fe.set_health("watched", False)
+        assert updates.get(timeout=10) == not_serving
+    finally:
+        watch.cancel()
+        reader.join(timeout=10)
+
+
+def test_health_set_before_start_applies_at_start(backend: Backend, native: Native) -> None:
+    fe = _frontend(backend, native.sink)
+    fe.set_health("", False)
+    fe.set_health("liveness", True)
+    port = fe.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            health = health_pb2_grpc.HealthStub(ch)
+            assert health.Check(health_pb2.HealthCheckRequest(service="")).status == \
+                health_pb2.HealthCheckResponse.NOT_SERVING
+            assert health.Check(health_pb2.HealthCheckRequest(service="liveness")).status == \
+                health_pb2.HealthCheckResponse.SERVING
+    finally:
+        fe.shutdown(0)
+
+
+def test_reflection_lists_services(channel: grpc.Channel) -> None:
+    reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
+    replies = reflection.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+    names = {s.name for r in replies for s in r.list_services_response.service}
+    assert {"inference.GRPCInferenceService", "grpc.health.v1.Health",
+            "grpc.reflection.v1alpha.ServerReflection"} <= names
+
+
+def test_binding_a_port_in_use_fails(frontend: tuple[Any, int], backend: Backend, native: Native) -> None:
+    address = f"127.0.0.1:{frontend[1]}"
+    second = _frontend(backend, native.sink, address)
+    with pytest.raises(RuntimeError, match=address):
+        second.start()
+    second.shutdown(0)
+
+
+def test_start_twice_fails(backend: Backend, native: Native) -> None:
+    fe = _frontend(backend, native.sink)
+    fe.start()
+    try:
+        with pytest.raises(RuntimeError, match="only once"):
+            fe.start()
+    finally:
+        fe.shutdown(0)
+
+
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def own_native(tiny_bundle: Path) -> Iterator[Native]:
+    """A version on lanes of its own, which the test may pause."""
+    n = _native(tiny_bundle)
+    yield n
+    n.lanes.resume()
+    n.version.close()
+    n.lanes.stop()
+    n.classifier.close()
+
+
+def test_shutdown_grace_lets_an_in_flight_call_finish(backend: Backend, own_native: Native) -> None:
+    fe = _frontend(backend, own_native.sink)
+    port = fe.start()
+    fe.set_routes(_routes(own_native))
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        health = health_pb2_grpc.HealthStub(ch)
+        own_native.lanes.pause()  # the call is admitted but cannot run until resume()
+        future = stub.ModelInfer.future(_request(["finish me"]), timeout=60)
+        _wait_for(lambda: fe.in_flight == 1, "the call to be in flight")
+        assert health.Check(health_pb2.HealthCheckRequest(service="")).status == \
+            health_pb2.HealthCheckResponse.SERVING
+        stopper = threading.Thread(target=fe.shutdown, args=(60.0,))
+        stopper.start()
+        _wait_for(lambda: not _accepts(port), "the port to stop accepting calls")
+        assert stopper.is_alive() and not future.done()  # shutdown waits for the call
+        own_native.lanes.resume()
+        response = future.result(timeout=30)
+        stopper.join(timeout=30)
+        assert not stopper.is_alive()
+    np.testing.assert_array_equal(_logits(response), own_native.reference(["finish me"]))
+    assert fe.in_flight == 0
+    fe.shutdown(1.0)  # idempotent
+
+
+def _accepts(port: int) -> bool:
+    """Whether a fresh connection gets a ServerLive call through (the backend answers it)."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        try:
+            pb_grpc.GRPCInferenceServiceStub(ch).ServerLive(pb.ServerLiveRequest(), timeout=2)
+        except grpc.RpcError:
+            return False
+        return True
+
+
+def test_shutdown_after_grace_cancels_the_rest(backend: Backend, own_native: Native) -> None:
+    fe = _frontend(backend, own_native.sink)
+    port = fe.start()
+    fe.set_routes(_routes(own_native))
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        stub = pb_grpc.GRPCInferenceServiceStub(ch)
+        own_native.lanes.pause()
+        future = stub.ModelInfer.future(_request(["never runs"]), timeout=60)
+        _wait_for(lambda: fe.in_flight == 1, "the call to be in flight")
+        fe.shutdown(0.0)
+        with pytest.raises(grpc.RpcError) as err:
+            future.result(timeout=30)
+    assert err.value.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+    assert fe.in_flight == 0
+    records = [r for r in own_native.requests() if r[11] != "OK"]
+    assert [r[11] for r in records] == ["CANCELLED"]
+
+
+# ---- the fast-path decoder against codec.py -------------------------------------------------------------
+
+_UTF8_EDGES = [
+    b"", b"\x00", "é".encode(), "中".encode(), "\U0001f600".encode(), "\U0010ffff".encode(),
+    b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xed\xbf\xbf",
+    b"\xf0\x80\x80\x80", b"\xf0\x8f\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xff",
+    b"\xe2\x82", b"\xe2\x82\xac", b"\x80", b"a\xc3", b"\xee\x80\x80",
+]
+_ELEMENT = st.one_of(st.text(max_size=8).map(str.encode), st.binary(max_size=6), st.sampled_from(_UTF8_EDGES))
+
+
+@st.composite
+def _requests(draw: st.DrawFn) -> pb.ModelInferRequest:
+    request = pb.ModelInferRequest(model_name="m")
+    for _ in range(draw(st.sampled_from([1, 1, 1, 0, 2]))):
+        tensor = request.inputs.add(name=draw(st.sampled_from(["TEXT", "TEXT", "TEXT", "text", "IDS"])),
+                                    datatype=draw(st.sampled_from(["BYTES", "BYTES", "BYTES", "FP32", ""])))
+        elements = draw(st.lists(_ELEMENT, max_size=6))
+        shape = draw(st.one_of(
+            st.just([len(elements)]), st.just([len(elements), 1]),
+            st.lists(st.integers(-1, 7), max_size=3),
+        ))
+        tensor.shape.extend(shape)
+        where = draw(st.sampled_from(["contents", "contents", "raw", "raw", "both", "raw2", "junk"]))
+        if where in ("contents", "both"):
+            tensor.contents.bytes_contents.extend(elements)
+        if where in ("raw", "both"):
+            request.raw_input_contents.append(codec.join_raw_bytes(elements))
+        if where == "raw2":
+            request.raw_input_contents.extend([codec.join_raw_bytes(elements)] * 2)
+        if where == "junk":  # lengths that do not add up (or, by chance, do)
+            buffer = codec.join_raw_bytes(elements) + draw(st.binary(max_size=5))
+            request.raw_input_contents.append(buffer[: draw(st.integers(0, len(buffer)))])
+        if draw(st.booleans()):
+            tensor.contents.fp32_contents.append(1.0)  # other content fields: codec ignores them
+    for name in draw(st.lists(st.sampled_from(["LOGITS", "LOGITS", "PROBS"]), max_size=2)):
+        request.outputs.add(name=name)
+    key = draw(st.sampled_from(["absent", "string", "empty string", "int", "bool", "unset"]))
+    param = request.parameters["routing_key"] if key != "absent" else None
+    if key == "string":
+        param.string_param = "user-1"
+    elif key == "empty string":
+        param.string_param = ""
+    elif key == "int":
+        param.int64_param = 1
+    elif key == "bool":
+        param.bool_param = True
+    return request
+
+
+def _python_decode(request: pb.ModelInferRequest, max_texts: int) -> list[str] | None:
+    try:
+        texts = codec.decode_texts(request, max_texts=max_texts)
+        codec.check_requested_outputs(request)
+        codec.string_parameter(request.parameters, "routing_key")
+    except InvalidArgument:
+        return None
+    return texts
+
+
+@given(request=_requests(), max_texts=st.integers(1, 6))
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_native_decode_equals_codec(request: pb.ModelInferRequest, max_texts: int) -> None:
+    assert _engine._native_decode(request.SerializeToString(), max_texts) == _python_decode(request, max_texts)
+
+
+@pytest.mark.parametrize("element", _UTF8_EDGES)
+def test_native_decode_utf8_edges(element: bytes) -> None:
+    request = _request(["x"])
+    request.inputs[0].contents.bytes_contents[0] = element
+    assert _engine._native_decode(request.SerializeToString(), 4) == _python_decode(request, 4)
+
+
+def test_native_decode_raw_and_shapes() -> None:
+    request = _request(["a", "bé"], raw=True)
+    assert _engine._native_decode(request.SerializeToString(), 2) == ["a", "bé"]
+    assert _engine._native_decode(request.SerializeToString(), 1) is None  # more than max_texts
+    request.inputs[0].shape[:] = [2, 1]
+    assert _engine._native_decode(request.SerializeToString(), 2) == ["a", "bé"]
+    request.raw_input_contents[0] += struct.pack("<I", 5) + b"abc"  # declares more bytes than remain
+    assert _engine._native_decode(request.SerializeToString(), 4) is None
+    assert _engine._native_decode(b"\xff\xff not a message", 4) is None
