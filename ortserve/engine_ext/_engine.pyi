@@ -120,3 +120,37 @@ def wordpiece_tables_version() -> str:
 def _init(library_path: str) -> None: ...
 def ort_version() -> str: ...
 def library_path() -> str: ...
+
+# ---- the native gRPC front end (frontend.h); Frontend exists only when HAS_FRONTEND ----------------------
+
+HAS_FRONTEND: bool
+FRONTEND_MISSING: str
+"""Why the front end was not built (e.g. grpc++ not found at build time); "" when it was."""
+
+class Frontend:
+    """grpc++ server on the public port: ModelInfer served natively, every other call proxied to `backend`."""
+
+    def __init__(
+        self,
+        address: str,
+        backend: str,
+        *,
+        events: Any,
+        max_message_bytes: int,
+        max_texts: int,
+        tls_cert: bytes | None = None,
+        tls_key: bytes | None = None,
+        tls_client_ca: bytes | None = None,
+    ) -> None: ...
+    def start(self) -> int:
+        """Bind and serve; the bound port. RuntimeError naming the address when it cannot bind."""
+    def set_routes(self, routes: dict[str, tuple[list[str], list[int], dict[str, Any]]]) -> None:
+        """{model: (split order, split upper, {version: NativeVersion})}, replaced as one snapshot."""
+    def set_health(self, service: str, serving: bool) -> None: ...
+    def shutdown(self, grace_s: float) -> None:
+        """NOT_SERVING at once, stop accepting, in-flight calls get grace_s, then the rest are cancelled."""
+    @property
+    def in_flight(self) -> int:
+        """Native ModelInfer calls in progress."""
+
+def _native_decode(request: bytes, max_texts: int) -> list[str] | None: ...
