@@ -483,17 +483,20 @@ def test_shutdown_grace_lets_an_in_flight_call_finish(backend: Backend, own_nati
     with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
         stub = pb_grpc.GRPCInferenceServiceStub(ch)
         health = health_pb2_grpc.HealthStub(ch)
+        fe.set_health("", True)
+        watch = health.Watch(health_pb2.HealthCheckRequest(service=""), timeout=60)
+        assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
         own_native.lanes.pause()  # the call is admitted but cannot run until resume()
         future = stub.ModelInfer.future(_request(["finish me"]), timeout=60)
         _wait_for(lambda: fe.in_flight == 1, "the call to be in flight")
-        assert health.Check(health_pb2.HealthCheckRequest(service="")).status == \
-            health_pb2.HealthCheckResponse.SERVING
         stopper = threading.Thread(target=fe.shutdown, args=(60.0,))
         stopper.start()
+        assert next(watch).status == health_pb2.HealthCheckResponse.NOT_SERVING  # at once, before the call ends
         _wait_for(lambda: not _accepts(port), "the port to stop accepting calls")
         assert stopper.is_alive() and not future.done()  # shutdown waits for the call
         own_native.lanes.resume()
         response = future.result(timeout=30)
+        watch.cancel()
         stopper.join(timeout=30)
         assert not stopper.is_alive()
     np.testing.assert_array_equal(_logits(response), own_native.reference(["finish me"]))

@@ -433,8 +433,9 @@ int Frontend::Start() {
     throw std::runtime_error("cannot listen on " + impl_->options.address +
                              " (address in use, not resolvable, or not permitted)");
   }
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
-  for (const auto& [service, serving] : impl_->health) health->SetServingStatus(service, serving);
+  if (grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService()) {
+    for (const auto& [service, serving] : impl_->health) health->SetServingStatus(service, serving);
+  }
   impl_->server = std::move(server);
   impl_->started = true;
   return port;
@@ -446,7 +447,7 @@ void Frontend::SetHealth(const std::string& service, bool serving) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (impl_->stopped) return;
   if (impl_->server) {
-    impl_->server->GetHealthCheckService()->SetServingStatus(service, serving);
+    if (auto* health = impl_->server->GetHealthCheckService()) health->SetServingStatus(service, serving);
   } else {
     impl_->health[service] = serving;
   }
@@ -461,7 +462,8 @@ void Frontend::Shutdown(double grace_s) {
     server = std::move(impl_->server);
   }
   if (!server) return;
-  server->GetHealthCheckService()->Shutdown();  // NOT_SERVING everywhere, before the port closes
+  // NOT_SERVING everywhere (later set_health calls are ignored), before the port closes.
+  if (auto* health = server->GetHealthCheckService()) health->Shutdown();
   const auto grace = std::chrono::duration_cast<std::chrono::system_clock::duration>(
       std::chrono::duration<double>(std::max(0.0, grace_s)));
   server->Shutdown(std::chrono::system_clock::now() + grace);
