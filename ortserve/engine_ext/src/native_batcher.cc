@@ -351,7 +351,9 @@ struct NativeBatcher::State {
       }
       size_t kept = 0;
       for (size_t i = 0; i < pending.size(); ++i) {
-        if (!picked[i]) pending[kept++] = std::move(pending[i]);
+        if (picked[i]) continue;
+        if (kept != i) pending[kept] = std::move(pending[i]);  // never self-move: it would empty the ids
+        ++kept;
       }
       pending.resize(kept);
       const int texts = static_cast<int>(batch->items.size());
