@@ -349,3 +349,13 @@ def test_event_sink_is_bounded() -> None:
     assert events.drain(10, 0.0) == [] and events.dropped == 0
     events.close()
     assert events.drain(10, 5.0) == []  # closed: returns at once
+
+
+def test_objects_dropped_without_stop(model: Model) -> None:
+    """Dropping the last references (no close, no stop) closes the version and joins the lanes' threads."""
+    lanes = NativeLanes(2, 1)
+    version = make_version(model, lanes, EventSink())
+    tickets = [version.submit(["good movie"]) for _ in range(4)]
+    del version, lanes
+    for ticket in tickets:  # the tickets keep the batcher itself; its calls were answered or refused
+        assert ticket.wait(WAIT)[0] in ("OK", "UNAVAILABLE")

@@ -147,16 +147,16 @@ struct Lanes::Impl {
   }
 };
 
-Lanes::Lanes(int lanes, int wide_threads) : impl_(std::make_unique<Impl>()) {
+Lanes::Lanes(int lanes, int wide_threads) : impl_(std::make_shared<Impl>()) {
   if (lanes < 0) throw OptionError("lanes must be >= 0");
   if (wide_threads < 1) throw OptionError("wide_threads must be >= 1");
   impl_->lanes = std::vector<Impl::Queue>(static_cast<size_t>(lanes));
   impl_->load.assign(static_cast<size_t>(lanes), 0);
   for (int i = 0; i < lanes; ++i) {
-    impl_->threads.emplace_back([impl = impl_.get(), i] { impl->Loop(impl->lanes[static_cast<size_t>(i)], i); });
+    impl_->threads.emplace_back([impl = impl_, i] { impl->Loop(impl->lanes[static_cast<size_t>(i)], i); });
   }
   for (int i = 0; i < wide_threads; ++i) {
-    impl_->threads.emplace_back([impl = impl_.get()] { impl->Loop(impl->wide, -1); });
+    impl_->threads.emplace_back([impl = impl_] { impl->Loop(impl->wide, -1); });
   }
 }
 
