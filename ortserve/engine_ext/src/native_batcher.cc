@@ -101,7 +101,7 @@ struct Lanes::Impl {
     std::deque<std::function<void()>> tasks;
     std::condition_variable ready;
   };
-  // One mutex for every queue: a post is once per batch, far rarer than the work it hands over.
+  // Guards every queue, load, stopping and paused; one for all: a post is once per batch, far rarer than the work.
   std::mutex mutex;
   std::vector<Queue> lanes;  // one thread each
   Queue wide;                // shared by the wide threads
@@ -245,8 +245,10 @@ struct NativeBatcher::State {
   int lane_count = 0;  // lanes this version uses (the first engine_concurrency); 0: wide threads do everything
   size_t queue_behind_at = 0;
 
+  // Guards every member below and each Call's progress (finished, remaining, result); never held while an
+  // engine runs or a done callback is called. Taken before Lanes::Impl::mutex, never after.
   std::mutex mutex;
-  std::condition_variable idle;
+  std::condition_variable idle;  // Idle() became true: Close() may return
   std::vector<Item> pending;
   int admitted = 0;       // texts admitted, not yet in a batch (tokenizing + pending)
   int running_texts = 0;  // texts in batches handed to the engine
