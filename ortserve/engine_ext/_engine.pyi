@@ -115,6 +115,130 @@ class WordPiece:
     @property
     def max_len(self) -> int: ...
 
+class NativeBatchPolicy:
+    """service/batch_policy.BatchPolicy in C++ (same fields, defaults and ValueError messages)."""
+
+    def __init__(
+        self,
+        *,
+        max_batch_size: int = 32,
+        max_queue_delay_s: float = 0.010,
+        max_padding_ratio: float = 1.3,
+        batch_overhead_tokens: int = 0,
+        max_batch_tokens: int = 1024,
+        sort_window: int = 24,
+    ) -> None: ...
+    @property
+    def max_batch_size(self) -> int: ...
+    @property
+    def max_queue_delay_s(self) -> float: ...
+    @property
+    def max_padding_ratio(self) -> float: ...
+    @property
+    def batch_overhead_tokens(self) -> int: ...
+    @property
+    def max_batch_tokens(self) -> int: ...
+    @property
+    def sort_window(self) -> int: ...
+
+def native_choose_batch(pending: Sequence[tuple[int, float]], now: float, policy: NativeBatchPolicy) -> list[int]:
+    """ChooseBatch over (length, enqueued_at) pairs: the indices batch_policy.choose_batch returns."""
+
+class NativeThroughput:
+    """service/batch_policy.Throughput in C++."""
+
+    def observe(self, texts: int, seconds: float) -> None: ...
+    def wait_s(self, texts_ahead: int) -> float: ...
+    @property
+    def texts_per_s(self) -> float: ...
+
+class EventSink:
+    """Bounded queue of records from the native path; producers never block (a full queue drops and counts)."""
+
+    def __init__(self, capacity: int = 65536) -> None: ...
+    def drain(self, max: int = 512, timeout_s: float = 0.2) -> list[tuple[Any, ...]]:
+        """Up to max records, waiting (GIL released) up to timeout_s for the first. Records:
+        ("request", request_id, model, version, route, texts, batch_size, queue_s, tokenize_s, engine_s, total_s,
+        status, error) and ("batch", model, version, texts, padded_tokens, real_tokens, engine_s, lane).
+        Empty on timeout or once closed."""
+    def close(self) -> None:
+        """Wakes drain() for good; later records (and those not drained) count as dropped."""
+    @property
+    def dropped(self) -> int: ...
+
+class NativeLanes:
+    """Threads shared by every NativeVersion: `lanes` one-at-a-time lane threads for queued batches and
+    `wide_threads` threads for a lone call's run."""
+
+    def __init__(self, lanes: int, wide_threads: int) -> None: ...
+    @property
+    def lanes(self) -> int: ...
+    def stop(self) -> None:
+        """Runs what is queued, then joins the threads (GIL released)."""
+    def pause(self) -> None:
+        """No thread starts a new task until resume() (tests hold the engine busy with it)."""
+    def resume(self) -> None: ...
+
+InferReply = tuple[str, str, NDArray[np.float32] | None, dict[str, float]]
+
+class NativeTicket:
+    def cancel(self) -> None:
+        """Its queued texts leave the queue; answers CANCELLED unless done already."""
+    def wait(self, timeout_s: float | None = None) -> InferReply:
+        """(code name, message, logits [n, labels] | None, {tokenize_s, queue_s, engine_s, batch_size,
+        retry_after_s}); GIL released while waiting; TimeoutError if not done in time."""
+    @property
+    def done(self) -> bool: ...
+
+class NativeVersion:
+    """One loaded version on the native batcher (service/batcher.Batcher's behaviour in C++). Keeps the
+    engines, tokenizer, lanes and sink alive; closes itself when collected."""
+
+    def __init__(
+        self,
+        model: str,
+        version: str,
+        *,
+        wide: Engine,
+        narrow: Engine | None,
+        tokenizer: WordPiece,
+        labels: int,
+        pad_id: int,
+        token_types: bool,
+        lanes: NativeLanes,
+        events: EventSink,
+        max_batch_size: int,
+        max_queue_delay_s: float,
+        max_padding_ratio: float,
+        batch_overhead_tokens: int,
+        max_batch_tokens: int,
+        sort_window: int,
+        max_queue_items: int,
+        max_queue_wait_s: float,
+        engine_concurrency: int,
+    ) -> None:
+        """Raises ValueError for a bad policy or setting."""
+    def infer(self, texts: Sequence[str], timeout_s: float | None = None) -> InferReply:
+        """Blocking, GIL released. Codes: OK, CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL,
+        UNAVAILABLE."""
+    def submit(self, texts: Sequence[str], timeout_s: float | None = None) -> NativeTicket: ...
+    @property
+    def queue_depth(self) -> int: ...
+    @property
+    def in_flight(self) -> int:
+        """Leases held (acquire() minus release())."""
+    @property
+    def model(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    def acquire(self) -> bool:
+        """Take a lease; False once drain() started."""
+    def release(self) -> None: ...
+    def drain(self, timeout_s: float) -> bool:
+        """Stop new leases; wait (GIL released) up to timeout_s for none to be held; True when none is."""
+    def close(self) -> None:
+        """Refuse new calls, answer queued ones UNAVAILABLE, wait for running batches (GIL released)."""
+
 def wordpiece_tables_version() -> str:
     """The tokenizers release the WordPiece Unicode tables were probed from."""
 def _init(library_path: str) -> None: ...

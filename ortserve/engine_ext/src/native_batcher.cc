@@ -101,7 +101,7 @@ struct Lanes::Impl {
     std::deque<std::function<void()>> tasks;
     std::condition_variable ready;
   };
-  // One mutex for every queue: a post is once per batch, far rarer than the work it hands over.
+  // Guards every queue, load, stopping and paused; one for all: a post is once per batch, far rarer than the work.
   std::mutex mutex;
   std::vector<Queue> lanes;  // one thread each
   Queue wide;                // shared by the wide threads
@@ -147,16 +147,16 @@ struct Lanes::Impl {
   }
 };
 
-Lanes::Lanes(int lanes, int wide_threads) : impl_(std::make_unique<Impl>()) {
+Lanes::Lanes(int lanes, int wide_threads) : impl_(std::make_shared<Impl>()) {
   if (lanes < 0) throw OptionError("lanes must be >= 0");
   if (wide_threads < 1) throw OptionError("wide_threads must be >= 1");
   impl_->lanes = std::vector<Impl::Queue>(static_cast<size_t>(lanes));
   impl_->load.assign(static_cast<size_t>(lanes), 0);
   for (int i = 0; i < lanes; ++i) {
-    impl_->threads.emplace_back([impl = impl_.get(), i] { impl->Loop(impl->lanes[static_cast<size_t>(i)], i); });
+    impl_->threads.emplace_back([impl = impl_, i] { impl->Loop(impl->lanes[static_cast<size_t>(i)], i); });
   }
   for (int i = 0; i < wide_threads; ++i) {
-    impl_->threads.emplace_back([impl = impl_.get()] { impl->Loop(impl->wide, -1); });
+    impl_->threads.emplace_back([impl = impl_] { impl->Loop(impl->wide, -1); });
   }
 }
 
@@ -245,8 +245,10 @@ struct NativeBatcher::State {
   int lane_count = 0;  // lanes this version uses (the first engine_concurrency); 0: wide threads do everything
   size_t queue_behind_at = 0;
 
+  // Guards every member below and each Call's progress (finished, remaining, result); never held while an
+  // engine runs or a done callback is called. Taken before Lanes::Impl::mutex, never after.
   std::mutex mutex;
-  std::condition_variable idle;
+  std::condition_variable idle;  // Idle() became true: Close() may return
   std::vector<Item> pending;
   int admitted = 0;       // texts admitted, not yet in a batch (tokenizing + pending)
   int running_texts = 0;  // texts in batches handed to the engine
@@ -351,7 +353,9 @@ struct NativeBatcher::State {
       }
       size_t kept = 0;
       for (size_t i = 0; i < pending.size(); ++i) {
-        if (!picked[i]) pending[kept++] = std::move(pending[i]);
+        if (picked[i]) continue;
+        if (kept != i) pending[kept] = std::move(pending[i]);  // never self-move: it would empty the ids
+        ++kept;
       }
       pending.resize(kept);
       const int texts = static_cast<int>(batch->items.size());

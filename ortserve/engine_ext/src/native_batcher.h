@@ -87,7 +87,9 @@ class Lanes {
   Impl* impl() const { return impl_.get(); }
 
  private:
-  std::unique_ptr<Impl> impl_;
+  // Shared with the threads: the last owner may drop a Lanes from one of its own tasks (a batcher's last
+  // reference); that thread then outlives ~Lanes and must still find its queue.
+  std::shared_ptr<Impl> impl_;
 };
 
 class NativeBatcher : public std::enable_shared_from_this<NativeBatcher> {

@@ -45,7 +45,7 @@ struct PyNativeVersion {
 
 // One submitted call: the done callback stores the result here; Python waits for it.
 struct TicketState {
-  std::mutex mutex;
+  std::mutex mutex;  // guards result (set once by the done callback, read by Python's wait)
   std::condition_variable done_cv;
   std::optional<InferResult> result;
 

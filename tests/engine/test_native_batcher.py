@@ -1,0 +1,361 @@
+"""The native batcher on the tiny BERT bundle, real engine and real threads: every reply equals unbatched
+inference of its own texts, queued calls share batches, and admission, deadlines, cancellation, close and drain
+behave as service/batcher.py does.
+
+Tests that need "the engine is busy" pause the lanes (`NativeLanes.pause`: no thread starts a new task) with one
+blocker call taken by a thread, so what queues behind it never depends on how long a run takes.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ortserve.engine_ext import Engine, EventSink, NativeLanes, NativeTicket, NativeVersion, WordPiece, load_wordpiece
+from ortserve.service.textmodel import EngineOptions, TextClassifier
+
+WORDS = ["good", "bad", "movie", "the", "plot", "was", "really", "boring", "great", "acting", "fun", "slow",
+         "refund", "xyzzy", "unbelievable", "ok", "!", "?"]
+SHUTTING_DOWN = "model version is shutting down; retry"
+EXPIRED_QUEUED = "deadline exceeded while queued; the request never reached the engine"
+EXPIRED_BEFORE = "deadline exceeded before the request reached the engine"
+WAIT = 60.0  # generous bound on a ticket wait: only a hang reaches it
+
+Reply = tuple[str, str, "np.ndarray | None", dict[str, float]]
+
+
+@dataclass
+class Model:
+    classifier: TextClassifier
+    tokenizer: WordPiece
+    bundle: Path
+    cache: dict[str, np.ndarray]
+
+    @property
+    def token_types(self) -> bool:
+        return "token_type_ids" in {t.name for t in self.classifier.engine.inputs}
+
+    def reference(self, texts: list[str]) -> np.ndarray:
+        """TextClassifier's own unbatched inference: each text alone."""
+        for text in texts:
+            if text not in self.cache:
+                self.cache[text] = self.classifier.run(self.classifier.tokenize([text]))[0]
+        return np.stack([self.cache[t] for t in texts])
+
+
+@pytest.fixture(scope="module")
+def model(tiny_bundle: Path) -> Iterator[Model]:
+    classifier = TextClassifier.load(tiny_bundle, EngineOptions(intra_op_threads=2, narrow_engine=True),
+                                     tokenizer="native")
+    assert classifier.narrow is not None
+    tokenizer = load_wordpiece(tiny_bundle / "tokenizer.json", classifier.manifest.max_seq_len)
+    yield Model(classifier, tokenizer, tiny_bundle, {})
+    classifier.close()
+
+
+def make_version(model: Model, lanes: NativeLanes, events: EventSink, *, narrow: bool = True,
+                 wide: Engine | None = None, labels: int | None = None, **overrides: Any) -> NativeVersion:
+    options: dict[str, Any] = {
+        "max_batch_size": 32, "max_queue_delay_s": 0.010, "max_padding_ratio": 1.3, "batch_overhead_tokens": 0,
+        "max_batch_tokens": 1024, "sort_window": 24, "max_queue_items": 256, "max_queue_wait_s": 0.0,
+        "engine_concurrency": 2,
+    }
+    options.update(overrides)
+    return NativeVersion(
+        "classifier", "1",
+        wide=wide if wide is not None else model.classifier.engine,
+        narrow=model.classifier.narrow if narrow else None,
+        tokenizer=model.tokenizer,
+        labels=labels if labels is not None else len(model.classifier.labels),
+        pad_id=model.tokenizer.pad_id,
+        token_types=model.token_types,
+        lanes=lanes,
+        events=events,
+        **options,
+    )
+
+
+@contextmanager
+def running_lanes(lanes: int = 2, wide_threads: int = 2) -> Iterator[NativeLanes]:
+    pool = NativeLanes(lanes, wide_threads)
+    try:
+        yield pool
+    finally:
+        pool.stop()  # resumes paused threads first, so no test leaves a call hanging
+
+
+def batches(events: EventSink) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    while chunk := events.drain(512, 0.0):
+        out.extend(chunk)
+    assert all(e[0] == "batch" for e in out)
+    return out
+
+
+def check_ok(model: Model, texts: list[str], reply: Reply) -> None:
+    code, message, logits, timings = reply
+    assert (code, message) == ("OK", ""), message
+    assert logits is not None and logits.dtype == np.float32
+    assert logits.shape == (len(texts), len(model.classifier.labels))
+    np.testing.assert_allclose(logits, model.reference(texts), rtol=1e-5, atol=1e-5)
+    assert timings["batch_size"] >= 1
+    assert timings["engine_s"] > 0
+
+
+def hold_engine(version: NativeVersion, lanes: NativeLanes) -> NativeTicket:
+    """Pause the lanes and take the engine with one lone call: what is submitted next queues behind it."""
+    lanes.pause()
+    blocker = version.submit(["the blocker call"])
+    assert version.queue_depth == 0 and not blocker.done
+    return blocker
+
+
+def test_lone_call_is_not_held_back(model: Model) -> None:
+    with running_lanes() as lanes:
+        events = EventSink()
+        version = make_version(model, lanes, events)
+        reply = version.infer(["a really good movie"])
+        check_ok(model, ["a really good movie"], reply)
+        timings = reply[3]
+        assert timings["batch_size"] == 1
+        assert timings["queue_s"] == 0.0
+        assert timings["tokenize_s"] > 0
+        (batch,) = batches(events)
+        tokens = len(model.classifier.tokenize(["a really good movie"])[0])
+        assert batch[:6] == ("batch", "classifier", "1", 1, tokens, tokens)
+        assert batch[7] == "wide"
+        assert (version.model, version.version, version.queue_depth) == ("classifier", "1", 0)
+
+
+calls_strategy = st.lists(st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=40).map(" ".join),
+                                   min_size=1, max_size=6), min_size=1, max_size=12)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                 HealthCheck.too_slow])
+@given(calls=calls_strategy, held=st.booleans(), narrow=st.booleans(), concurrency=st.integers(1, 3),
+       lanes_n=st.integers(0, 3), max_batch_size=st.integers(1, 8), sort_window=st.sampled_from([0, 2, 24]),
+       delay=st.sampled_from([0.0, 60.0]))
+def test_every_reply_equals_unbatched_inference(model: Model, calls: list[list[str]], held: bool, narrow: bool,
+                                                 concurrency: int, lanes_n: int, max_batch_size: int,
+                                                 sort_window: int, delay: float) -> None:
+    with running_lanes(lanes_n, 2) as lanes:
+        events = EventSink()
+        version = make_version(model, lanes, events, narrow=narrow, engine_concurrency=concurrency,
+                               max_batch_size=max_batch_size, sort_window=sort_window, max_queue_delay_s=delay)
+        # Held: every call queues at once behind a blocker, so batches mix and split calls deterministically.
+        blocker = hold_engine(version, lanes) if held else None
+        with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+            tickets = list(pool.map(version.submit, calls))
+            if blocker is not None:
+                lanes.resume()
+            replies = [t.wait(WAIT) for t in tickets]
+        for texts, reply in zip(calls, replies, strict=True):
+            check_ok(model, texts, reply)
+            assert reply[3]["batch_size"] <= max(max_batch_size, len(texts))
+        if blocker is not None:
+            check_ok(model, ["the blocker call"], blocker.wait(WAIT))
+        runs = batches(events)
+        assert sum(b[3] for b in runs) == sum(map(len, calls)) + (blocker is not None)
+        assert version.queue_depth == 0
+
+
+def test_concurrent_submissions_share_a_batch(model: Model) -> None:
+    with running_lanes() as lanes:
+        events = EventSink()
+        version = make_version(model, lanes, events)
+        blocker = hold_engine(version, lanes)
+        first, second = version.submit(["good movie"]), version.submit(["bad movie"])
+        assert version.queue_depth == 2
+        lanes.resume()
+        for ticket, texts in ((first, ["good movie"]), (second, ["bad movie"])):
+            reply = ticket.wait(WAIT)
+            check_ok(model, texts, reply)
+            assert reply[3]["batch_size"] == 2
+            assert reply[3]["queue_s"] > 0
+        check_ok(model, ["the blocker call"], blocker.wait(WAIT))
+        runs = batches(events)
+        assert [(b[3], b[7]) for b in runs] == [(1, "wide"), (2, "narrow")]
+        shared = runs[1]
+        assert shared[4] >= shared[5] > 0  # padded >= real tokens
+
+
+@pytest.mark.parametrize("narrow", [True, False])
+def test_one_session_at_concurrency_one(model: Model, narrow: bool) -> None:
+    with running_lanes() as lanes:
+        events = EventSink()
+        version = make_version(model, lanes, events, narrow=narrow, engine_concurrency=1)
+        blocker = hold_engine(version, lanes)
+        tickets = [version.submit(["good movie"]), version.submit(["bad movie", "fun movie"])]  # equal lengths
+        assert version.queue_depth == 3
+        lanes.resume()
+        check_ok(model, ["good movie"], tickets[0].wait(WAIT))
+        check_ok(model, ["bad movie", "fun movie"], tickets[1].wait(WAIT))
+        blocker.wait(WAIT)
+        # One session does everything when only one run goes at a time.
+        assert [(b[3], b[7]) for b in batches(events)] == [(1, "wide"), (3, "wide")]
+
+
+def test_queue_full_refuses_at_once(model: Model) -> None:
+    with running_lanes() as lanes:
+        version = make_version(model, lanes, EventSink(), max_queue_items=3)
+        blocker = hold_engine(version, lanes)
+        accepted = [version.submit(["good", "bad"]), version.submit(["ok"])]
+        assert version.queue_depth == 3
+        refused = version.submit(["one more"])
+        assert refused.done  # answered on the submitting thread
+        code, message, logits, timings = refused.wait(0)
+        assert code == "RESOURCE_EXHAUSTED" and logits is None
+        assert message == "server busy: 3 texts queued for this model version (limit 3); retry with backoff"
+        assert timings["retry_after_s"] >= 0
+        assert version.queue_depth == 3
+        lanes.resume()
+        check_ok(model, ["good", "bad"], accepted[0].wait(WAIT))
+        check_ok(model, ["ok"], accepted[1].wait(WAIT))
+        blocker.wait(WAIT)
+        # An empty queue always admits, whatever the call's size.
+        check_ok(model, ["a"] * 5, version.infer(["a"] * 5))
+
+
+def test_queue_wait_bound_refuses_with_the_expected_work(model: Model) -> None:
+    with running_lanes() as lanes:
+        version = make_version(model, lanes, EventSink(), max_queue_wait_s=1e-9)
+        check_ok(model, ["warm"], version.infer(["warm"]))  # gives the batcher a measured rate
+        blocker = hold_engine(version, lanes)
+        queued = version.submit(["queued"])
+        code, message, _, timings = version.submit(["refused"]).wait(0)
+        assert code == "RESOURCE_EXHAUSTED"
+        assert re.fullmatch(r"server busy: 1 texts queued for this model version, about \d+ ms of work "
+                            r"\(limit 0 ms\); retry with backoff", message), message
+        assert timings["retry_after_s"] > 0
+        lanes.resume()
+        check_ok(model, ["queued"], queued.wait(WAIT))
+        blocker.wait(WAIT)
+
+
+def test_expired_deadline_never_reaches_the_engine(model: Model) -> None:
+    with running_lanes() as lanes:
+        events = EventSink()
+        version = make_version(model, lanes, events)
+        code, message, logits, _ = version.infer(["too late"], timeout_s=0.0)
+        assert (code, message, logits) == ("DEADLINE_EXCEEDED", EXPIRED_BEFORE, None)
+        assert batches(events) == []
+        assert version.queue_depth == 0
+
+        blocker = hold_engine(version, lanes)
+        late = version.submit(["expires while queued", "and its sibling"], timeout_s=0.2)
+        time.sleep(0.4)  # past the deadline (not a timing assertion: only makes sure it has passed)
+        lanes.resume()
+        code, message, logits, _ = late.wait(WAIT)
+        assert (code, message, logits) == ("DEADLINE_EXCEEDED", EXPIRED_QUEUED, None)
+        blocker.wait(WAIT)
+        assert [b[3] for b in batches(events)] == [1]  # the blocker's run only
+        assert version.queue_depth == 0
+
+
+def test_cancel_frees_the_queue_and_never_runs(model: Model) -> None:
+    with running_lanes() as lanes:
+        events = EventSink()
+        version = make_version(model, lanes, events)
+        blocker = hold_engine(version, lanes)
+        cancelled = version.submit(["never", "runs", "at all"])
+        kept = version.submit(["kept"])
+        assert version.queue_depth == 4
+        cancelled.cancel()
+        assert version.queue_depth == 1
+        assert cancelled.wait(0)[:3] == ("CANCELLED", "call cancelled by the client", None)
+        lanes.resume()
+        check_ok(model, ["kept"], kept.wait(WAIT))
+        check_ok(model, ["the blocker call"], blocker.wait(WAIT))
+        blocker.cancel()  # after the answer: nothing changes
+        assert blocker.wait(0)[0] == "OK"
+        assert [b[3] for b in batches(events)] == [1, 1]
+        assert version.queue_depth == 0
+
+
+def test_close_answers_queued_calls_and_waits_for_running(model: Model) -> None:
+    with running_lanes() as lanes:
+        version = make_version(model, lanes, EventSink())
+        blocker = hold_engine(version, lanes)
+        queued = version.submit(["queued when closing"])
+        closer = threading.Thread(target=version.close)
+        closer.start()
+        assert queued.wait(WAIT)[:3] == ("UNAVAILABLE", SHUTTING_DOWN, None)
+        closer.join(0.2)
+        assert closer.is_alive()  # still waiting for the blocker's run, which the paused lanes hold
+        lanes.resume()
+        closer.join(WAIT)
+        assert not closer.is_alive()
+        check_ok(model, ["the blocker call"], blocker.wait(0))  # answered before close() returned
+        assert version.infer(["after close"])[:3] == ("UNAVAILABLE", SHUTTING_DOWN, None)
+        version.close()  # idempotent
+
+
+def test_drain_waits_for_leases(model: Model) -> None:
+    with running_lanes() as lanes:
+        version = make_version(model, lanes, EventSink())
+        assert version.acquire() and version.acquire()
+        assert version.in_flight == 2
+        version.release()
+        assert version.drain(0.05) is False  # one lease still held
+        assert version.acquire() is False  # draining: no new leases
+        result: list[bool] = []
+        drainer = threading.Thread(target=lambda: result.append(version.drain(WAIT)))
+        drainer.start()
+        version.release()
+        drainer.join(WAIT)
+        assert result == [True] and version.in_flight == 0
+
+
+def test_engine_failures_answer_internal(model: Model) -> None:
+    with running_lanes() as lanes:
+        closed = Engine(str(model.bundle / "model.onnx"))
+        closed.close()
+        version = make_version(model, lanes, EventSink(), wide=closed, narrow=False)
+        code, message, logits, _ = version.infer(["x"])
+        assert code == "INTERNAL" and logits is None
+        assert message.startswith("inference failed: ") and "clos" in message
+
+        labels = len(model.classifier.labels) + 1
+        wrong = make_version(model, lanes, EventSink(), labels=labels)
+        code, message, _, _ = wrong.infer(["x", "y"])
+        assert code == "INTERNAL"
+        assert message == (f"inference failed: model returned 'logits' of shape [2, {labels - 1}], expected "
+                           f"[2, {labels}] (one row per text, one column per label)")
+
+
+def test_bad_policy_is_a_value_error(model: Model) -> None:
+    with running_lanes() as lanes:
+        with pytest.raises(ValueError, match="max_batch_size must be >= 1"):
+            make_version(model, lanes, EventSink(), max_batch_size=0)
+        with pytest.raises(ValueError, match="engine_concurrency must be >= 1"):
+            make_version(model, lanes, EventSink(), engine_concurrency=0)
+
+
+def test_event_sink_is_bounded() -> None:
+    events = EventSink(capacity=1)
+    assert events.drain(10, 0.0) == [] and events.dropped == 0
+    events.close()
+    assert events.drain(10, 5.0) == []  # closed: returns at once
+
+
+def test_objects_dropped_without_stop(model: Model) -> None:
+    """Dropping the last references (no close, no stop) closes the version and joins the lanes' threads."""
+    lanes = NativeLanes(2, 1)
+    version = make_version(model, lanes, EventSink())
+    tickets = [version.submit(["good movie"]) for _ in range(4)]
+    del version, lanes
+    for ticket in tickets:  # the tickets keep the batcher itself; its calls were answered or refused
+        assert ticket.wait(WAIT)[0] in ("OK", "UNAVAILABLE")
