@@ -259,7 +259,7 @@ class Frontend:
         address: str,
         backend: str,
         *,
-        events: Any,
+        events: EventSink,
         max_message_bytes: int,
         max_texts: int,
         tls_cert: bytes | None = None,
@@ -268,7 +268,7 @@ class Frontend:
     ) -> None: ...
     def start(self) -> int:
         """Bind and serve; the bound port. RuntimeError naming the address when it cannot bind."""
-    def set_routes(self, routes: dict[str, tuple[list[str], list[int], dict[str, Any]]]) -> None:
+    def set_routes(self, routes: dict[str, tuple[list[str], list[int], dict[str, NativeVersion]]]) -> None:
         """{model: (split order, split upper, {version: NativeVersion})}, replaced as one snapshot."""
     def set_health(self, service: str, serving: bool) -> None: ...
     def shutdown(self, grace_s: float) -> None:
