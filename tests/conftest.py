@@ -1,4 +1,10 @@
-"""Suite-wide fixtures: a tiny real BERT bundle (built in seconds) and a real server process on it."""
+"""Suite-wide fixtures: a tiny real BERT bundle (built in seconds), the front ends, and a real server process on it.
+
+`frontend` runs a test once per front end: the Python one (grpc.aio) and the native one (grpc++ with the C++
+batcher). The native one is skipped only where the engine was built without gRPC C++; `scripts/bootstrap dev`
+installs what it needs, and tests/engine/test_frontend_build.py fails when gRPC C++ is there but the front end
+was not built, so a CI run cannot skip it silently.
+"""
 
 from __future__ import annotations
 
@@ -24,9 +30,23 @@ def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return dest
 
 
+def _frontend_params() -> list[object]:
+    from ortserve import engine_ext
+
+    skip_native = pytest.mark.skipif(not engine_ext.HAS_FRONTEND,
+                                     reason=f"native front end not built: {engine_ext.FRONTEND_MISSING}")
+    return ["python", pytest.param("native", marks=skip_native)]
+
+
+@pytest.fixture(scope="session", params=_frontend_params())
+def frontend(request: pytest.FixtureRequest) -> str:
+    """The front end a server under test runs: pass `["--frontend", frontend]` to running_server."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="session")
-def server(tiny_bundle: Path) -> Iterator[ServerProcess]:
-    """One shared server on the tiny bundle; tests that need special settings start their own."""
-    with running_server(["--bundle", str(tiny_bundle), "--model-name", "classifier",
+def server(tiny_bundle: Path, frontend: str) -> Iterator[ServerProcess]:
+    """One shared server per front end on the tiny bundle; tests that need special settings start their own."""
+    with running_server(["--bundle", str(tiny_bundle), "--model-name", "classifier", "--frontend", frontend,
                          "--max-texts-per-request", "16", "--max-message-bytes", "65536"]) as s:
         yield s

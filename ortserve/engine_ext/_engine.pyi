@@ -165,6 +165,11 @@ class EventSink:
         """Wakes drain() for good; later records (and those not drained) count as dropped."""
     @property
     def dropped(self) -> int: ...
+    @property
+    def pushed(self) -> int:
+        """Records accepted so far (not dropped)."""
+    @property
+    def closed(self) -> bool: ...
 
 class NativeLanes:
     """Threads shared by every NativeVersion: `lanes` one-at-a-time lane threads for queued batches and

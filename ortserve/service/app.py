@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +29,7 @@ from ortserve.service.config import Settings
 from ortserve.service.handlers import InferenceServicer
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
+from ortserve.service.native_frontend import NativeFrontend
 
 log = structlog.get_logger("ortserve.server")
 
@@ -76,11 +79,19 @@ class Server:
             lane_pools=self._lane_pools,
             opener=self._opener_pool,
         )
+        # frontend=native: the grpc++ front end owns the public port; this grpc.aio server answers what it passes
+        # on, on a unix socket in a private directory.
+        self.native: NativeFrontend | None = None
+        self._backend_dir = ""
+        if settings.frontend == "native":
+            self._backend_dir = tempfile.mkdtemp(prefix="ortserve-")
+            self.native = NativeFrontend(settings, self.metrics, backend=self._backend_address())
         self.manager = ModelManager(
             factory,
             max_loaded_versions=settings.max_loaded_versions,
             drain_timeout_s=settings.drain_timeout_s,
             observer=self._on_lifecycle,
+            data_path=self.native,
         )
         self.servicer = InferenceServicer(self.manager, self.metrics, max_texts=settings.max_texts_per_request)
         self.health = health.aio.HealthServicer()
@@ -109,14 +120,23 @@ class Server:
             server,
         )
         address = f"{s.host}:{s.port}"
-        if s.tls_cert:
+        if self.native is not None:
+            server.add_insecure_port(self._backend_address())  # private: only the native front end connects
+        elif s.tls_cert:
             self.port = server.add_secure_port(address, _tls_credentials(s))
         else:
             self.port = server.add_insecure_port(address)
-        await self.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
-        await self.health.set(LIVENESS_SERVICE, health_pb2.HealthCheckResponse.SERVING)
+        await self._set_health("", serving=False)
+        await self._set_health(LIVENESS_SERVICE, serving=True)
         await server.start()
         self._server = server
+        if self.native is not None:
+            try:
+                self.port = self.native.start()
+            except BaseException:
+                await server.stop(0)
+                self._remove_backend_dir()
+                raise
         if s.metrics:
             self.metrics.watch_manager(self._status_threadsafe)
             self._metrics_http = self.metrics.serve(s.metrics_host, s.metrics_port)
@@ -129,6 +149,7 @@ class Server:
             metrics_port=self.metrics_port,
             tls=bool(s.tls_cert),
             mtls=bool(s.tls_client_ca),
+            frontend=s.frontend,
         )
 
     async def stop(self, grace_s: float | None = None) -> None:
@@ -136,13 +157,22 @@ class Server:
         grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
         started = time.monotonic()
         self.servicer.accepting = False
+        if self.native is not None:
+            self.native.not_serving()  # its probes are answered on its own threads: flip them first
         await self.health.enter_graceful_shutdown()
         log.info("shutdown_started", grace_s=grace)
         if self._source_task is not None:
             self._source_task.cancel()
+        if self.native is not None:
+            # The public port first: its in-flight calls (and the calls it passed on) finish within the grace.
+            await self.native.shutdown(grace)
+            grace = max(0.0, grace - (time.monotonic() - started))
         if self._server is not None:
             await self._server.stop(grace)
         await self.manager.close()
+        if self.native is not None:
+            self.native.close()
+            self._remove_backend_dir()
         self._tokenize_pool.shutdown(wait=False)
         self._engine_pool.shutdown(wait=True)
         for lane in self._lane_pools:
@@ -180,13 +210,26 @@ class Server:
             asyncio.get_running_loop().create_task(self._update_health())
 
     async def _update_health(self) -> None:
-        serving, not_serving = health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING
         wanted = self.manager.wanted_models()
         for model in set(wanted) | set(self.manager.served_models()):
-            await self.health.set(model, serving if self.manager.model_ready(model) else not_serving)
+            await self._set_health(model, serving=self.manager.model_ready(model))
         ready = self.manager.ready_for_traffic()
-        await self.health.set("", serving if ready else not_serving)
-        await self.health.set(INFERENCE_SERVICE, serving if ready else not_serving)
+        await self._set_health("", serving=ready)
+        await self._set_health(INFERENCE_SERVICE, serving=ready)
+
+    async def _set_health(self, service: str, *, serving: bool) -> None:
+        """Health is answered where the public port is: the Python servicer, or the native front end's own."""
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        await self.health.set(service, status)
+        if self.native is not None and self.servicer.accepting:
+            self.native.set_health(service, serving)
+
+    def _backend_address(self) -> str:
+        return f"unix:{self._backend_dir}/backend.sock"
+
+    def _remove_backend_dir(self) -> None:
+        if self._backend_dir:
+            shutil.rmtree(self._backend_dir, ignore_errors=True)
 
     def _status_json(self) -> bytes:
         return json.dumps(self.manager.status(), sort_keys=True).encode()

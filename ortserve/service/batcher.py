@@ -129,6 +129,10 @@ class Batcher:
         self._queue_behind_at = policy.sort_window or policy.max_batch_size
 
     @property
+    def policy(self) -> BatchPolicy:
+        return self._policy
+
+    @property
     def queue_depth(self) -> int:
         return self._admitted
 

@@ -56,6 +56,14 @@ def _serve(args: argparse.Namespace) -> int:
     # Imported late: `ortserve status` and config errors need neither the engine nor the registry.
     from ortserve.service.app import Server, bundle_source
     from ortserve.service.logs import configure_logging
+    from ortserve.service.native_frontend import NativeFrontendUnavailable, check_available
+
+    if settings.frontend == "native":
+        try:
+            check_available()
+        except NativeFrontendUnavailable as e:
+            print(f"ortserve: {e}", file=sys.stderr)
+            return 2
 
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     if settings.bundle:

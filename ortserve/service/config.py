@@ -80,6 +80,12 @@ class Settings:
         "tokenizers), native (fail the load when it cannot) or hf.",
         default="auto",
     )
+    frontend: str = _doc(
+        "python (grpc.aio serves every call) or native (a grpc++ server in the same process owns the port and "
+        "serves ModelInfer for models the C++ tokenizer runs, with the C++ batcher; every other call goes to the "
+        "Python server on a private unix socket). native needs the engine built with gRPC C++ (README).",
+        default="python",
+    )
     tokenizer_threads: int = _doc(
         "Threads tokenizing requests the event loop does not (long ones, and all of them with the hf tokenizer).",
         default=1,
@@ -138,6 +144,7 @@ class Settings:
             ),
             ("event_loop", self.event_loop in ("auto", "uvloop", "asyncio"), "one of auto, uvloop, asyncio"),
             ("tokenizer", self.tokenizer in ("auto", "native", "hf"), "one of auto, native, hf"),
+            ("frontend", self.frontend in ("python", "native"), "python or native"),
             (
                 "log_level",
                 self.log_level in ("debug", "info", "warning", "error"),

@@ -44,6 +44,18 @@ class VersionFactory(Protocol):
         """Build the version's batcher (on the loop)."""
 
 
+class DataPath(Protocol):
+    """A second data path serving from the manager's table (the native front end). It gets every new table
+    (`publish`, on the loop, right after the swap), adds its queue to status, and drains its own calls to a
+    version before the version's engines close (`retire`, invariant 3)."""
+
+    def publish(self, table: RouteTable) -> None: ...
+
+    def queue_depth(self, lv: LoadedVersion) -> int: ...
+
+    async def retire(self, lv: LoadedVersion, timeout_s: float) -> None: ...
+
+
 class LifecycleObserver(Protocol):
     def __call__(self, event: str, model: str, version: str, **fields: Any) -> None: ...
 
@@ -106,8 +118,10 @@ class ModelManager:
         drain_timeout_s: float = 30.0,
         retry_backoff_s: tuple[float, float] = (1.0, 60.0),
         observer: LifecycleObserver | None = None,
+        data_path: DataPath | None = None,
     ) -> None:
         self._factory = factory
+        self._data_path = data_path
         self._max_loaded = max_loaded_versions
         self._drain_timeout_s = drain_timeout_s
         self._backoff = retry_backoff_s
@@ -319,6 +333,8 @@ class ModelManager:
         else:
             models.pop(model, None)
         self._table = RouteTable(models)  # the swap: one assignment on the loop thread
+        if self._data_path is not None:
+            self._data_path.publish(self._table)
         if models.get(model) != current:
             self._observe("swapped", model, ",".join(sorted(ready)), weights=weights,
                           took_s=round(time.monotonic() - started, 4))
@@ -335,11 +351,14 @@ class ModelManager:
     async def _retire(self, lv: LoadedVersion) -> None:
         """Invariant 3: close only after the last in-flight request finished (bounded)."""
         # Any route still pointing at lv is gone; leases taken before the swap finish normally.
+        deadline = time.monotonic() + self._drain_timeout_s
         if lv.leases:
             try:
                 await asyncio.wait_for(lv.released.wait(), self._drain_timeout_s)
             except TimeoutError:
                 log.warning("drain_timeout", model=lv.model, version=lv.version, leases=lv.leases)
+        if self._data_path is not None:
+            await self._data_path.retire(lv, max(0.0, deadline - time.monotonic()))
         self._observe("drained", lv.model, lv.version)
         if lv.classifier is not None:
             # Engine.close waits for running batches, so it runs off the loop.
@@ -399,7 +418,8 @@ class ModelManager:
                     "state": lv.state.value,
                     "leases": lv.leases,
                     "source": lv.spec.source(),
-                    "queue_depth": lv.batcher.queue_depth if lv.batcher else 0,
+                    "queue_depth": (lv.batcher.queue_depth if lv.batcher else 0)
+                    + (self._data_path.queue_depth(lv) if self._data_path is not None else 0),
                     "tokenizer": lv.classifier.tokenizer.kind if lv.classifier else None,
                 }
                 for v, lv in sorted(self._versions.get(model, {}).items())
@@ -430,6 +450,8 @@ class ModelManager:
             task.cancel()
         await asyncio.gather(*self._workers.values(), return_exceptions=True)
         self._table = RouteTable({})
+        if self._data_path is not None:
+            self._data_path.publish(self._table)
         for versions in self._versions.values():
             for lv in list(versions.values()):
                 if lv.state is State.READY:

@@ -44,6 +44,10 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        # First collector of the registry: whatever reports asynchronously (the native front end's event thread)
+        # catches up before the series are read, so a scrape after a reply sees that reply.
+        self._before_scrape: list[Callable[[], None]] = []
+        r.register(_BeforeScrape(self._before_scrape))
         self.requests = Counter(
             "ortserve_requests", "ModelInfer calls by outcome.", ["model", "version", "code"], registry=r
         )
@@ -93,7 +97,9 @@ class Metrics:
             ["model", "version", "lane"],
             registry=r,
         )
-        self.in_flight = Gauge("ortserve_inflight_requests", "ModelInfer calls being served.", registry=r)
+        self.in_flight = InFlight()
+        gauge = Gauge("ortserve_inflight_requests", "ModelInfer calls being served.", registry=r)
+        gauge.set_function(self.in_flight.value)
         self.reloads = Counter("ortserve_reloads", "Version loads by result.", ["model", "result"], registry=r)
         self.load_seconds = Histogram(
             "ortserve_load_duration_seconds",
@@ -143,12 +149,36 @@ class Metrics:
 
         return observe
 
+    def before_scrape(self, hook: Callable[[], None]) -> None:
+        self._before_scrape.append(hook)
+
     def watch_manager(self, status: Callable[[], dict[str, Any]]) -> None:
         self.registry.register(_ManagerCollector(status))
 
     def serve(self, host: str, port: int) -> Any:
         server, _thread = start_http_server(port, addr=host, registry=self.registry)
         return server
+
+
+class InFlight:
+    """ModelInfer calls in progress: the Python handler's count (loop thread) plus any other counter added with
+    `add_source` (the native front end's), summed at scrape time rather than copied."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._sources: list[Callable[[], int]] = []
+
+    def inc(self) -> None:
+        self._count += 1
+
+    def dec(self) -> None:
+        self._count -= 1
+
+    def add_source(self, source: Callable[[], int]) -> None:
+        self._sources.append(source)
+
+    def value(self) -> float:
+        return float(self._count + sum(source() for source in self._sources))
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +188,19 @@ class VersionMetrics:
     request_seconds: Any
     queue_seconds: Any
     tokenize_seconds: Any
+
+
+class _BeforeScrape(Collector):
+    def __init__(self, hooks: list[Callable[[], None]]) -> None:
+        self._hooks = hooks
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        for hook in self._hooks:
+            hook()
+        return iter(())
+
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        return iter(())  # registering must not call collect() (no hook is installed yet)
 
 
 class _ManagerCollector(Collector):

@@ -75,6 +75,11 @@ class TextClassifier:
         self._wants_token_types = "token_type_ids" in names
         self._pad_id = tokenizer.pad_id
 
+    @property
+    def wants_token_types(self) -> bool:
+        """Whether the graph takes token_type_ids (fed as zeros)."""
+        return self._wants_token_types
+
     @classmethod
     def load(
         cls,

@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 from tokenizers import Tokenizer
 
-from ortserve.engine_ext import UnsupportedTokenizer, load_wordpiece
+from ortserve.engine_ext import UnsupportedTokenizer, WordPiece, load_wordpiece
 
 TokenizerChoice = Literal["auto", "native", "hf"]
 TOKENIZER_CHOICES: tuple[TokenizerChoice, ...] = ("auto", "native", "hf")
@@ -39,6 +39,8 @@ class BundleTokenizer:
     pad_id: int
     fallback: str = ""
     """Why the C++ tokenizer was not used (empty when it is, or when `hf` was asked for)."""
+    native: WordPiece | None = None
+    """The C++ tokenizer itself when `kind` is native: the native front end tokenizes with it directly."""
 
     def inline(self, texts: Sequence[str]) -> bool:
         """Whether tokenizing `texts` on the calling thread is cheaper than a hand-off to a thread."""
@@ -57,7 +59,7 @@ def open_tokenizer(tokenizer_json: Path, max_seq_len: int, choice: TokenizerChoi
                 raise TokenizerError(f"{tokenizer_json}: {e}") from None
             fallback = str(e)
         else:
-            return BundleTokenizer(kind="native", encode=native.encode, pad_id=native.pad_id)
+            return BundleTokenizer(kind="native", encode=native.encode, pad_id=native.pad_id, native=native)
     return _hf(tokenizer_json, max_seq_len, fallback)
 
 

@@ -90,6 +90,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                      help="ORT idle-thread spinning (default: the server's)")
     srv.add_argument("--tokenizer", choices=("auto", "native", "hf"), help="the server's tokenizer (default: the "
                      "server's)")
+    srv.add_argument("--frontend", choices=("python", "native"), help="the server's front end (default: the "
+                     "server's): python (grpc.aio) or native (grpc++ with the C++ batcher)")
     srv.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                      help="extra `ortserve serve` argument, repeatable: --server-arg=--max-batch-size=64")
     load = p.add_argument_group("load")
@@ -245,6 +247,8 @@ class Bench:
         s = self.engine_settings
         extra += ["--intra-op-threads", str(s.intra_op_threads), "--inter-op-threads", str(s.inter_op_threads),
                   "--engine-concurrency", str(s.engine_concurrency), "--tokenizer", s.tokenizer]
+        if self.args.frontend:
+            extra += ["--frontend", self.args.frontend]
         spinning = s.allow_spinning if allow_spinning is None else allow_spinning
         extra.append("--allow-spinning" if spinning else "--no-allow-spinning")
         log = self.args.cache_dir / "logs" / f"server-{os.getpid()}-{tag}.log"
@@ -561,7 +565,8 @@ class Bench:
             "host": {"cpus": os.cpu_count(), "usable_cpus": len(os.sched_getaffinity(0)),
                      "load_average_before": load_before, "load_average_after": os.getloadavg()},
             "target": {**dataclasses.asdict(self.target), "started_by_bench": not args.address,
-                       "bundle": str(self.bundle) if self.bundle else None, "server_args": args.server_arg},
+                       "bundle": str(self.bundle) if self.bundle else None, "server_args": args.server_arg,
+                       "frontend": args.frontend},
             "corpus": {"size": len(self.corpus), "seed": args.seed},
             "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "timeout_s": args.timeout},
             "limit": self.limit,

@@ -30,12 +30,13 @@ def canary_keys(answers: dict[str, str]) -> set[str]:
     return {k for k, v in answers.items() if v == "v2"}
 
 
-def test_canary_over_the_wire(file_registry: Registry, bundle: Callable[..., Path], tmp_path: Path) -> None:
+def test_canary_over_the_wire(file_registry: Registry, bundle: Callable[..., Path], tmp_path: Path,
+                              frontend: str) -> None:
     reg = file_registry
     reg.publish(MODEL, "v1", bundle(1), weight=100, cli=False)
     reg.publish(MODEL, "v2", bundle(2), weight=5, cli=False)  # one write: the record and v1=95 v2=5
     assert reg.weights(MODEL) == {"v1": 95, "v2": 5}
-    with running_server(reg.server_args(tmp_path / "cache")) as server:
+    with running_server([*reg.server_args(tmp_path / "cache"), "--frontend", frontend]) as server:
         addr = server.address
         wait_routing(addr, MODEL, {"v1": 95, "v2": 5})
         at5 = versions_for_keys(addr, MODEL, KEYS[:1000])  # half the keys suffice for the ramp check

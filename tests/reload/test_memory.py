@@ -33,11 +33,13 @@ def swap_to(reg: Registry, server: ServerProcess, new: str, old: str) -> None:
             assert reply.model_version == new
 
 
-def test_rss_returns_after_swaps(file_registry: Registry, bundle: Callable[..., Path], tmp_path: Path) -> None:
+def test_rss_returns_after_swaps(file_registry: Registry, bundle: Callable[..., Path], tmp_path: Path,
+                                 frontend: str) -> None:
     reg = file_registry
     reg.publish(MODEL, "va", bundle(31, **SIZES), weight=100, cli=False)
     reg.publish(MODEL, "vb", bundle(32, **SIZES), cli=False)
-    with running_server([*reg.server_args(tmp_path / "cache"), "--max-loaded-versions", "1"]) as server:
+    args = [*reg.server_args(tmp_path / "cache"), "--max-loaded-versions", "1", "--frontend", frontend]
+    with running_server(args) as server:
         process = psutil.Process(server.proc.pid)
         swap_to(reg, server, "vb", "va")
         first = process.memory_info().rss

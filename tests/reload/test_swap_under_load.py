@@ -38,7 +38,7 @@ def replies_after_close(logs: list[dict[str, Any]], model: str) -> list[str]:
     return bad
 
 
-def test_swap_under_load(registry: Registry, bundle: Callable[..., Path], tmp_path: Path) -> None:
+def test_swap_under_load(registry: Registry, bundle: Callable[..., Path], tmp_path: Path, frontend: str) -> None:
     """20+ changes, each waited for on the server (admin Status RPC) while the load runs.
 
     Checks, in order: no call failed; at least 16 calls were in flight whenever sampled; every
@@ -51,7 +51,7 @@ def test_swap_under_load(registry: Registry, bundle: Callable[..., Path], tmp_pa
     reg.publish(MODEL, "v1", bundle(1), weight=100)
     changes: list[str] = []
 
-    with running_server(reg.server_args(tmp_path / "cache"), ready=True) as server:
+    with running_server([*reg.server_args(tmp_path / "cache"), "--frontend", frontend], ready=True) as server:
         addr = server.address
 
         def routed(label: str) -> None:

@@ -34,9 +34,10 @@ def slow_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def slow_server(slow_bundle: Path) -> Iterator[ServerProcess]:
+def slow_server(slow_bundle: Path, frontend: str) -> Iterator[ServerProcess]:
     # One batch at a time, so that "the engine is busy" is one state a test can wait for.
-    with running_server(["--bundle", str(slow_bundle), "--intra-op-threads", "1", "--engine-concurrency", "1",
+    with running_server(["--bundle", str(slow_bundle), "--frontend", frontend, "--intra-op-threads", "1",
+                         "--engine-concurrency", "1",
                          "--max-queue-items", "4",
                          "--max-batch-size", "8", "--max-queue-delay-ms", "3000",
                          "--max-texts-per-request", "8", "--max-queue-wait-ms", "0"]) as s:
@@ -159,9 +160,10 @@ def test_cancelled_calls_free_their_queue_slots(slow_server: ServerProcess) -> N
     assert engine_texts(slow_server) - before == 12  # busy + the 4 re-sent; the cancelled ones never ran
 
 
-def test_queue_bounded_by_expected_wait(slow_bundle: Path, reference: Reference) -> None:
+def test_queue_bounded_by_expected_wait(slow_bundle: Path, reference: Reference, frontend: str) -> None:
     """With a time budget, a deep queue is refused by how long it would take, not by its length."""
-    with running_server(["--bundle", str(slow_bundle), "--intra-op-threads", "1", "--engine-concurrency", "1",
+    with running_server(["--bundle", str(slow_bundle), "--frontend", frontend, "--intra-op-threads", "1",
+                         "--engine-concurrency", "1",
                          "--max-queue-items", "64",
                          "--max-queue-wait-ms", "10", "--max-batch-size", "2"]) as server:
         channel, stub = stub_for(server.address)

@@ -144,8 +144,8 @@ def _plaintext_fails(address: str) -> None:
     assert e.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
-def test_tls_and_mtls(tiny_bundle: Path, certs: Path) -> None:
-    tls = ["--bundle", str(tiny_bundle), "--tls-cert", str(certs / "server.pem"),
+def test_tls_and_mtls(tiny_bundle: Path, certs: Path, frontend: str) -> None:
+    tls = ["--bundle", str(tiny_bundle), "--frontend", frontend, "--tls-cert", str(certs / "server.pem"),
            "--tls-key", str(certs / "server.key")]
     with running_server(tls, ready=False) as server:
         address = f"localhost:{server.port}"
@@ -162,15 +162,15 @@ def test_tls_and_mtls(tiny_bundle: Path, certs: Path) -> None:
 # ---- graceful shutdown -----------------------------------------------------------------------------
 
 
-def test_sigterm_under_load_fails_no_accepted_call(tmp_path: Path) -> None:
+def test_sigterm_under_load_fails_no_accepted_call(tmp_path: Path, frontend: str) -> None:
     from ortserve.devtools.bert_bundle import build_tiny_bundle
 
     bundle = tmp_path / "bundle"
     build_tiny_bundle(bundle, seed=3, hidden=128, layers=4, heads=4, intermediate=256, max_position=128,
                       max_seq_len=128)
     text = "word " * 100
-    with running_server(["--bundle", str(bundle), "--intra-op-threads", "1", "--max-queue-items", "256",
-                         "--max-queue-wait-ms", "0",
+    with running_server(["--bundle", str(bundle), "--frontend", frontend, "--intra-op-threads", "1",
+                         "--max-queue-items", "256", "--max-queue-wait-ms", "0",
                          "--shutdown-grace-s", "20"]) as server:
         results: list[tuple[float, str]] = []  # (sent at, outcome)
         stop = threading.Event()
@@ -198,11 +198,20 @@ def test_sigterm_under_load_fails_no_accepted_call(tmp_path: Path) -> None:
                 health_pb2.HealthCheckResponse.SERVING
             signalled_at.append(time.monotonic())
             server.proc.send_signal(signal.SIGTERM)
-            try:  # readiness flips at once, while in-flight calls are still finishing
-                status = health.Check(health_pb2.HealthCheckRequest(), timeout=2).status
-                assert status == health_pb2.HealthCheckResponse.NOT_SERVING
-            except grpc.RpcError as e:  # already closed for new calls, or the connection went away
-                assert e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+            # Readiness flips at once, while in-flight calls are still finishing. "At once" is as soon as the
+            # signal handler runs: the native front end answers health on its own threads, which can answer a
+            # probe sent right after the signal before the event loop has run the handler.
+            flipped_by = time.monotonic() + 1.0
+            while True:
+                try:
+                    status = health.Check(health_pb2.HealthCheckRequest(), timeout=2).status
+                except grpc.RpcError as e:  # already closed for new calls, or the connection went away
+                    assert e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+                    break
+                if status == health_pb2.HealthCheckResponse.NOT_SERVING:
+                    break
+                assert time.monotonic() < flipped_by, "readiness still SERVING 1 s after SIGTERM"
+                time.sleep(0.01)
         assert server.proc.wait(30) == 0
         stop.set()
         for t in threads:

@@ -12,6 +12,7 @@ void EventSink::Push(Event event) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!closed_ && queue_.size() < capacity_) {
       queue_.push_back(std::move(event));
+      pushed_.fetch_add(1, std::memory_order_release);
       // Notify under the lock: Close() and a destroying owner can't race the wake-up.
       ready_.notify_one();
       return;
@@ -35,6 +36,11 @@ std::vector<Event> EventSink::Drain(size_t max, double timeout_s) {
     queue_.pop_front();
   }
   return out;
+}
+
+bool EventSink::closed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return closed_;
 }
 
 void EventSink::Close() {

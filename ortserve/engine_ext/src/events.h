@@ -52,14 +52,18 @@ class EventSink {
   // Wakes Drain() for good; later pushes are dropped.
   void Close();
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  // Records accepted so far: a consumer that counts what it handled knows when it has caught up.
+  uint64_t pushed() const { return pushed_.load(std::memory_order_acquire); }
+  bool closed() const;
 
  private:
   const size_t capacity_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<Event> queue_;
   bool closed_ = false;
   std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> pushed_{0};
 };
 
 }  // namespace ortserve

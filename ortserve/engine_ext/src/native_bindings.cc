@@ -213,7 +213,10 @@ void BindNative(nb::module_& m) {
           "texts, batch_size, queue_s, tokenize_s, engine_s, total_s, status, error) or ('batch', model, version, "
           "texts, padded_tokens, real_tokens, engine_s, lane). Empty on timeout or once closed.")
       .def("close", [](PyEventSink& self) { self.sink->Close(); }, "Wakes drain() for good; later records drop.")
-      .def_prop_ro("dropped", [](const PyEventSink& self) { return self.sink->dropped(); });
+      .def_prop_ro("dropped", [](const PyEventSink& self) { return self.sink->dropped(); })
+      .def_prop_ro("pushed", [](const PyEventSink& self) { return self.sink->pushed(); },
+                   "Records accepted so far (not dropped).")
+      .def_prop_ro("closed", [](const PyEventSink& self) { return self.sink->closed(); });
 
   nb::class_<PyLanes>(m, "NativeLanes", "Lane threads shared by every native version, plus wide-run threads.")
       .def(

@@ -1,0 +1,228 @@
+"""The native front end's Python side (`frontend = "native"`): owns the grpc++ server and feeds it the route table.
+
+The C++ front end (`engine_ext/src/frontend.cc`) owns the public port. It serves ModelInfer itself for every model
+whose versions all run on the C++ tokenizer, with the C++ batcher (`native_batcher.cc`), and passes every other call
+(the other inference RPCs, admin status, ModelInfer for other models, and any request outside its fast path, bad
+ones included) to the Python server on a private unix socket, so there is one implementation of every error and of
+everything but the hot path. This class is the seam between the two:
+
+- `publish` (manager hook, on the loop): each new route table becomes one immutable C++ snapshot; a version gets
+  its `NativeVersion` (its C++ batcher over the same engines and tokenizer) the first time it is routable;
+- `retire` (manager hook): a retired version's native calls drain, and its batcher closes, before its engines do;
+- a thread drains the C++ event queue into the same `request` log line and Prometheus series the Python handler
+  writes (plus `frontend: "native"`), so neither a call nor the engine ever waits for Python.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from ortserve import engine_ext
+from ortserve.service.batcher import BatchRun
+from ortserve.service.config import Settings
+from ortserve.service.manager import LoadedVersion, RouteTable
+from ortserve.service.metrics import Metrics
+
+log = structlog.get_logger("ortserve.request")
+server_log = structlog.get_logger("ortserve.server")
+
+
+class NativeFrontendUnavailable(RuntimeError):
+    """`frontend = "native"` on an engine built without gRPC C++."""
+
+
+def check_available() -> None:
+    if not engine_ext.HAS_FRONTEND:
+        raise NativeFrontendUnavailable(
+            f"frontend=native needs the engine built with gRPC C++: {engine_ext.FRONTEND_MISSING} "
+            "(install libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev pkg-config and rebuild, e.g. "
+            "./scripts/bootstrap dev); or use frontend=python"
+        )
+
+
+class NativeFrontend:
+    def __init__(self, settings: Settings, metrics: Metrics, *, backend: str) -> None:
+        check_available()
+        self._settings = settings
+        self._metrics = metrics
+        self._events = engine_ext.EventSink()
+        # Shared by every version, like the Python server's lane pools: a canary's two versions take turns.
+        self._lanes = engine_ext.NativeLanes(settings.engine_concurrency, settings.max_loaded_versions + 1)
+        self._versions: dict[LoadedVersion, Any] = {}  # loop thread only
+        self._frontend = engine_ext.Frontend(
+            f"{settings.host}:{settings.port}",
+            backend,
+            events=self._events,
+            max_message_bytes=settings.max_message_bytes,
+            max_texts=settings.max_texts_per_request,
+            tls_cert=_read(settings.tls_cert),
+            tls_key=_read(settings.tls_key),
+            tls_client_ca=_read(settings.tls_client_ca),
+        )
+        self._drainer = threading.Thread(target=self._drain_events, name="ortserve-native-events", daemon=True)
+        self._health_services: set[str] = set()
+        self._processed = 0  # events handled by the drain thread (it alone writes it)
+        self._caught_up = threading.Condition()
+        metrics.in_flight.add_source(lambda: self._frontend.in_flight)
+        metrics.before_scrape(self.flush)
+
+    def start(self) -> int:
+        """Bind the public port and start serving; returns the port."""
+        self._drainer.start()
+        return int(self._frontend.start())
+
+    # ---- manager hooks (loop thread) ------------------------------------------------------------
+
+    def publish(self, table: RouteTable) -> None:
+        routes: dict[str, tuple[list[str], list[int], dict[str, Any]]] = {}
+        for model, route in table.models.items():
+            versions = {name: self._native_version(lv) for name, lv in route.versions.items()}
+            if any(v is None for v in versions.values()):
+                continue  # a version the C++ tokenizer cannot run: the whole model stays on the Python path
+            routes[model] = (list(route.split.order), list(route.split.upper), versions)
+        self._frontend.set_routes(routes)
+
+    def queue_depth(self, lv: LoadedVersion) -> int:
+        native = self._versions.get(lv)
+        return int(native.queue_depth) if native is not None else 0
+
+    async def retire(self, lv: LoadedVersion, timeout_s: float) -> None:
+        native = self._versions.pop(lv, None)
+        if native is None:
+            return
+        loop = asyncio.get_running_loop()
+        if not await loop.run_in_executor(None, native.drain, timeout_s):
+            server_log.warning("drain_timeout", model=lv.model, version=lv.version, native_in_flight=native.in_flight)
+        await loop.run_in_executor(None, native.close)
+
+    def _native_version(self, lv: LoadedVersion) -> Any | None:
+        found = self._versions.get(lv)
+        if found is not None:
+            return found
+        classifier = lv.classifier
+        if classifier is None or classifier.tokenizer.native is None:
+            return None
+        s = self._settings
+        policy = lv.batcher.policy if lv.batcher is not None else None
+        if policy is None:
+            return None
+        native = engine_ext.NativeVersion(
+            lv.model,
+            lv.version,
+            wide=classifier.engine,
+            narrow=classifier.narrow,
+            tokenizer=classifier.tokenizer.native,
+            labels=len(classifier.labels),
+            pad_id=classifier.tokenizer.pad_id,
+            token_types=classifier.wants_token_types,
+            lanes=self._lanes,
+            events=self._events,
+            max_batch_size=policy.max_batch_size,
+            max_queue_delay_s=policy.max_queue_delay_s,
+            max_padding_ratio=policy.max_padding_ratio,
+            batch_overhead_tokens=policy.batch_overhead_tokens,
+            max_batch_tokens=policy.max_batch_tokens,
+            sort_window=policy.sort_window,
+            max_queue_items=s.max_queue_items,
+            max_queue_wait_s=s.max_queue_wait_ms / 1000,
+            engine_concurrency=s.engine_concurrency,
+        )
+        self._versions[lv] = native
+        return native
+
+    # ---- health and shutdown --------------------------------------------------------------------
+
+    def set_health(self, service: str, serving: bool) -> None:
+        self._health_services.add(service)
+        self._frontend.set_health(service, serving)
+
+    def not_serving(self) -> None:
+        """Every health entry NOT_SERVING now (shutdown); `shutdown` does it too, from a thread."""
+        for service in self._health_services:
+            self._frontend.set_health(service, False)
+
+    async def shutdown(self, grace_s: float) -> None:
+        """Every service NOT_SERVING at once, no new calls, in-flight ones get up to `grace_s` (blocks a thread)."""
+        await asyncio.get_running_loop().run_in_executor(None, self._frontend.shutdown, grace_s)
+
+    def close(self) -> None:
+        """After the manager closed every version: stop the lane threads and the event thread."""
+        self._lanes.stop()
+        self.flush()  # the last calls' log lines: close() drops what was not drained
+        self._events.close()
+        if self._drainer.is_alive():
+            self._drainer.join(timeout=5)
+        if self._events.dropped:
+            server_log.warning("native_events_dropped", dropped=self._events.dropped)
+
+    # ---- events -> logs and metrics (own thread) ------------------------------------------------
+
+    def flush(self, timeout_s: float = 2.0) -> None:
+        """Wait until every event pushed so far is logged and counted (a scrape right after a reply sees it)."""
+        target = self._events.pushed
+        with self._caught_up:
+            self._caught_up.wait_for(lambda: self._processed >= target or not self._drainer.is_alive(), timeout_s)
+
+    def _drain_events(self) -> None:
+        observers: dict[tuple[str, str], Any] = {}
+        while True:
+            events = self._events.drain(512, 0.5)
+            if not events:
+                if self._events.closed:
+                    return
+                continue
+            for event in events:
+                self._handle(event, observers)
+            with self._caught_up:
+                self._processed += len(events)
+                self._caught_up.notify_all()
+
+    def _handle(self, event: tuple[Any, ...], observers: dict[tuple[str, str], Any]) -> None:
+        try:
+            if event[0] == "request":
+                self._log_request(event)
+            else:
+                _, model, version, texts, padded, real, engine_s, lane = event
+                observe = observers.get((model, version))
+                if observe is None:
+                    observe = observers[(model, version)] = self._metrics.batch_observer(model, version)
+                observe(BatchRun(texts, padded, real, engine_s, lane))
+        except Exception:  # a bad record must not stop the logs of every later call
+            server_log.exception("native_event_failed", event=repr(event)[:200])
+
+    def _log_request(self, event: tuple[Any, ...]) -> None:
+        (_, request_id, model, version, route, texts, batch_size, queue_s, tokenize_s, engine_s, total_s,
+         status, error) = event
+        fields: dict[str, Any] = {"request_id": request_id, "model": model, "version": version or None}
+        if route:
+            fields["route"] = route
+        fields["texts"] = texts
+        if status == "OK":
+            m = self._metrics.for_version(model, version)
+            m.ok.inc()
+            m.request_seconds.observe(total_s)
+            m.texts.inc(texts)
+            m.queue_seconds.observe(queue_s)
+            m.tokenize_seconds.observe(tokenize_s)
+            fields.update(batch_size=batch_size, queue_ms=_ms(queue_s), tokenize_ms=_ms(tokenize_s),
+                          engine_ms=_ms(engine_s))
+        else:
+            self._metrics.requests.labels(model or "none", version or "none", status).inc()
+        extra: Mapping[str, Any] = {"error": error} if error else {}
+        log.info("request", **fields, status=status, total_ms=_ms(total_s), frontend="native", **extra)
+
+
+def _read(path: str) -> bytes | None:
+    if not path:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)

@@ -1,0 +1,125 @@
+"""`frontend = "native"`: what is specific to it, over real gRPC with a real server process.
+
+The rest of the suite runs both front ends (the `frontend` fixture): inference, bad input, tritonclient, batching,
+TLS, shutdown, canaries and swaps under load. Here: which calls the C++ side answers and which it passes on to the
+Python server, that its log lines and metrics are the Python path's, and that a build without it says so.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from support.prometheus_text import metric
+from support.reference import Reference
+from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
+
+from ortserve import engine_ext
+from ortserve.service import cli
+
+needs_native = pytest.mark.skipif(not engine_ext.HAS_FRONTEND,
+                                  reason=f"native front end not built: {engine_ext.FRONTEND_MISSING}")
+
+
+@pytest.fixture(scope="module")
+def native_server(tiny_bundle: Path) -> Iterator[ServerProcess]:
+    if not engine_ext.HAS_FRONTEND:
+        pytest.skip(f"native front end not built: {engine_ext.FRONTEND_MISSING}")
+    with running_server(["--bundle", str(tiny_bundle), "--model-name", "classifier", "--frontend", "native",
+                         "--max-texts-per-request", "16"]) as s:
+        yield s
+
+
+@needs_native
+def test_modelinfer_is_answered_natively_and_logged_like_the_python_path(native_server: ServerProcess,
+                                                                         tiny_bundle: Path) -> None:
+    channel, stub = stub_for(native_server.address)
+    texts = ["a native call", "with two texts"]
+    with channel:
+        response, call = stub.ModelInfer.with_call(infer_request(texts), metadata=(("x-request-id", "native-1"),))
+    np.testing.assert_allclose(logits_of(response), Reference(tiny_bundle).logits(texts), atol=1e-5)
+    trailers = dict(call.trailing_metadata())
+    assert trailers["x-request-id"] == "native-1" and trailers["x-model-version"] == "1"
+    line = native_server.wait_event("request", request_id="native-1")
+    assert line["frontend"] == "native" and line["status"] == "OK"
+    assert {"model": "classifier", "version": "1", "texts": 2}.items() <= line.items()
+    assert line["route"].startswith("bucket ")
+    for field in ("batch_size", "queue_ms", "tokenize_ms", "engine_ms", "total_ms"):
+        assert line[field] >= 0, field
+
+
+@needs_native
+def test_bad_input_is_passed_to_the_python_server_and_answered_there(native_server: ServerProcess) -> None:
+    channel, stub = stub_for(native_server.address)
+    with channel:
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(infer_request([b"\xff\xfe"]), metadata=(("x-request-id", "bad-utf8"),))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "not valid UTF-8" in (e.value.details() or "")
+    line = native_server.wait_event("request", request_id="bad-utf8")
+    assert "frontend" not in line and line["status"] == "INVALID_ARGUMENT"  # the Python handler's own line
+
+
+@needs_native
+def test_metrics_count_native_calls_by_the_time_the_reply_is_read(native_server: ServerProcess) -> None:
+    labels = dict(model="classifier", version="1")
+    before = native_server.scrape()
+    channel, stub = stub_for(native_server.address)
+    with channel:
+        for _ in range(5):
+            stub.ModelInfer(infer_request(["count me"]))
+    after = native_server.scrape()  # no polling: a scrape waits for the native events already pushed
+    ok = dict(labels, code="OK")
+    assert metric(after, "ortserve_requests_total", **ok) - metric(before, "ortserve_requests_total", **ok) == 5
+    assert metric(after, "ortserve_texts_total", **labels) - metric(before, "ortserve_texts_total", **labels) == 5
+    assert (metric(after, "ortserve_batch_size_count", **labels)
+            - metric(before, "ortserve_batch_size_count", **labels)) >= 1
+    assert metric(after, "ortserve_inflight_requests") == 0
+
+
+@needs_native
+def test_status_and_metadata_go_through_to_python(native_server: ServerProcess) -> None:
+    done = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "status", "--address", native_server.address,
+                           "--json"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    status = json.loads(done.stdout)
+    assert status["models"]["classifier"]["versions"]["1"]["state"] == "ready"
+    channel, stub = stub_for(native_server.address)
+    from ortserve.proto import grpc_service_pb2 as pb
+
+    with channel:
+        meta = stub.ModelMetadata(pb.ModelMetadataRequest(name="classifier"))
+    assert meta.name == "classifier" and list(meta.versions) == ["1"]
+
+
+@needs_native
+def test_a_bundle_on_the_hf_tokenizer_is_served_by_the_python_path(tiny_bundle: Path) -> None:
+    with running_server(["--bundle", str(tiny_bundle), "--frontend", "native", "--tokenizer", "hf"]) as server:
+        channel, stub = stub_for(server.address)
+        with channel:
+            response = stub.ModelInfer(infer_request(["through python"]), metadata=(("x-request-id", "hf-1"),))
+        np.testing.assert_allclose(logits_of(response), Reference(tiny_bundle).logits(["through python"]), atol=1e-5)
+        line = server.wait_event("request", request_id="hf-1")
+        assert "frontend" not in line and line["status"] == "OK"
+
+
+def test_native_on_a_build_without_it_exits_2_naming_what_is_missing(
+    tiny_bundle: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(engine_ext, "HAS_FRONTEND", False)
+    monkeypatch.setattr(engine_ext, "FRONTEND_MISSING", "grpc++ not found by pkg-config at build time")
+    assert cli.main(["serve", "--bundle", str(tiny_bundle), "--frontend", "native"]) == 2
+    err = capsys.readouterr().err
+    assert "grpc++ not found by pkg-config at build time" in err and "frontend=python" in err
+
+
+def test_frontend_setting_is_validated(tiny_bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["serve", "--bundle", str(tiny_bundle), "--frontend", "rust"]) == 2
+    assert "invalid setting frontend='rust': expected python or native" in capsys.readouterr().err
