@@ -47,6 +47,10 @@ def test_canary_over_the_wire(file_registry: Registry, bundle: Callable[..., Pat
         assert abs(share(at20, "v2") - 20) <= TOLERANCE_POINTS, share(at20, "v2")
         assert abs(share(at5, "v2") - 5) <= TOLERANCE_POINTS, share(at5, "v2")  # 1,000 keys: still ~3 sigma
 
+        if frontend == "native":  # the C++ bucket and split chose these, not a pass-through to Python
+            lines = server.events("request")
+            assert sum(1 for e in lines if e.get("frontend") == "native") >= 0.9 * len(lines)
+
         # Deterministic across processes: the server's choice is the router's pure function of the key.
         split = router.Split.of([("v1", 80), ("v2", 20)])
         assert at20 == {k: split.pick(router.bucket(MODEL, k)) for k in KEYS}

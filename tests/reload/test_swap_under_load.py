@@ -130,6 +130,9 @@ def test_swap_under_load(registry: Registry, bundle: Callable[..., Path], tmp_pa
                             what="a server log line for every reply")
         mismatched = [rid for rid, event in logged.items() if event["version"] != ids[rid] or event["status"] != "OK"]
         assert mismatched == [], f"log and reply disagree for {mismatched[:5]}"
+        if frontend == "native":  # served by the C++ path, not passed on to Python (only a draining version's are)
+            native = sum(1 for event in logged.values() if event.get("frontend") == "native")
+            assert native >= 0.9 * len(logged), f"only {native} of {len(logged)} calls were served natively"
 
         checked, violations = unroutable_replies(list(server.logs), MODEL)
         assert checked >= len(outcomes)

@@ -57,9 +57,8 @@ def test_modelinfer_is_answered_natively_and_logged_like_the_python_path(native_
 @needs_native
 def test_bad_input_is_passed_to_the_python_server_and_answered_there(native_server: ServerProcess) -> None:
     channel, stub = stub_for(native_server.address)
-    with channel:
-        with pytest.raises(grpc.RpcError) as e:
-            stub.ModelInfer(infer_request([b"\xff\xfe"]), metadata=(("x-request-id", "bad-utf8"),))
+    with channel, pytest.raises(grpc.RpcError) as e:
+        stub.ModelInfer(infer_request([b"\xff\xfe"]), metadata=(("x-request-id", "bad-utf8"),))
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "not valid UTF-8" in (e.value.details() or "")
     line = native_server.wait_event("request", request_id="bad-utf8")
