@@ -29,7 +29,7 @@ from ortserve.service.config import Settings
 from ortserve.service.handlers import InferenceServicer
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
-from ortserve.service.native_frontend import NativeFrontend
+from ortserve.service.native_frontend import NativeFrontend, resolve_frontend
 
 log = structlog.get_logger("ortserve.server")
 
@@ -83,7 +83,8 @@ class Server:
         # on, on a unix socket in a private directory.
         self.native: NativeFrontend | None = None
         self._backend_dir = ""
-        if settings.frontend == "native":
+        self.frontend, self._frontend_fallback = resolve_frontend(settings.frontend)
+        if self.frontend == "native":
             self._backend_dir = tempfile.mkdtemp(prefix="ortserve-")
             self.native = NativeFrontend(settings, self.metrics, backend=self._backend_address())
         self.manager = ModelManager(
@@ -149,7 +150,8 @@ class Server:
             metrics_port=self.metrics_port,
             tls=bool(s.tls_cert),
             mtls=bool(s.tls_client_ca),
-            frontend=s.frontend,
+            frontend=self.frontend,
+            **({"frontend_fallback": self._frontend_fallback} if self._frontend_fallback else {}),
         )
 
     async def stop(self, grace_s: float | None = None) -> None:

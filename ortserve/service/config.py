@@ -81,10 +81,11 @@ class Settings:
         default="auto",
     )
     frontend: str = _doc(
-        "python (grpc.aio serves every call) or native (a grpc++ server in the same process owns the port and "
-        "serves ModelInfer for models the C++ tokenizer runs, with the C++ batcher; every other call goes to the "
-        "Python server on a private unix socket). native needs the engine built with gRPC C++ (README).",
-        default="python",
+        "auto (native when the engine was built with gRPC C++, else python), native (a grpc++ server in the same "
+        "process owns the port and serves ModelInfer for models the C++ tokenizer runs, with the C++ batcher; "
+        "every other call goes to the Python server on a private unix socket) or python (grpc.aio serves every "
+        "call). README, Front ends.",
+        default="auto",
     )
     tokenizer_threads: int = _doc(
         "Threads tokenizing requests the event loop does not (long ones, and all of them with the hf tokenizer).",
@@ -144,7 +145,7 @@ class Settings:
             ),
             ("event_loop", self.event_loop in ("auto", "uvloop", "asyncio"), "one of auto, uvloop, asyncio"),
             ("tokenizer", self.tokenizer in ("auto", "native", "hf"), "one of auto, native, hf"),
-            ("frontend", self.frontend in ("python", "native"), "python or native"),
+            ("frontend", self.frontend in ("auto", "native", "python"), "one of auto, native, python"),
             (
                 "log_level",
                 self.log_level in ("debug", "info", "warning", "error"),

@@ -45,6 +45,15 @@ def check_available() -> None:
         )
 
 
+def resolve_frontend(setting: str) -> tuple[str, str]:
+    """The front end to run for the `frontend` setting, and why `auto` chose python ("" otherwise)."""
+    if setting == "auto":
+        if engine_ext.HAS_FRONTEND:
+            return "native", ""
+        return "python", f"native front end not built: {engine_ext.FRONTEND_MISSING}"
+    return setting, ""
+
+
 class NativeFrontend:
     def __init__(self, settings: Settings, metrics: Metrics, *, backend: str) -> None:
         check_available()

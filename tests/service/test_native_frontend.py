@@ -121,4 +121,22 @@ def test_native_on_a_build_without_it_exits_2_naming_what_is_missing(
 
 def test_frontend_setting_is_validated(tiny_bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["serve", "--bundle", str(tiny_bundle), "--frontend", "rust"]) == 2
-    assert "invalid setting frontend='rust': expected python or native" in capsys.readouterr().err
+    assert "invalid setting frontend='rust': expected one of auto, native, python" in capsys.readouterr().err
+
+
+def test_auto_runs_native_where_built_and_says_why_not_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ortserve.service.native_frontend import resolve_frontend
+
+    assert resolve_frontend("python") == ("python", "") and resolve_frontend("native") == ("native", "")
+    monkeypatch.setattr(engine_ext, "HAS_FRONTEND", True)
+    assert resolve_frontend("auto") == ("native", "")
+    monkeypatch.setattr(engine_ext, "HAS_FRONTEND", False)
+    monkeypatch.setattr(engine_ext, "FRONTEND_MISSING", "built with -DORTSERVE_FRONTEND=OFF")
+    assert resolve_frontend("auto") == ("python", "native front end not built: built with -DORTSERVE_FRONTEND=OFF")
+
+
+def test_the_default_is_native_where_built_and_the_server_says_which(tiny_bundle: Path) -> None:
+    with running_server(["--bundle", str(tiny_bundle)]) as server:
+        started = server.events("server_started")[0]
+    assert started["frontend"] == ("native" if engine_ext.HAS_FRONTEND else "python")
+    assert ("frontend_fallback" in started) is not engine_ext.HAS_FRONTEND
