@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import queue
 import struct
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,6 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from support.certs import make_certs
 
 from ortserve.engine_ext import _engine
 from ortserve.proto import grpc_service_pb2 as pb
@@ -532,23 +532,9 @@ def test_shutdown_after_grace_cancels_the_rest(backend: Backend, own_native: Nat
     assert [r[11] for r in records] == ["CANCELLED"]
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("certs")
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
-             "-keyout", "ca.key", "-out", "ca.pem", cwd=d)
-    exts = (("server", "subjectAltName=DNS:localhost,IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth"))
-    for name, ext in exts:
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", f"{name}.key",
-                 "-out", f"{name}.csr", cwd=d)
-        (d / f"{name}.ext").write_text(ext + "\n")
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-                 "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.pem", cwd=d)
-    return d
+    return make_certs(tmp_path_factory.mktemp("certs"))
 
 
 def _secure_infer(port: int, certs: Path, *, client_cert: bool) -> pb.ModelInferResponse:

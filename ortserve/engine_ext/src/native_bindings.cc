@@ -18,6 +18,7 @@
 
 #include "batch_policy.h"
 #include "errors.h"
+#include "py_text.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -80,27 +81,11 @@ std::optional<Clock::time_point> DeadlineIn(std::optional<double> timeout_s) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*timeout_s));
 }
 
-// UTF-8 views into the str objects (CPython caches their UTF-8), valid while `keep` holds them.
-std::vector<std::string_view> TextViews(nb::handle texts, std::vector<nb::object>& keep) {
-  if (PyUnicode_Check(texts.ptr())) throw nb::type_error("texts must be a sequence of str, not a str");
-  std::vector<std::string_view> views;
-  for (nb::handle text : texts) {
-    if (!PyUnicode_Check(text.ptr())) {
-      throw nb::type_error(("texts must hold str, got " + nb::cast<std::string>(nb::type_name(text.type()))).c_str());
-    }
-    Py_ssize_t size = 0;
-    const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
-    if (data == nullptr) throw nb::python_error();  // e.g. a lone surrogate
-    keep.push_back(nb::borrow(text));
-    views.emplace_back(data, static_cast<size_t>(size));
-  }
-  return views;
-}
 
 std::shared_ptr<TicketState> Submit(PyNativeVersion& self, nb::handle texts, std::optional<double> timeout_s,
                                     NativeBatcher::CallHandle* call) {
   std::vector<nb::object> keep;
-  const std::vector<std::string_view> views = TextViews(texts, keep);
+  const std::vector<std::string_view> views = ortserve::TextViews(texts, keep);
   auto state = std::make_shared<TicketState>();
   nb::gil_scoped_release release;
   *call = self.version->batcher().Submit(views, DeadlineIn(timeout_s), state->Callback(state));

@@ -10,6 +10,7 @@
 
 #include <string_view>
 
+#include "py_text.h"
 #include "wordpiece.h"
 
 namespace nb = nanobind;
@@ -22,20 +23,8 @@ namespace {
 using IdArray = nb::ndarray<nb::numpy, int64_t, nb::ndim<1>>;
 
 nb::list Encode(const WordPiece& tokenizer, nb::handle texts) {
-  if (PyUnicode_Check(texts.ptr())) throw nb::type_error("texts must be a sequence of str, not a str");
-  // The UTF-8 views point into the str objects (CPython caches their UTF-8), kept alive by `keep`.
-  std::vector<nb::object> keep;
-  std::vector<std::string_view> views;
-  for (nb::handle text : texts) {
-    if (!PyUnicode_Check(text.ptr())) {
-      throw nb::type_error(("texts must hold str, got " + nb::cast<std::string>(nb::type_name(text.type()))).c_str());
-    }
-    Py_ssize_t size = 0;
-    const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
-    if (data == nullptr) throw nb::python_error();  // e.g. a lone surrogate
-    keep.push_back(nb::borrow(text));
-    views.emplace_back(data, static_cast<size_t>(size));
-  }
+  std::vector<nb::object> keep;  // holds the strs the views point into
+  const std::vector<std::string_view> views = ortserve::TextViews(texts, keep);
   std::vector<std::vector<int64_t>> ids(views.size());
   {
     nb::gil_scoped_release release;
