@@ -135,6 +135,8 @@ class ModelManager:
         self._loading: dict[tuple[str, str], LoadedVersion] = {}  # loads in progress, for status
         self._last_error: dict[str, str] = {}
         self._retiring: set[asyncio.Task[None]] = set()
+        # Versions replaced by a reload under the same name: the table may still route to them until the next swap.
+        self._superseded: dict[str, list[LoadedVersion]] = {}
         self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ortserve-loader")
         self._state_index = 0
         self._busy = 0  # workers inside a converge pass
@@ -304,7 +306,8 @@ class ModelManager:
         replaced = self._versions[model].get(spec.version)
         self._versions[model][spec.version] = lv
         if replaced is not None:  # same version name, new bytes (a local bundle that changed)
-            self._start_retire(replaced)
+            # Retired at the swap that routes its name to the new one, not now: until then it is still routed.
+            self._superseded.setdefault(model, []).append(replaced)
         return True
 
     def _swap(self, model: str, desired: DesiredModel, started: float) -> None:
@@ -335,6 +338,8 @@ class ModelManager:
         self._table = RouteTable(models)  # the swap: one assignment on the loop thread
         if self._data_path is not None:
             self._data_path.publish(self._table)
+        for old in self._superseded.pop(model, []):
+            self._start_retire(old)
         if models.get(model) != current:
             self._observe("swapped", model, ",".join(sorted(ready)), weights=weights,
                           took_s=round(time.monotonic() - started, 4))
@@ -452,10 +457,11 @@ class ModelManager:
         self._table = RouteTable({})
         if self._data_path is not None:
             self._data_path.publish(self._table)
-        for versions in self._versions.values():
-            for lv in list(versions.values()):
-                if lv.state is State.READY:
-                    self._start_retire(lv)
+        superseded = [lv for versions in self._superseded.values() for lv in versions]
+        self._superseded.clear()
+        for lv in [*superseded, *(lv for versions in self._versions.values() for lv in versions.values())]:
+            if lv.state is State.READY:
+                self._start_retire(lv)
         await asyncio.gather(*self._retiring, return_exceptions=True)
         self._loader.shutdown(wait=True)
 

@@ -151,6 +151,34 @@ def test_retired_version_closes_only_after_its_last_lease(bundles) -> None:
     run(body)
 
 
+def test_a_reloaded_version_is_not_closed_while_the_table_still_routes_to_it(bundles) -> None:
+    """Same version names, new bytes: the old instances stay open until the swap that routes past them."""
+    async def body(manager: ModelManager, events) -> None:
+        manager.apply(state(bundles, {"v1": 100, "v2": 0}))
+        await manager.wait_converged(30)
+        manager.apply(state(bundles, {"v1": 100, "v2": 0}, sources={"v1": "v3", "v2": "v1"}))
+        seen: set[State] = set()
+        while True:  # v1 reloads first, then v2 takes a load's time: v1's old instance must stay usable
+            with manager.lease("m", version="v1", routing_key="k") as lease:
+                seen.add(lease.version.state)
+                if lease.version.state is State.READY:
+                    result = await lease.version.batcher.infer(["routed, so it must run"])
+                    assert result.logits.shape == (1, 2)
+            if not manager._busy and not any(e.is_set() for e in manager._wake.values()):
+                break
+            await asyncio.sleep(0.001)
+        assert seen == {State.READY}, f"the table routed to a version in state {seen}"
+        route = manager.route_table.models["m"]
+        assert route.versions["v1"].spec.bundle_dir == str(bundles["v3"])
+        for _ in range(100):
+            if sum(1 for event in events if event == ("closed", "v1")) == 1:
+                break
+            await asyncio.sleep(0.02)
+        assert events.count(("closed", "v1")) == 1 and events.count(("closed", "v2")) == 1
+
+    run(body)
+
+
 def test_later_state_supersedes_earlier(bundles) -> None:
     async def body(manager: ModelManager, events) -> None:
         manager.apply(state(bundles, {"v1": 100}))
