@@ -143,3 +143,21 @@ def test_tokenizer_flag_reaches_the_server_and_the_limit(repo_root: Path, tiny_b
     (log,) = (tmp_path / "cache" / "logs").glob("server-*-main.log")
     loaded = [json.loads(line) for line in log.read_text().splitlines() if '"version_loaded"' in line]
     assert [e["tokenizer"] for e in loaded] == ["hf"]
+
+
+@pytest.mark.parametrize("frontend", ["python", "native"])
+def test_frontend_flag_reaches_the_server_and_the_report(repo_root: Path, tiny_bundle: Path, tmp_path: Path,
+                                                         frontend: str) -> None:
+    from ortserve import engine_ext
+
+    if frontend == "native" and not engine_ext.HAS_FRONTEND:
+        pytest.skip(f"native front end not built: {engine_ext.FRONTEND_MISSING}")
+    out = tmp_path / "bench.json"
+    done = _bench(repo_root, tmp_path, "--bundle", str(tiny_bundle), "--model", "tiny", "--frontend", frontend,
+                  "--concurrency", "1", "--duration", "0.3", "--warmup", "0.1", "--paired-rounds", "0", "--no-limit",
+                  "--json-out", str(out))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(out.read_text())["target"]["frontend"] == frontend
+    (log,) = (tmp_path / "cache" / "logs").glob("server-*-main.log")
+    started = [json.loads(line) for line in log.read_text().splitlines() if '"server_started"' in line]
+    assert [e["frontend"] for e in started] == [frontend]
