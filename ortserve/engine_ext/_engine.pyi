@@ -159,7 +159,7 @@ class EventSink:
     def drain(self, max: int = 512, timeout_s: float = 0.2) -> list[tuple[Any, ...]]:
         """Up to max records, waiting (GIL released) up to timeout_s for the first. Records:
         ("request", request_id, model, version, route, texts, batch_size, queue_s, tokenize_s, engine_s, total_s,
-        status, error) and ("batch", model, version, texts, padded_tokens, real_tokens, engine_s, lane).
+        status, error, ended_unix) and ("batch", model, version, texts, padded_tokens, real_tokens, engine_s, lane).
         Empty on timeout or once closed."""
     def close(self) -> None:
         """Wakes drain() for good; later records (and those not drained) count as dropped."""

@@ -25,6 +25,7 @@ import structlog
 from ortserve import engine_ext
 from ortserve.service.batcher import BatchRun
 from ortserve.service.config import Settings
+from ortserve.service.logs import iso_utc
 from ortserve.service.manager import LoadedVersion, RouteTable
 from ortserve.service.metrics import Metrics
 
@@ -206,7 +207,7 @@ class NativeFrontend:
 
     def _log_request(self, event: tuple[Any, ...]) -> None:
         (_, request_id, model, version, route, texts, batch_size, queue_s, tokenize_s, engine_s, total_s,
-         status, error) = event
+         status, error, ended_unix) = event
         fields: dict[str, Any] = {"request_id": request_id, "model": model, "version": version or None}
         if route:
             fields["route"] = route
@@ -223,7 +224,9 @@ class NativeFrontend:
         else:
             self._metrics.requests.labels(model or "none", version or "none", status).inc()
         extra: Mapping[str, Any] = {"error": error} if error else {}
-        log.info("request", **fields, status=status, total_ms=_ms(total_s), frontend="native", **extra)
+        # Stamped with when the reply went out, not when this thread got to it (a moment later under load).
+        log.info("request", **fields, status=status, total_ms=_ms(total_s), frontend="native",
+                 timestamp=iso_utc(ended_unix), **extra)
 
 
 def _read(path: str) -> bytes | None:

@@ -326,10 +326,11 @@ def test_native_infer_equals_the_python_classifier(stub: Any, backend: Backend, 
 
     records = {r[1]: r for r in native.requests()}
     record = records["native-0"]
-    _, _, model, version, route, texts, batch_size, *_timings, total_s, status, error = record
+    _, _, model, version, route, texts, batch_size, *_timings, total_s, status, error, ended_unix = record
     assert (model, version, texts, status, error) == (MODEL, "1", 1, "OK", "")
     assert route.startswith("bucket ") and 0 <= int(route.split()[1]) < 10000
     assert batch_size >= 1 and total_s > 0
+    assert abs(ended_unix - time.time()) < 60  # the wall clock when the reply went out (the log line's time)
 
 
 def test_native_fp32_contents_when_binary_data_false(stub: Any, native: Native) -> None:

@@ -7,9 +7,11 @@ Python server, that its log lines and metrics are the Python path's, and that a 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,7 +44,9 @@ def test_modelinfer_is_answered_natively_and_logged_like_the_python_path(native_
     channel, stub = stub_for(native_server.address)
     texts = ["a native call", "with two texts"]
     with channel:
+        sent = time.time()
         response, call = stub.ModelInfer.with_call(infer_request(texts), metadata=(("x-request-id", "native-1"),))
+        received = time.time()
     np.testing.assert_allclose(logits_of(response), Reference(tiny_bundle).logits(texts), atol=1e-5)
     trailers = dict(call.trailing_metadata())
     assert trailers["x-request-id"] == "native-1" and trailers["x-model-version"] == "1"
@@ -50,6 +54,8 @@ def test_modelinfer_is_answered_natively_and_logged_like_the_python_path(native_
     assert line["frontend"] == "native" and line["status"] == "OK"
     assert {"model": "classifier", "version": "1", "texts": 2}.items() <= line.items()
     assert line["route"].startswith("bucket ")
+    # Stamped when the reply went out, not when the event thread wrote it.
+    assert sent <= dt.datetime.fromisoformat(line["timestamp"]).timestamp() <= received
     for field in ("batch_size", "queue_ms", "tokenize_ms", "engine_ms", "total_ms"):
         assert line[field] >= 0, field
 
@@ -140,3 +146,12 @@ def test_the_default_is_native_where_built_and_the_server_says_which(tiny_bundle
         started = server.events("server_started")[0]
     assert started["frontend"] == ("native" if engine_ext.HAS_FRONTEND else "python")
     assert ("frontend_fallback" in started) is not engine_ext.HAS_FRONTEND
+
+
+def test_log_lines_keep_the_time_they_carry_and_stamp_the_rest() -> None:
+    from ortserve.service.logs import _timestamp, iso_utc
+
+    assert _timestamp(None, "info", {"event": "x", "timestamp": iso_utc(0.25)})["timestamp"] == \
+        "1970-01-01T00:00:00.250000Z"
+    now = _timestamp(None, "info", {"event": "x"})["timestamp"]
+    assert now.endswith("Z") and abs(dt.datetime.fromisoformat(now).timestamp() - time.time()) < 5

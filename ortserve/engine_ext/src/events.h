@@ -27,6 +27,7 @@ struct RequestEvent {
   double queue_s = 0, tokenize_s = 0, engine_s = 0, total_s = 0;
   std::string status;    // gRPC status code name: "OK", "RESOURCE_EXHAUSTED", ...
   std::string error;     // the message sent to the caller, "" on OK
+  double ended_unix = 0;  // wall clock (seconds since the epoch) when the reply went out: the log line's time
 };
 
 // One engine run (service/batcher.BatchRun).

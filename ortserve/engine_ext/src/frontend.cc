@@ -315,6 +315,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       event.tokenize_s = result.tokenize_s;
       event.engine_s = result.engine_s;
       event.total_s = std::chrono::duration<double>(Clock::now() - s_.arrived).count();
+      event.ended_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
       event.status = status.ok() ? "OK" : CodeName(result.code == Code::kOk ? Code::kInternal : result.code);
       event.error = status.ok() ? std::string() : status.error_message();
       s_.impl->events->Push(std::move(event));

@@ -113,7 +113,7 @@ nb::tuple ResultTuple(InferResult& result) {
 nb::object EventTuple(const Event& event) {
   if (const auto* r = std::get_if<RequestEvent>(&event)) {
     return nb::make_tuple("request", r->request_id, r->model, r->version, r->route, r->texts, r->batch_size,
-                          r->queue_s, r->tokenize_s, r->engine_s, r->total_s, r->status, r->error);
+                          r->queue_s, r->tokenize_s, r->engine_s, r->total_s, r->status, r->error, r->ended_unix);
   }
   const auto& b = std::get<BatchEvent>(event);
   return nb::make_tuple("batch", b.model, b.version, b.texts, b.padded_tokens, b.real_tokens, b.engine_s, b.lane);
@@ -195,7 +195,8 @@ void BindNative(nb::module_& m) {
           },
           "max"_a = 512, "timeout_s"_a = 0.2,
           "Up to max records, waiting up to timeout_s for the first: ('request', request_id, model, version, route, "
-          "texts, batch_size, queue_s, tokenize_s, engine_s, total_s, status, error) or ('batch', model, version, "
+          "texts, batch_size, queue_s, tokenize_s, engine_s, total_s, status, error, ended_unix) or ('batch', model, "
+          "version, "
           "texts, padded_tokens, real_tokens, engine_s, lane). Empty on timeout or once closed.")
       .def("close", [](PyEventSink& self) { self.sink->Close(); }, "Wakes drain() for good; later records drop.")
       .def_prop_ro("dropped", [](const PyEventSink& self) { return self.sink->dropped(); })
