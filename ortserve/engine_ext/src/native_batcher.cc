@@ -92,6 +92,36 @@ std::vector<float> RunEngine(const TextModel& model, bool narrow, const std::vec
   throw EngineError(std::string("model has no '") + kOutput + "' output");
 }
 
+// One engine run as a batch path sees it: the logits or the engine's error, how long it took, and the padded and
+// real token counts its BatchEvent reports.
+struct Run {
+  std::vector<float> logits;
+  bool failed = false;
+  std::string error;
+  double started = 0, engine_s = 0;
+  int padded_tokens = 0, real_tokens = 0;
+};
+
+Run RunRows(const TextModel& model, bool narrow, const std::vector<const std::vector<int64_t>*>& rows) {
+  Run run;
+  size_t width = 0, real = 0;
+  for (const auto* ids : rows) {
+    width = std::max(width, ids->size());
+    real += ids->size();
+  }
+  run.padded_tokens = static_cast<int>(width * rows.size());
+  run.real_tokens = static_cast<int>(real);
+  run.started = NowS();
+  try {
+    run.logits = RunEngine(model, narrow, rows);
+  } catch (const std::exception& e) {
+    run.failed = true;
+    run.error = e.what();
+  }
+  run.engine_s = NowS() - run.started;
+  return run;
+}
+
 }  // namespace
 
 // ---- Lanes ---------------------------------------------------------------------------------------------
@@ -403,36 +433,23 @@ struct NativeBatcher::State {
         if (!item.call->finished) kept.push_back(&item);
       }
     }
-    const double started = NowS();
-    std::vector<float> logits;
-    std::string error;
-    bool failed = false;
-    double engine_s = 0;
+    Run run;
     if (!kept.empty()) {
       std::vector<const std::vector<int64_t>*> rows;
       for (const Item* item : kept) rows.push_back(&item->ids);
-      try {
-        logits = RunEngine(model, batch.narrow, rows);
-      } catch (const std::exception& e) {
-        failed = true;
-        error = e.what();
-      }
-      engine_s = NowS() - started;
+      run = RunRows(model, batch.narrow, rows);
     }
+    const double started = run.started;
+    const double engine_s = run.engine_s;
     std::unique_lock<std::mutex> lock(mutex);
     Stop(static_cast<int>(batch.items.size()));
     if (batch.slot >= 0) --lane_load[static_cast<size_t>(batch.slot)];
-    if (failed) {
-      for (const Item* item : kept) Fail(item->call, Code::kInternal, "inference failed: " + error, answers);
+    if (run.failed) {
+      for (const Item* item : kept) Fail(item->call, Code::kInternal, "inference failed: " + run.error, answers);
     } else if (!kept.empty()) {
       const int texts = static_cast<int>(kept.size());
       throughput.Observe(texts, engine_s);
-      size_t width = 0, real = 0;
-      for (const Item* item : kept) {
-        width = std::max(width, item->ids.size());
-        real += item->ids.size();
-      }
-      Event(texts, static_cast<int>(width) * texts, static_cast<int>(real), engine_s, batch.narrow);
+      Event(texts, run.padded_tokens, run.real_tokens, engine_s, batch.narrow);
       const auto labels = static_cast<size_t>(model.labels);
       std::unordered_set<const Call*> seen;
       for (size_t row = 0; row < kept.size(); ++row) {
@@ -441,7 +458,7 @@ struct NativeBatcher::State {
         if (call.finished) continue;
         // Queued until the engine started it: a batch queued behind a lane's running one waits there too.
         call.result.queue_s = std::max(call.result.queue_s, started - item.enqueued_at);
-        std::copy_n(logits.begin() + static_cast<std::ptrdiff_t>(row * labels), labels,
+        std::copy_n(run.logits.begin() + static_cast<std::ptrdiff_t>(row * labels), labels,
                     call.result.logits.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(item.row) * labels));
         if (seen.insert(&call).second) {  // a call split over batches pays each batch once
           call.result.engine_s += engine_s;
@@ -460,37 +477,22 @@ struct NativeBatcher::State {
   void RunAlone(const std::shared_ptr<NativeBatcher>& self, const CallHandle& call,
                 const std::vector<std::vector<int64_t>>& ids, bool narrow) {
     std::vector<const std::vector<int64_t>*> rows;
-    size_t width = 0, real = 0;
-    for (const auto& row : ids) {
-      rows.push_back(&row);
-      width = std::max(width, row.size());
-      real += row.size();
-    }
+    for (const auto& row : ids) rows.push_back(&row);
     const int texts = static_cast<int>(ids.size());
-    const double started = NowS();
-    std::vector<float> logits;
-    std::string error;
-    bool failed = false;
-    try {
-      logits = RunEngine(model, narrow, rows);
-    } catch (const std::exception& e) {
-      failed = true;
-      error = e.what();
-    }
-    const double engine_s = NowS() - started;
+    Run run = RunRows(model, narrow, rows);
     Answers answers;
     std::unique_lock<std::mutex> lock(mutex);
     Stop(texts);
-    if (failed) {
-      Fail(call, Code::kInternal, "inference failed: " + error, answers);
+    if (run.failed) {
+      Fail(call, Code::kInternal, "inference failed: " + run.error, answers);
     } else {
-      throughput.Observe(texts, engine_s);
-      Event(texts, static_cast<int>(width) * texts, static_cast<int>(real), engine_s, narrow);
+      throughput.Observe(texts, run.engine_s);
+      Event(texts, run.padded_tokens, run.real_tokens, run.engine_s, narrow);
       if (!call->finished) {
         call->finished = true;
         InferResult& result = call->result;
-        result.logits = std::move(logits);
-        result.engine_s = engine_s;
+        result.logits = std::move(run.logits);
+        result.engine_s = run.engine_s;
         result.batch_size = texts;
         answers.push_back({call, std::move(result)});
       }
