@@ -86,7 +86,7 @@ class Server:
         self.frontend, self._frontend_fallback = resolve_frontend(settings.frontend)
         if self.frontend == "native":
             self._backend_dir = tempfile.mkdtemp(prefix="ortserve-")
-            self.native = NativeFrontend(settings, self.metrics, backend=self._backend_address())
+            self.native = NativeFrontend(settings, self.metrics, backend=self._backend_address(), tls=tls_pem(settings))
         self.manager = ModelManager(
             factory,
             max_loaded_versions=settings.max_loaded_versions,
@@ -258,13 +258,22 @@ def _admin_handler(status: Callable[[], bytes]) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler("ortserve.admin.v1.Admin", {"Status": handler})
 
 
-def _tls_credentials(s: Settings) -> grpc.ServerCredentials:
+def tls_pem(s: Settings) -> tuple[bytes, bytes, bytes | None] | None:
+    """The PEM certificate chain, key and client CA (None: no mTLS) the settings name; None without TLS."""
+    if not s.tls_cert:
+        return None
+
     def read(path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
 
+    return read(s.tls_cert), read(s.tls_key), read(s.tls_client_ca) if s.tls_client_ca else None
+
+
+def _tls_credentials(s: Settings) -> grpc.ServerCredentials:
+    pem = tls_pem(s)
+    assert pem is not None
+    cert, key, client_ca = pem
     return grpc.ssl_server_credentials(
-        [(read(s.tls_key), read(s.tls_cert))],
-        root_certificates=read(s.tls_client_ca) if s.tls_client_ca else None,
-        require_client_auth=bool(s.tls_client_ca),
+        [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
     )

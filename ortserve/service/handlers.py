@@ -23,6 +23,7 @@ from ortserve.service import codec
 from ortserve.service.errors import NotFound, ResourceExhausted, ServiceError, Unavailable
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
+from ortserve.service.request_log import finish_request, ms
 
 log = structlog.get_logger("ortserve.request")
 T = TypeVar("T")
@@ -103,17 +104,13 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             # Trailers, not headers: they travel in the same write as the reply and the status, while an
             # explicit header send costs a separate gRPC batch per call (about a tenth of the loop's time).
             context.set_trailing_metadata((("x-request-id", request_id), ("x-model-version", lv.version)))
-            m = self._metrics.for_version(request.model_name, lv.version)
-            m.texts.inc(len(texts))
-            m.queue_seconds.observe(result.queue_s)
-            m.tokenize_seconds.observe(result.tokenize_s)
             fields.update(
                 batch_size=result.batch_size,
-                queue_ms=_ms(result.queue_s),
-                tokenize_ms=_ms(result.tokenize_s),
-                engine_ms=_ms(result.engine_s),
+                queue_ms=ms(result.queue_s),
+                tokenize_ms=ms(result.tokenize_s),
+                engine_ms=ms(result.engine_s),
             )
-            self._finish(fields, started, "OK", version_label)
+            self._finish(fields, started, "OK", version_label, queue_s=result.queue_s, tokenize_s=result.tokenize_s)
             return response
         except ServiceError as e:
             self._finish(fields, started, e.code.name, version_label, error=e.message)
@@ -135,15 +132,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             self._metrics.in_flight.dec()
 
     def _finish(self, fields: dict[str, Any], started: float, code: str, version: str, **extra: Any) -> None:
-        total = time.monotonic() - started
-        model = fields["model"] or "none"
-        if code == "OK":
-            m = self._metrics.for_version(model, version)
-            m.ok.inc()
-            m.request_seconds.observe(total)
-        else:
-            self._metrics.requests.labels(model, version, code).inc()
-        log.info("request", **fields, status=code, total_ms=_ms(total), **extra)
+        finish_request(self._metrics, fields, code, version, time.monotonic() - started, **extra)
 
 
 async def _answer(context: Any, make: Callable[[], Awaitable[T]]) -> T:
@@ -152,7 +141,3 @@ async def _answer(context: Any, make: Callable[[], Awaitable[T]]) -> T:
     except ServiceError as e:
         await context.abort(e.code, e.message)
         raise
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 3)

@@ -28,8 +28,8 @@ from ortserve.service.config import Settings
 from ortserve.service.logs import iso_utc
 from ortserve.service.manager import LoadedVersion, RouteTable
 from ortserve.service.metrics import Metrics
+from ortserve.service.request_log import finish_request, ms
 
-log = structlog.get_logger("ortserve.request")
 server_log = structlog.get_logger("ortserve.server")
 
 
@@ -56,7 +56,9 @@ def resolve_frontend(setting: str) -> tuple[str, str]:
 
 
 class NativeFrontend:
-    def __init__(self, settings: Settings, metrics: Metrics, *, backend: str) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics, *, backend: str,
+                 tls: tuple[bytes, bytes, bytes | None] | None = None) -> None:
+        """`tls`: PEM certificate chain, key and optional client CA (app.tls_pem), or None for plaintext."""
         check_available()
         self._settings = settings
         self._metrics = metrics
@@ -70,9 +72,9 @@ class NativeFrontend:
             events=self._events,
             max_message_bytes=settings.max_message_bytes,
             max_texts=settings.max_texts_per_request,
-            tls_cert=_read(settings.tls_cert),
-            tls_key=_read(settings.tls_key),
-            tls_client_ca=_read(settings.tls_client_ca),
+            tls_cert=tls[0] if tls else None,
+            tls_key=tls[1] if tls else None,
+            tls_client_ca=tls[2] if tls else None,
         )
         self._drainer = threading.Thread(target=self._drain_events, name="ortserve-native-events", daemon=True)
         self._health_services: set[str] = set()
@@ -118,9 +120,8 @@ class NativeFrontend:
         if classifier is None or classifier.tokenizer.native is None:
             return None
         s = self._settings
-        policy = lv.batcher.policy if lv.batcher is not None else None
-        if policy is None:
-            return None
+        assert lv.batcher is not None  # READY versions always have one
+        policy = lv.batcher.policy  # the same policy object the Python batcher of this version uses
         native = engine_ext.NativeVersion(
             lv.model,
             lv.version,
@@ -213,28 +214,10 @@ class NativeFrontend:
             fields["route"] = route
         fields["texts"] = texts
         if status == "OK":
-            m = self._metrics.for_version(model, version)
-            m.ok.inc()
-            m.request_seconds.observe(total_s)
-            m.texts.inc(texts)
-            m.queue_seconds.observe(queue_s)
-            m.tokenize_seconds.observe(tokenize_s)
-            fields.update(batch_size=batch_size, queue_ms=_ms(queue_s), tokenize_ms=_ms(tokenize_s),
-                          engine_ms=_ms(engine_s))
-        else:
-            self._metrics.requests.labels(model or "none", version or "none", status).inc()
+            fields.update(batch_size=batch_size, queue_ms=ms(queue_s), tokenize_ms=ms(tokenize_s),
+                          engine_ms=ms(engine_s))
         extra: Mapping[str, Any] = {"error": error} if error else {}
         # Stamped with when the reply went out, not when this thread got to it (a moment later under load).
-        log.info("request", **fields, status=status, total_ms=_ms(total_s), frontend="native",
-                 timestamp=iso_utc(ended_unix), **extra)
+        finish_request(self._metrics, fields, status, version or "none", total_s, queue_s=queue_s,
+                       tokenize_s=tokenize_s, frontend="native", timestamp=iso_utc(ended_unix), **extra)
 
-
-def _read(path: str) -> bytes | None:
-    if not path:
-        return None
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 3)
