@@ -83,6 +83,16 @@ struct ProxyCall {
   grpc::ByteBuffer response;  // generic calls only
 };
 
+// The backend's initial or trailing metadata that goes back to the client, handed to `add` as (key, value).
+template <typename Add>
+void ForwardToClient(const std::multimap<grpc::string_ref, grpc::string_ref>& metadata, Add add) {
+  for (const auto& [key, value] : metadata) {
+    if (Forwardable(View(key), /*to_client=*/true)) {
+      add(std::string(key.data(), key.size()), std::string(value.data(), value.size()));
+    }
+  }
+}
+
 void StartProxy(grpc::GenericStub& stub, const std::string& method, grpc::ServerContextBase& ctx,
                 const std::shared_ptr<ProxyCall>& call, const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
                 std::function<void(grpc::Status)> done) {
@@ -94,18 +104,10 @@ void StartProxy(grpc::GenericStub& stub, const std::string& method, grpc::Server
   call->client.set_deadline(ctx.deadline());
   stub.UnaryCall(&call->client, method, grpc::StubOptions(), request, response,
                  [call, &ctx, done = std::move(done)](grpc::Status status) {
-                   for (const auto& [key, value] : call->client.GetServerInitialMetadata()) {
-                     if (Forwardable(View(key), true)) {
-                       ctx.AddInitialMetadata(std::string(key.data(), key.size()),
-                                              std::string(value.data(), value.size()));
-                     }
-                   }
-                   for (const auto& [key, value] : call->client.GetServerTrailingMetadata()) {
-                     if (Forwardable(View(key), true)) {
-                       ctx.AddTrailingMetadata(std::string(key.data(), key.size()),
-                                               std::string(value.data(), value.size()));
-                     }
-                   }
+                   ForwardToClient(call->client.GetServerInitialMetadata(),
+                                   [&](std::string k, std::string v) { ctx.AddInitialMetadata(k, v); });
+                   ForwardToClient(call->client.GetServerTrailingMetadata(),
+                                   [&](std::string k, std::string v) { ctx.AddTrailingMetadata(k, v); });
                    done(std::move(status));
                  });
 }
