@@ -43,9 +43,13 @@ class Engine:
         graph_optimization_level: str = "all",
         device: str = "cpu",
         allow_spinning: bool = False,
+        spin_between_runs: bool = False,
         check_finite: bool = True,
     ) -> None:
         """Load an ONNX model. graph_optimization_level: "disable" | "basic" | "extended" | "all";
+        allow_spinning: the pool's threads spin between operators of a run instead of sleeping;
+        spin_between_runs: they also keep spinning after run() returns (ORT's default; without it
+        they stop the moment the last concurrent run returns);
         device: "cpu" | "cuda" | "cuda:N" (falls back to CPU, with one stderr line, when CUDA is
         unavailable). Raises ModelLoadError, or ValueError for a bad option."""
     @property

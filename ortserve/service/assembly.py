@@ -57,6 +57,7 @@ class VersionFactory:
             graph_optimization_level=settings.graph_optimization_level,
             device=settings.device,
             allow_spinning=settings.allow_spinning,
+            spin_between_runs=settings.spin_between_runs,
             narrow_engine=narrow_engine_pays(
                 intra_op_threads=settings.intra_op_threads, engine_concurrency=settings.engine_concurrency
             ),

@@ -41,6 +41,7 @@ class EngineOptions:
     graph_optimization_level: str = "all"
     device: str = "cpu"
     allow_spinning: bool = False
+    spin_between_runs: bool = False
     narrow_engine: bool = False
     """Also open a one-thread session of the same model, for batches that run side by side (see Batcher)."""
 
@@ -104,6 +105,7 @@ class TextClassifier:
                 graph_optimization_level=options.graph_optimization_level,
                 device=options.device,
                 allow_spinning=options.allow_spinning,
+                spin_between_runs=options.spin_between_runs,
             )
 
         pending: Future[Engine] | None = None

@@ -87,7 +87,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     srv.add_argument("--engine-concurrency", type=int, help="batches run side by side (default: the server's)")
     srv.add_argument("--inter-op-threads", type=int, help="ORT inter-op threads (default: the server's)")
     srv.add_argument("--allow-spinning", action=argparse.BooleanOptionalAction, default=None,
-                     help="ORT idle-thread spinning (default: the server's)")
+                     help="ORT threads spin between operators of a run (default: the server's)")
+    srv.add_argument("--spin-between-runs", action=argparse.BooleanOptionalAction, default=None,
+                     help="with spinning, ORT threads keep spinning after a run returns (default: the server's)")
     srv.add_argument("--tokenizer", choices=("auto", "native", "hf"), help="the server's tokenizer (default: the "
                      "server's)")
     srv.add_argument("--frontend", choices=("python", "native"), help="the server's front end (default: the "
@@ -100,7 +102,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                       f"{','.join(map(str, plan.SWEEP_MULTI_TEXT_CONCURRENCY))} ({plan.MULTI_TEXTS} texts), then "
                       f"open loop at {plan.OVERLOAD_FACTOR:g}x the saturation rate")
     load.add_argument("--spin-compare", action="store_true", help="also run the saturation point (or "
-                      "--concurrency) on a server with --allow-spinning and one with --no-allow-spinning")
+                      "--concurrency), and concurrency 1, on a server with --allow-spinning and one with "
+                      "--no-allow-spinning")
     load.add_argument("--mode", choices=("closed", "open"), default="closed", help="single run: loop kind")
     load.add_argument("--concurrency", type=int, default=8, help="single run: closed-loop callers")
     load.add_argument("--rate", type=float, default=100.0, help="single run: open-loop arrivals per second")
@@ -251,9 +254,10 @@ class Bench:
             extra += ["--frontend", self.args.frontend]
         spinning = s.allow_spinning if allow_spinning is None else allow_spinning
         extra.append("--allow-spinning" if spinning else "--no-allow-spinning")
+        extra.append("--spin-between-runs" if s.spin_between_runs else "--no-spin-between-runs")
         log = self.args.cache_dir / "logs" / f"server-{os.getpid()}-{tag}.log"
         self.server = ServedProcess(bundle=bundle, model=self.args.model, log_path=log, extra_args=extra)
-        self.progress.say(f"starting ortserve on {bundle} ({tag}; log {log})")
+        self.progress.say(f"starting ortserve from {_ortserve_package()} on {bundle} ({tag}; log {log})")
         try:
             await asyncio.to_thread(self.server.start)
         except ServerStartError as e:
@@ -553,6 +557,9 @@ class Bench:
                     await self.start_server(allow_spinning=spinning, tag=f"spin-{label}")
                     await self.load(plan.Point("closed", 1, concurrency=c, series=f"spinning {label}",
                                                tag=f"spin={label}"), payloads)
+                    if c != 1:  # spinning inside a run matters most to a lone caller
+                        await self.load(plan.Point("closed", 1, concurrency=1, series=f"spinning {label} c=1",
+                                                   tag=f"spin={label}"), payloads)
         finally:
             await self.stop_server()
             if self.engine is not None:
@@ -566,7 +573,7 @@ class Bench:
                      "load_average_before": load_before, "load_average_after": os.getloadavg()},
             "target": {**dataclasses.asdict(self.target), "started_by_bench": not args.address,
                        "bundle": str(self.bundle) if self.bundle else None, "server_args": args.server_arg,
-                       "frontend": args.frontend},
+                       "frontend": args.frontend, "ortserve_package": _ortserve_package()},
             "corpus": {"size": len(self.corpus), "seed": args.seed},
             "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "timeout_s": args.timeout},
             "limit": self.limit,
@@ -661,14 +668,29 @@ class Bench:
                 "skipped_at_client_cap": over.get("skipped_at_client_cap"),
                 "max_client_lag_ms": over.get("max_client_lag_ms"),
             }
-        spin = {r["series"].split()[-1]: r for r in self.runs if r["series"].startswith("spinning")}
+        spin: dict[str, dict[str, Any]] = {}
+        for r in self.runs:
+            series = r["series"].split()
+            if series[0] != "spinning":
+                continue
+            figures = {"run": r["name"], "texts_per_s": r["texts_per_s"], "p50_ms": r["latency_ms"].get("p50"),
+                       "p99_ms": r["latency_ms"].get("p99"), "server_cpu_percent": r.get("server_cpu_percent"),
+                       "served_over_limit": r.get("served_over_limit")}
+            entry = spin.setdefault(series[1], {})
+            if series[2:] == ["c=1"]:
+                entry["concurrency1"] = figures
+            else:
+                entry.update(figures)
         if spin:
-            out["spinning"] = {label: {"run": r["name"], "texts_per_s": r["texts_per_s"],
-                                       "p50_ms": r["latency_ms"].get("p50"), "p99_ms": r["latency_ms"].get("p99"),
-                                       "server_cpu_percent": r.get("server_cpu_percent"),
-                                       "served_over_limit": r.get("served_over_limit")}
-                               for label, r in spin.items()}
+            out["spinning"] = spin
         return out
+
+
+def _ortserve_package() -> str:
+    """Where the measured ortserve comes from: the checkout (after scripts/build_inplace) or an installed copy."""
+    import ortserve
+
+    return str(Path(ortserve.__file__).resolve().parent)
 
 
 def _engine_settings(args: argparse.Namespace) -> EngineSettings:
@@ -677,8 +699,8 @@ def _engine_settings(args: argparse.Namespace) -> EngineSettings:
         from ortserve.service.config import Settings
 
         d = Settings()
-        base = EngineSettings(d.intra_op_threads, d.inter_op_threads, d.allow_spinning, d.graph_optimization_level,
-                              d.engine_concurrency, d.tokenizer)
+        base = EngineSettings(d.intra_op_threads, d.inter_op_threads, d.allow_spinning, d.spin_between_runs,
+                              d.graph_optimization_level, d.engine_concurrency, d.tokenizer)
     except ImportError:
         base = EngineSettings()
     return dataclasses.replace(
@@ -686,6 +708,7 @@ def _engine_settings(args: argparse.Namespace) -> EngineSettings:
         intra_op_threads=base.intra_op_threads if args.intra_op_threads is None else args.intra_op_threads,
         inter_op_threads=base.inter_op_threads if args.inter_op_threads is None else args.inter_op_threads,
         allow_spinning=base.allow_spinning if args.allow_spinning is None else args.allow_spinning,
+        spin_between_runs=base.spin_between_runs if args.spin_between_runs is None else args.spin_between_runs,
         engine_concurrency=base.engine_concurrency if args.engine_concurrency is None else args.engine_concurrency,
         tokenizer=base.tokenizer if args.tokenizer is None else args.tokenizer,
     )

@@ -39,6 +39,7 @@ class EngineSettings:
     intra_op_threads: int = 2
     inter_op_threads: int = 1
     allow_spinning: bool = False
+    spin_between_runs: bool = False
     graph_optimization_level: str = "all"
     engine_concurrency: int = 1
     """Above 1 (with intra_op_threads above 1), the server also runs one-thread sessions side by side."""
@@ -66,6 +67,7 @@ class EngineAlone:
                 intra_op_threads=settings.intra_op_threads,
                 inter_op_threads=settings.inter_op_threads,
                 allow_spinning=settings.allow_spinning,
+                spin_between_runs=settings.spin_between_runs,
                 graph_optimization_level=settings.graph_optimization_level,
                 narrow_engine=narrow_engine_pays(
                     intra_op_threads=settings.intra_op_threads, engine_concurrency=settings.engine_concurrency

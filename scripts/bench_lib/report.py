@@ -174,6 +174,10 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         for label, s in spin.items():
             out.append(f"spinning {label:>3}: {s['run']}: {s['texts_per_s']:.1f} texts/s, P50 {_f(s.get('p50_ms'), 2)} "
                        f"ms, P99 {_f(s.get('p99_ms'), 2)} ms, server CPU {_f(s.get('server_cpu_percent'), 0)}%")
+            one = s.get("concurrency1")
+            if one:
+                out.append(f"             c=1: P50 {_f(one.get('p50_ms'), 2)} ms, P99 {_f(one.get('p99_ms'), 2)} ms, "
+                           f"server CPU {_f(one.get('server_cpu_percent'), 0)}%")
     return out
 
 

@@ -50,7 +50,9 @@ def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bund
 
     names = [r["name"] for r in rep["runs"]]
     assert names[:4] == ["closed c=1 x1", "closed c=4 x1", "closed c=1 x8", "closed c=8 x8"]
-    assert (names[4].startswith("open rate=") and names[5:] == ["closed c=4 x1 spin=on", "closed c=4 x1 spin=off"]) \
+    # Spinning on, then off, each at the saturation concurrency and (when that is not 1) at concurrency 1.
+    assert (names[4].startswith("open rate=") and names[5:] == [
+        "closed c=4 x1 spin=on", "closed c=1 x1 spin=on", "closed c=4 x1 spin=off", "closed c=1 x1 spin=off"]) \
         or names[5:] == ["closed c=1 x1 spin=on", "closed c=1 x1 spin=off"]
     for run in rep["runs"]:
         if run["mode"] == "closed":
@@ -97,7 +99,13 @@ def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bund
     over = summary["overload"]
     assert over["rate"] == pytest.approx(2 * sat["requests_per_s"])
     assert over["sent"] >= over["resource_exhausted"] >= 0
-    assert set(summary["spinning"]) == {"on", "off"}
+    spin = summary["spinning"]
+    assert set(spin) == {"on", "off"}
+    for label in ("on", "off"):
+        assert spin[label]["run"].endswith(f"spin={label}") and spin[label]["texts_per_s"] > 0
+        if names[5] == "closed c=4 x1 spin=on":
+            assert spin[label]["concurrency1"]["run"] == f"closed c=1 x1 spin={label}"
+            assert spin[label]["concurrency1"]["p50_ms"] > 0
     assert "saturation:" in done.stdout and "overload:" in done.stdout and "spinning  on" in done.stdout
     assert "after idle, as a c=1 request meets them" in done.stdout and "limit re-measured after" in done.stdout
     assert "concurrency 1, paired:" in done.stdout and "measured right before and right after that run" in done.stdout

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -147,6 +149,27 @@ def test_thread_and_spinning_options_are_accepted(models, token_batch) -> None:
     reference = Engine(models.classifier).run(feeds)["logits"]
     engine = Engine(models.classifier, intra_op_threads=2, inter_op_threads=2, allow_spinning=True)
     np.testing.assert_allclose(engine.run(feeds)["logits"], reference, rtol=0, atol=1e-6)
+
+
+def _idle_cpu_s_after_runs(engine: Engine, feeds: dict[str, np.ndarray]) -> float:
+    """Process CPU seconds over 0.3 s of idle right after a burst of runs (the pool's threads, nothing else)."""
+    for _ in range(20):
+        engine.run(feeds)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    time.sleep(0.3)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def test_spinning_threads_stop_when_the_run_returns_unless_told_to_keep_spinning(models, token_batch) -> None:
+    # The server's default: spin between a run's operators, never between calls (README, Performance).
+    feeds = token_batch(np.random.default_rng(3), 64, 64)
+    stops = Engine(models.classifier, intra_op_threads=2, allow_spinning=True)
+    keeps = Engine(models.classifier, intra_op_threads=2, allow_spinning=True, spin_between_runs=True)
+    np.testing.assert_allclose(stops.run(feeds)["logits"], keeps.run(feeds)["logits"], rtol=0, atol=1e-6)
+    kept, stopped = _idle_cpu_s_after_runs(keeps, feeds), _idle_cpu_s_after_runs(stops, feeds)
+    assert kept >= 0.005, f"ORT's threads no longer spin after a run ({kept * 1000:.1f} ms CPU): the test cannot tell"
+    assert stopped < kept / 3, f"idle CPU after runs: {stopped * 1000:.1f} ms stopping vs {kept * 1000:.1f} ms spinning"
 
 
 @pytest.mark.skipif(

@@ -210,15 +210,15 @@ NB_MODULE(_engine, m) {
           "__init__",
           [](Engine* self, const std::filesystem::path& path, int intra_op_threads, int inter_op_threads,
              const std::string& graph_optimization_level, const std::string& device, bool allow_spinning,
-             bool check_finite) {
-            EngineOptions options{intra_op_threads, inter_op_threads, graph_optimization_level,
-                                  device,           allow_spinning,   check_finite};
+             bool spin_between_runs, bool check_finite) {
+            EngineOptions options{intra_op_threads, inter_op_threads,  graph_optimization_level, device,
+                                  allow_spinning,   spin_between_runs, check_finite};
             nb::gil_scoped_release release;  // loading can take seconds; let other threads run
             new (self) Engine(path.string(), options);
           },
           "path"_a, nb::kw_only(), "intra_op_threads"_a = 1, "inter_op_threads"_a = 1,
           "graph_optimization_level"_a = "all", "device"_a = "cpu", "allow_spinning"_a = false,
-          "check_finite"_a = true)
+          "spin_between_runs"_a = false, "check_finite"_a = true)
       .def_prop_ro("inputs", &Engine::inputs)
       .def_prop_ro("outputs", &Engine::outputs)
       .def_prop_ro("device", &Engine::device)

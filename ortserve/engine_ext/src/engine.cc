@@ -122,6 +122,11 @@ Ort::SessionOptions MakeSessionOptions(const EngineOptions& options) {
   const char* spinning = options.allow_spinning ? "1" : "0";
   session_options.AddConfigEntry("session.intra_op.allow_spinning", spinning);
   session_options.AddConfigEntry("session.inter_op.allow_spinning", spinning);
+  // Spinning inside a run saves a wake-up per operator; once the last run returns, a spinning pool only
+  // takes the cores from whatever else runs until the next call (the front end, the other lane).
+  if (options.allow_spinning && !options.spin_between_runs) {
+    session_options.AddConfigEntry("session.force_spinning_stop", "1");
+  }
   return session_options;
 }
 

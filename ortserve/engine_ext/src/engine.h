@@ -34,7 +34,8 @@ struct EngineOptions {
   int inter_op_threads = 1;  // > 1 switches the session to parallel execution mode
   std::string graph_optimization_level = "all";  // "disable" | "basic" | "extended" | "all"
   std::string device = "cpu";                    // "cpu" | "cuda" | "cuda:N"
-  bool allow_spinning = false;                   // spinning pool threads trade idle CPU for latency
+  bool allow_spinning = false;                   // pool threads spin between operators instead of sleeping
+  bool spin_between_runs = false;                // ...and keep spinning after Run() returns (ORT's default)
   bool check_finite = true;                      // NaN/Inf in a float output -> NonFiniteOutputError
 };
 
