@@ -57,11 +57,15 @@ class _Servicer(pb_grpc.GRPCInferenceServiceServicer):
         self._backend.calls.append((method, metadata))
         return metadata
 
-    async def ServerLive(self, request: pb.ServerLiveRequest, context: Any) -> pb.ServerLiveResponse:
-        metadata = self._record("ServerLive", context)
+    async def ServerMetadata(self, request: pb.ServerMetadataRequest, context: Any) -> pb.ServerMetadataResponse:
+        metadata = self._record("ServerMetadata", context)
         await context.send_initial_metadata((("x-backend", "python"),))
         context.set_trailing_metadata((("x-echo", str(metadata.get("x-echo", ""))), ("x-bin-bin", b"\x00\xff")))
-        return pb.ServerLiveResponse(live=True)
+        return pb.ServerMetadataResponse(name="python")
+
+    async def ServerLive(self, request: pb.ServerLiveRequest, context: Any) -> pb.ServerLiveResponse:
+        self._record("ServerLive", context)
+        return pb.ServerLiveResponse(live=False)  # the native answer says True: tells who answered
 
     async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Any) -> pb.ModelMetadataResponse:
         self._record("ModelMetadata", context)
@@ -226,15 +230,39 @@ def _logits(response: pb.ModelInferResponse) -> np.ndarray:
 
 
 def test_proxied_unary_carries_metadata_both_ways(stub: Any, backend: Backend) -> None:
-    response, call = stub.ServerLive.with_call(
-        pb.ServerLiveRequest(), metadata=(("x-echo", "hello"), ("x-blob-bin", b"\x00\x01\x02"))
+    response, call = stub.ServerMetadata.with_call(
+        pb.ServerMetadataRequest(), metadata=(("x-echo", "hello"), ("x-blob-bin", b"\x00\x01\x02"))
     )
-    assert response.live
+    assert response.name == "python"
     assert ("x-backend", "python") in call.initial_metadata()
     trailers = dict(call.trailing_metadata())
     assert trailers["x-echo"] == "hello" and trailers["x-bin-bin"] == b"\x00\xff"
     method, seen = backend.calls[-1]
-    assert method == "ServerLive" and seen["x-echo"] == "hello" and seen["x-blob-bin"] == b"\x00\x01\x02"
+    assert method == "ServerMetadata" and seen["x-echo"] == "hello" and seen["x-blob-bin"] == b"\x00\x01\x02"
+
+
+def test_server_live_and_ready_are_answered_natively(backend: Backend, native: Native) -> None:
+    fe = _frontend(backend, native.sink)
+    port = fe.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            stub = pb_grpc.GRPCInferenceServiceStub(ch)
+            before = len(backend.calls)
+            assert stub.ServerLive(pb.ServerLiveRequest(), timeout=5).live
+            assert not stub.ServerReady(pb.ServerReadyRequest(), timeout=5).ready  # "" not set yet
+            fe.set_health("", True)
+            assert stub.ServerReady(pb.ServerReadyRequest(), timeout=5).ready
+            fe.set_health("", False)
+            assert not stub.ServerReady(pb.ServerReadyRequest(), timeout=5).ready
+            fe.set_health("", True)
+            assert backend.calls[before:] == []  # none of them reached Python
+            # A body that is not a ServerLiveRequest goes to the backend, whose error the caller gets.
+            garbage = ch.unary_unary("/inference.GRPCInferenceService/ServerLive")
+            with pytest.raises(grpc.RpcError) as err:
+                garbage(b"\xff\xff\xff", timeout=5)
+            assert "Error parsing message with type 'inference.ServerLiveRequest'" in (err.value.details() or "")
+    finally:
+        fe.shutdown(1.0)
 
 
 def test_proxied_error_keeps_status_message_and_trailers(stub: Any) -> None:
@@ -506,7 +534,7 @@ def test_shutdown_grace_lets_an_in_flight_call_finish(backend: Backend, own_nati
 
 
 def _accepts(port: int) -> bool:
-    """Whether a fresh connection gets a ServerLive call through (the backend answers it)."""
+    """Whether a fresh connection gets a ServerLive call through (the front end answers it)."""
     with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
         try:
             pb_grpc.GRPCInferenceServiceStub(ch).ServerLive(pb.ServerLiveRequest(), timeout=2)

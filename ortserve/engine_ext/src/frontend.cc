@@ -190,6 +190,7 @@ struct Frontend::Impl {
   std::mutex mutex;  // guards what follows
   std::unique_ptr<grpc::Server> server;
   std::map<std::string, bool> health;  // set before Start()
+  std::atomic<bool> ready{false};      // ServerReady: the health of "" (the whole server)
   bool started = false, stopped = false;
 
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
@@ -202,8 +203,16 @@ struct Frontend::Impl {
 
 namespace {
 
+bool Parse(const grpc::ByteBuffer* buffer, google::protobuf::Message* request) {
+  // The reader only reads: the same buffer is forwarded as is when the call is proxied.
+  grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(buffer));
+  return request->ParseFromZeroCopyStream(&reader);
+}
+
 // The inference service, registered (so that reflection lists it) with every method raw: ModelInfer is
-// parsed here only when it may be served natively, the others go to the backend byte for byte.
+// parsed here only when it may be served natively; ServerLive and ServerReady are answered here (an empty call
+// must not cost a hop to Python: clients poll them, and they are the benchmark's floor for a native call); the
+// others go to the backend byte for byte.
 using RawInferenceBase = GRPCInferenceService::WithRawCallbackMethod_ServerLive<
     GRPCInferenceService::WithRawCallbackMethod_ServerReady<GRPCInferenceService::WithRawCallbackMethod_ModelReady<
         GRPCInferenceService::WithRawCallbackMethod_ServerMetadata<
@@ -215,11 +224,19 @@ class InferenceService final : public RawInferenceBase {
   explicit InferenceService(Frontend::Impl& impl) : impl_(impl) {}
   using Ctx = grpc::CallbackServerContext;
   using Buf = grpc::ByteBuffer;
+  // Live while this process answers, as the Python handler says.
   grpc::ServerUnaryReactor* ServerLive(Ctx* c, const Buf* q, Buf* r) override {
-    return impl_.Proxy("ServerLive", c, q, r);
+    inference::ServerLiveRequest request;
+    inference::ServerLiveResponse reply;
+    reply.set_live(true);
+    return Answer("ServerLive", c, q, r, request, reply);
   }
+  // Ready as the health of "" the owner sets (ready for traffic; NOT_SERVING from the start of a shutdown).
   grpc::ServerUnaryReactor* ServerReady(Ctx* c, const Buf* q, Buf* r) override {
-    return impl_.Proxy("ServerReady", c, q, r);
+    inference::ServerReadyRequest request;
+    inference::ServerReadyResponse reply;
+    reply.set_ready(impl_.ready.load());
+    return Answer("ServerReady", c, q, r, request, reply);
   }
   grpc::ServerUnaryReactor* ModelReady(Ctx* c, const Buf* q, Buf* r) override {
     return impl_.Proxy("ModelReady", c, q, r);
@@ -233,6 +250,17 @@ class InferenceService final : public RawInferenceBase {
   grpc::ServerUnaryReactor* ModelInfer(Ctx* c, const Buf* q, Buf* r) override { return impl_.ModelInfer(c, q, r); }
 
  private:
+  // Answers `reply` when the request parses; else the backend answers (its error message, as for any call).
+  grpc::ServerUnaryReactor* Answer(const char* method, Ctx* ctx, const Buf* q, Buf* r,
+                                   google::protobuf::Message& request, const google::protobuf::Message& reply) {
+    if (!Parse(q, &request)) return impl_.Proxy(method, ctx, q, r);
+    bool own = false;
+    const grpc::Status status = grpc::SerializationTraits<google::protobuf::Message>::Serialize(reply, r, &own);
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(status);
+    return reactor;
+  }
+
   Frontend::Impl& impl_;
 };
 
@@ -332,12 +360,6 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   NativeBatcher::CallHandle handle_;
   bool finished_ = false;
 };
-
-bool Parse(const grpc::ByteBuffer* buffer, inference::ModelInferRequest* request) {
-  // The reader only reads: the same buffer is forwarded as is when the call is proxied.
-  grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(buffer));
-  return request->ParseFromZeroCopyStream(&reader);
-}
 
 }  // namespace
 
@@ -449,6 +471,7 @@ void Frontend::SetRoutes(std::shared_ptr<const RouteTable> table) { impl_->route
 void Frontend::SetHealth(const std::string& service, bool serving) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (impl_->stopped) return;
+  if (service.empty()) impl_->ready.store(serving);
   if (impl_->server) {
     if (auto* health = impl_->server->GetHealthCheckService()) health->SetServingStatus(service, serving);
   } else {
@@ -462,6 +485,7 @@ void Frontend::Shutdown(double grace_s) {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     if (impl_->stopped) return;
     impl_->stopped = true;
+    impl_->ready.store(false);
     server = std::move(impl_->server);
   }
   if (!server) return;

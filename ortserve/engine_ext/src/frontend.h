@@ -1,9 +1,10 @@
 // The native front end: a grpc++ callback server on the public port (docs/native-data-path.md, phase 2).
 //
 //   ModelInfer for a model in the native route table, on the codec's fast path -> NativeBatcher -> reply
+//   ServerLive, and ServerReady as the health of "" the owner sets, natively
 //   everything else (other inference RPCs, admin Status, unknown methods, any ModelInfer it does not serve)
-//       -> a generic unary proxy to the Python grpc.aio server on `backend`, so that errors, readiness and
-//          metadata keep one implementation
+//       -> a generic unary proxy to the Python grpc.aio server on `backend`, so that errors, model readiness
+//          and metadata keep one implementation
 //   grpc.health.v1.Health and server reflection, natively (statuses set by the owner)
 //
 // No Python in here: gRPC's threads never take the GIL. Thread-safe; Shutdown() is idempotent.
