@@ -7,6 +7,7 @@ Python server, that its log lines and metrics are the Python path's, and that a 
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import subprocess
@@ -18,12 +19,17 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from support.prometheus_text import metric
 from support.reference import Reference
 from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
 
 from ortserve import engine_ext
+from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.service import cli
+from ortserve.service.config import Settings
+from ortserve.service.metrics import Metrics
+from ortserve.service.native_frontend import NativeFrontend
 
 needs_native = pytest.mark.skipif(not engine_ext.HAS_FRONTEND,
                                   reason=f"native front end not built: {engine_ext.FRONTEND_MISSING}")
@@ -155,3 +161,29 @@ def test_log_lines_keep_the_time_they_carry_and_stamp_the_rest() -> None:
         "1970-01-01T00:00:00.250000Z"
     now = _timestamp(None, "info", {"event": "x"})["timestamp"]
     assert now.endswith("Z") and abs(dt.datetime.fromisoformat(now).timestamp() - time.time()) < 5
+
+
+@needs_native
+def test_health_and_server_ready_stay_not_serving_once_the_shutdown_began() -> None:
+    # A swap's health update can still be queued when SIGTERM arrives; it must not turn a draining server ready
+    # (the Python side's grpc HealthServicer ignores it the same way after enter_graceful_shutdown).
+    native = NativeFrontend(Settings(host="127.0.0.1", port=0), Metrics(), backend="unix:/nonexistent/backend")
+    port = native.start()
+    try:
+        ch, stub = stub_for(f"127.0.0.1:{port}")
+        with ch:
+            health = health_pb2_grpc.HealthStub(ch)
+
+            def state() -> tuple[bool, int]:
+                ready = stub.ServerReady(pb.ServerReadyRequest(), timeout=5).ready
+                return ready, health.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status
+
+            native.set_health("", True)
+            assert state() == (True, health_pb2.HealthCheckResponse.SERVING)
+            native.not_serving()
+            assert state() == (False, health_pb2.HealthCheckResponse.NOT_SERVING)
+            native.set_health("", True)  # late
+            assert state() == (False, health_pb2.HealthCheckResponse.NOT_SERVING)
+    finally:
+        asyncio.run(native.shutdown(0))
+        native.close()
