@@ -279,9 +279,12 @@ class Frontend:
         """Bind and serve; the bound port. RuntimeError naming the address when it cannot bind."""
     def set_routes(self, routes: dict[str, tuple[list[str], list[int], dict[str, NativeVersion]]]) -> None:
         """{model: (split order, split upper, {version: NativeVersion})}, replaced as one snapshot."""
-    def set_health(self, service: str, serving: bool) -> None: ...
+    def set_health(self, service: str, serving: bool) -> None:
+        """Set a grpc.health.v1 status ('' = the server, also ServerReady); ignored after not_serving()."""
+    def not_serving(self) -> None:
+        """Every health status NOT_SERVING and ServerReady false from now on (a graceful shutdown's start)."""
     def shutdown(self, grace_s: float) -> None:
-        """NOT_SERVING at once, stop accepting, in-flight calls get grace_s, then the rest are cancelled."""
+        """not_serving(), stop accepting, in-flight calls get grace_s, then the rest are cancelled."""
     @property
     def in_flight(self) -> int:
         """Native ModelInfer calls in progress."""

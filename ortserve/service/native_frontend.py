@@ -77,8 +77,6 @@ class NativeFrontend:
             tls_client_ca=tls[2] if tls else None,
         )
         self._drainer = threading.Thread(target=self._drain_events, name="ortserve-native-events", daemon=True)
-        self._health_services: set[str] = set()
-        self._shutting_down = False  # after not_serving(): health stays NOT_SERVING, as grpc's HealthServicer does
         self._processed = 0  # events handled by the drain thread (it alone writes it)
         self._caught_up = threading.Condition()
         metrics.in_flight.add_source(lambda: self._frontend.in_flight)
@@ -150,17 +148,12 @@ class NativeFrontend:
     # ---- health and shutdown --------------------------------------------------------------------
 
     def set_health(self, service: str, serving: bool) -> None:
-        # A health update still queued when the shutdown began (a swap's) must not turn a draining server ready.
-        if self._shutting_down:
-            return
-        self._health_services.add(service)
         self._frontend.set_health(service, serving)
 
     def not_serving(self) -> None:
-        """Every health entry NOT_SERVING now and from now on (shutdown); `shutdown` does it too, from a thread."""
-        self._shutting_down = True
-        for service in self._health_services:
-            self._frontend.set_health(service, False)
+        """Every health entry NOT_SERVING now and from now on (shutdown), so that a health update still queued
+        when the shutdown began (a swap's) cannot turn a draining server ready; `shutdown` does it too."""
+        self._frontend.not_serving()
 
     async def shutdown(self, grace_s: float) -> None:
         """Every service NOT_SERVING at once, no new calls, in-flight ones get up to `grace_s` (blocks a thread)."""

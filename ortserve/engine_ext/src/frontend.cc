@@ -191,7 +191,7 @@ struct Frontend::Impl {
   std::unique_ptr<grpc::Server> server;
   std::map<std::string, bool> health;  // set before Start()
   std::atomic<bool> ready{false};      // ServerReady: the health of "" (the whole server)
-  bool started = false, stopped = false;
+  bool started = false, stopped = false, not_serving = false;
 
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response);
@@ -470,7 +470,7 @@ void Frontend::SetRoutes(std::shared_ptr<const RouteTable> table) { impl_->route
 
 void Frontend::SetHealth(const std::string& service, bool serving) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  if (impl_->stopped) return;
+  if (impl_->stopped || impl_->not_serving) return;
   if (service.empty()) impl_->ready.store(serving);
   if (impl_->server) {
     if (auto* health = impl_->server->GetHealthCheckService()) health->SetServingStatus(service, serving);
@@ -479,18 +479,28 @@ void Frontend::SetHealth(const std::string& service, bool serving) {
   }
 }
 
+void Frontend::NotServing() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (impl_->not_serving) return;
+  impl_->not_serving = true;
+  impl_->ready.store(false);
+  if (impl_->server) {
+    if (auto* health = impl_->server->GetHealthCheckService()) health->Shutdown();
+  } else {
+    for (auto& entry : impl_->health) entry.second = false;  // what Start() will apply
+  }
+}
+
 void Frontend::Shutdown(double grace_s) {
+  NotServing();  // before the port closes
   std::unique_ptr<grpc::Server> server;
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     if (impl_->stopped) return;
     impl_->stopped = true;
-    impl_->ready.store(false);
     server = std::move(impl_->server);
   }
   if (!server) return;
-  // NOT_SERVING everywhere (later set_health calls are ignored), before the port closes.
-  if (auto* health = server->GetHealthCheckService()) health->Shutdown();
   const auto grace = std::chrono::duration_cast<std::chrono::system_clock::duration>(
       std::chrono::duration<double>(std::max(0.0, grace_s)));
   server->Shutdown(std::chrono::system_clock::now() + grace);

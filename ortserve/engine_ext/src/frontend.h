@@ -39,9 +39,13 @@ class Frontend {
   int Start();
   // The whole table, replaced as one snapshot: a call sees the old table or the new one.
   void SetRoutes(std::shared_ptr<const RouteTable> table);
-  // Health status of `service` ("" = the whole server). Before Start() it is applied at Start().
+  // Health status of `service` ("" = the whole server). Before Start() it is applied at Start(). Ignored once
+  // NotServing() or Shutdown() was called.
   void SetHealth(const std::string& service, bool serving);
-  // Every health status NOT_SERVING at once, no new calls, in-flight calls get up to grace_s, then the rest
+  // The start of a graceful shutdown: every health status NOT_SERVING and ServerReady false, for good (later
+  // SetHealth calls are ignored, as grpc's health service does after its own Shutdown()); calls are still served.
+  void NotServing();
+  // NotServing(), then no new calls, in-flight calls get up to grace_s, then the rest
   // are cancelled. Returns when the server is down. Idempotent.
   void Shutdown(double grace_s);
   int in_flight() const;  // native ModelInfer calls in progress

@@ -85,9 +85,12 @@ void BindFrontend(nb::module_& m) {
           "set_routes", [](ortserve::Frontend& self, nb::dict routes) { self.SetRoutes(ToRouteTable(routes)); },
           "routes"_a, "Replace the native route table: {model: (split order, split upper, {version: NativeVersion})}.")
       .def("set_health", &ortserve::Frontend::SetHealth, "service"_a, "serving"_a,
-           nb::call_guard<nb::gil_scoped_release>(), "Set a grpc.health.v1 status ('' = the server).")
+           nb::call_guard<nb::gil_scoped_release>(),
+           "Set a grpc.health.v1 status ('' = the server, also ServerReady); ignored after not_serving().")
+      .def("not_serving", &ortserve::Frontend::NotServing, nb::call_guard<nb::gil_scoped_release>(),
+           "Every health status NOT_SERVING and ServerReady false from now on (a graceful shutdown's start).")
       .def("shutdown", &ortserve::Frontend::Shutdown, "grace_s"_a, nb::call_guard<nb::gil_scoped_release>(),
-           "NOT_SERVING at once, stop accepting, in-flight calls get grace_s, then the rest are cancelled.")
+           "not_serving(), stop accepting, in-flight calls get grace_s, then the rest are cancelled.")
       .def_prop_ro("in_flight", &ortserve::Frontend::in_flight, "Native ModelInfer calls in progress.");
 
   m.def("_native_decode", &NativeDecode, "request"_a, "max_texts"_a,

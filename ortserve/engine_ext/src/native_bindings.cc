@@ -81,7 +81,6 @@ std::optional<Clock::time_point> DeadlineIn(std::optional<double> timeout_s) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*timeout_s));
 }
 
-
 std::shared_ptr<TicketState> Submit(PyNativeVersion& self, nb::handle texts, std::optional<double> timeout_s,
                                     NativeBatcher::CallHandle* call) {
   std::vector<nb::object> keep;
@@ -196,8 +195,7 @@ void BindNative(nb::module_& m) {
           "max"_a = 512, "timeout_s"_a = 0.2,
           "Up to max records, waiting up to timeout_s for the first: ('request', request_id, model, version, route, "
           "texts, batch_size, queue_s, tokenize_s, engine_s, total_s, status, error, ended_unix) or ('batch', model, "
-          "version, "
-          "texts, padded_tokens, real_tokens, engine_s, lane). Empty on timeout or once closed.")
+          "version, texts, padded_tokens, real_tokens, engine_s, lane). Empty on timeout or once closed.")
       .def("close", [](PyEventSink& self) { self.sink->Close(); }, "Wakes drain() for good; later records drop.")
       .def_prop_ro("dropped", [](const PyEventSink& self) { return self.sink->dropped(); })
       .def_prop_ro("pushed", [](const PyEventSink& self) { return self.sink->pushed(); },
