@@ -227,10 +227,12 @@ class NativeVersion:
         engine_concurrency: int,
     ) -> None:
         """Raises ValueError for a bad policy or setting."""
-    def infer(self, texts: Sequence[str], timeout_s: float | None = None) -> InferReply:
+    def infer(self, texts: Sequence[str], timeout_s: float | None = None, run_here: bool = False) -> InferReply:
         """Blocking, GIL released. Codes: OK, CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL,
         UNAVAILABLE."""
-    def submit(self, texts: Sequence[str], timeout_s: float | None = None) -> NativeTicket: ...
+    def submit(self, texts: Sequence[str], timeout_s: float | None = None, run_here: bool = False) -> NativeTicket:
+        """Queue the call; `run_here`: a lone call on the wide session runs on this thread before it returns
+        (at most one such run per NativeLanes at a time, none while paused), as the gRPC front end's calls do."""
     @property
     def queue_depth(self) -> int: ...
     @property

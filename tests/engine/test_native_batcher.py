@@ -147,10 +147,10 @@ calls_strategy = st.lists(st.lists(st.lists(st.sampled_from(WORDS), min_size=1, 
                                                                  HealthCheck.too_slow])
 @given(calls=calls_strategy, held=st.booleans(), narrow=st.booleans(), concurrency=st.integers(1, 3),
        lanes_n=st.integers(0, 3), max_batch_size=st.integers(1, 8), sort_window=st.sampled_from([0, 2, 24]),
-       delay=st.sampled_from([0.0, 60.0]))
+       delay=st.sampled_from([0.0, 60.0]), run_here=st.booleans())
 def test_every_reply_equals_unbatched_inference(model: Model, calls: list[list[str]], held: bool, narrow: bool,
                                                  concurrency: int, lanes_n: int, max_batch_size: int,
-                                                 sort_window: int, delay: float) -> None:
+                                                 sort_window: int, delay: float, run_here: bool) -> None:
     with running_lanes(lanes_n, 2) as lanes:
         events = EventSink()
         version = make_version(model, lanes, events, narrow=narrow, engine_concurrency=concurrency,
@@ -158,7 +158,8 @@ def test_every_reply_equals_unbatched_inference(model: Model, calls: list[list[s
         # Held: every call queues at once behind a blocker, so batches mix and split calls deterministically.
         blocker = hold_engine(version, lanes) if held else None
         with ThreadPoolExecutor(max_workers=len(calls)) as pool:
-            tickets = list(pool.map(version.submit, calls))
+            # run_here (the gRPC front end's way): submitting threads race for the one caller-run slot.
+            tickets = list(pool.map(lambda texts: version.submit(texts, run_here=run_here), calls))
             if blocker is not None:
                 lanes.resume()
             replies = [t.wait(WAIT) for t in tickets]
@@ -190,6 +191,31 @@ def test_concurrent_submissions_share_a_batch(model: Model) -> None:
         assert [(b[3], b[7]) for b in runs] == [(1, "wide"), (2, "narrow")]
         shared = runs[1]
         assert shared[4] >= shared[5] > 0  # padded >= real tokens
+
+
+def test_run_here_answers_a_lone_call_before_submit_returns(model: Model) -> None:
+    """What the gRPC front end asks for: an idle engine runs a lone call on the submitting thread (no wake of a
+    wide thread); paused lanes or a busy engine send it the usual way, to wait its turn."""
+    with running_lanes() as lanes:
+        events = EventSink()
+        version = make_version(model, lanes, events)
+        ticket = version.submit(["a really good movie"], run_here=True)
+        assert ticket.done  # ran and was answered on this thread
+        check_ok(model, ["a really good movie"], ticket.wait(WAIT))
+        assert [(b[3], b[7]) for b in batches(events)] == [(1, "wide")]
+        assert version.submit(["good movie"]).wait(WAIT)[0] == "OK"  # without run_here: a wide thread's run
+        batches(events)
+
+        lanes.pause()  # a paused engine holds a caller's run as it holds a posted one
+        held = version.submit(["the held call"], run_here=True)
+        assert not held.done and version.queue_depth == 0  # the engine's: posted, not queued
+        queued = version.submit(["bad movie"], run_here=True)
+        assert not queued.done and version.queue_depth == 1  # the engine is busy: queued behind it
+        lanes.resume()
+        check_ok(model, ["the held call"], held.wait(WAIT))
+        check_ok(model, ["bad movie"], queued.wait(WAIT))
+        assert [(b[3], b[7]) for b in batches(events)] == [(1, "wide"), (1, "narrow")]
+        assert version.queue_depth == 0
 
 
 @pytest.mark.parametrize("narrow", [True, False])

@@ -283,8 +283,11 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   void Start(const std::vector<std::string_view>& texts) {
     texts_ = static_cast<int>(texts.size());
     raw_ = WantsRawOutput(*s_.parsed->request);
-    auto handle = s_.version->batcher().Submit(texts, SteadyDeadline(*s_.ctx),
-                                               [this](InferResult&& result) { Done(std::move(result)); });
+    // may_run_here: a lone call runs on this gRPC thread (Submit's comment says when); the other callback
+    // threads keep serving meanwhile, and Finish before this handler returns is allowed.
+    auto handle = s_.version->batcher().Submit(
+        texts, SteadyDeadline(*s_.ctx), [this](InferResult&& result) { Done(std::move(result)); },
+        /*may_run_here=*/true);
     std::lock_guard<std::mutex> lock(mutex_);
     handle_ = std::move(handle);
   }

@@ -104,8 +104,11 @@ class NativeBatcher : public std::enable_shared_from_this<NativeBatcher> {
 
   // Tokenizes `texts` on the calling thread, then admits and queues them. `done` runs exactly once: on this
   // thread for a refusal, else on a lane/wide thread (or in Cancel/Close). Returns the handle for Cancel.
+  // `may_run_here`: a lone call on the wide session may run on the calling thread, before Submit returns (done
+  // included), saving the wake of a sleeping wide thread; at most one such run per Lanes at a time, none while
+  // they are paused or stopping. For callers whose thread may block for one run (the gRPC front end).
   CallHandle Submit(const std::vector<std::string_view>& texts, std::optional<Clock::time_point> deadline,
-                    InferDone done);
+                    InferDone done, bool may_run_here = false);
   // The call ended on the client's side: its queued texts leave the queue; done(CANCELLED) unless done already.
   void Cancel(const CallHandle& call);
   // Refuses new calls (UNAVAILABLE), answers queued ones UNAVAILABLE, waits for running batches (and for their

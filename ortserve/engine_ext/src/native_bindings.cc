@@ -82,12 +82,12 @@ std::optional<Clock::time_point> DeadlineIn(std::optional<double> timeout_s) {
 }
 
 std::shared_ptr<TicketState> Submit(PyNativeVersion& self, nb::handle texts, std::optional<double> timeout_s,
-                                    NativeBatcher::CallHandle* call) {
+                                    NativeBatcher::CallHandle* call, bool run_here) {
   std::vector<nb::object> keep;
   const std::vector<std::string_view> views = ortserve::TextViews(texts, keep);
   auto state = std::make_shared<TicketState>();
   nb::gil_scoped_release release;
-  *call = self.version->batcher().Submit(views, DeadlineIn(timeout_s), state->Callback(state));
+  *call = self.version->batcher().Submit(views, DeadlineIn(timeout_s), state->Callback(state), run_here);
   return state;
 }
 
@@ -271,26 +271,28 @@ void BindNative(nb::module_& m) {
           nb::keep_alive<1, 11>())
       .def(
           "infer",
-          [](PyNativeVersion& self, nb::handle texts, std::optional<double> timeout_s) {
+          [](PyNativeVersion& self, nb::handle texts, std::optional<double> timeout_s, bool run_here) {
             NativeBatcher::CallHandle call;
-            std::shared_ptr<TicketState> state = Submit(self, texts, timeout_s, &call);
+            std::shared_ptr<TicketState> state = Submit(self, texts, timeout_s, &call, run_here);
             {
               nb::gil_scoped_release release;
               state->Wait(std::nullopt);
             }
             return ResultTuple(*state->result);
           },
-          "texts"_a, "timeout_s"_a = nb::none(),
+          "texts"_a, "timeout_s"_a = nb::none(), "run_here"_a = false,
           "Blocking: (code name, message, logits float32 [n, labels] | None, {tokenize_s, queue_s, engine_s, "
           "batch_size, retry_after_s}).")
       .def(
           "submit",
-          [](PyNativeVersion& self, nb::handle texts, std::optional<double> timeout_s) {
+          [](PyNativeVersion& self, nb::handle texts, std::optional<double> timeout_s, bool run_here) {
             PyTicket ticket{self.version, nullptr, nullptr};
-            ticket.state = Submit(self, texts, timeout_s, &ticket.call);
+            ticket.state = Submit(self, texts, timeout_s, &ticket.call, run_here);
             return ticket;
           },
-          "texts"_a, "timeout_s"_a = nb::none(), "Queue the call and return its NativeTicket at once.")
+          "texts"_a, "timeout_s"_a = nb::none(), "run_here"_a = false,
+          "Queue the call and return its NativeTicket at once; run_here: a lone call on the wide session runs on "
+          "this thread first (GIL released), as the gRPC front end's calls do.")
       .def_prop_ro("queue_depth", [](const PyNativeVersion& self) { return self.version->batcher().queue_depth(); })
       .def_prop_ro("in_flight", [](const PyNativeVersion& self) { return self.version->in_flight(); })
       .def_prop_ro("model", [](const PyNativeVersion& self) { return self.version->batcher().model(); })
