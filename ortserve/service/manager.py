@@ -336,13 +336,15 @@ class ModelManager:
         else:
             models.pop(model, None)
         self._table = RouteTable(models)  # the swap: one assignment on the loop thread
+        if models.get(model) != current:
+            # Logged before the native data path has the table: its calls are logged from another thread, and
+            # the line of a call served on the new table must not come before the line that says it changed.
+            self._observe("swapped", model, ",".join(sorted(ready)), weights=weights,
+                          took_s=round(time.monotonic() - started, 4))
         if self._data_path is not None:
             self._data_path.publish(self._table)
         for old in self._superseded.pop(model, []):
             self._start_retire(old)
-        if models.get(model) != current:
-            self._observe("swapped", model, ",".join(sorted(ready)), weights=weights,
-                          took_s=round(time.monotonic() - started, 4))
         for version, lv in list(loaded.items()):
             if lv.state is State.READY and version not in keep:
                 self._start_retire(lv)

@@ -34,14 +34,16 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """The server's engine settings (ortserve serve --intra-op-threads ... --allow-spinning)."""
+    """The server's engine settings (ortserve serve --intra-op-threads ... --allow-spinning). The defaults are
+    ortserve's (tests/bench/test_engine_settings.py holds them to its config); the bench reads the config itself
+    when it can, these apply when it cannot."""
 
     intra_op_threads: int = 2
     inter_op_threads: int = 1
-    allow_spinning: bool = False
+    allow_spinning: bool = True
     spin_between_runs: bool = False
     graph_optimization_level: str = "all"
-    engine_concurrency: int = 1
+    engine_concurrency: int = 2
     """Above 1 (with intra_op_threads above 1), the server also runs one-thread sessions side by side."""
     tokenizer: str = "auto"
     """auto, native or hf (ortserve serve --tokenizer)."""

@@ -389,8 +389,10 @@ def unroutable_replies(logs: list[dict[str, Any]], model: str, *,
     """Replies (unpinned, OK) whose version had weight 0 in every route table that was in force while
     the request could have taken its lease. Returns (replies checked, violations).
 
-    The server writes its log from one event loop, in order: a `version_swapped` line right after
-    the route table was replaced (it carries the new `weights`), a `request` line when a call ends.
+    The server writes a `version_swapped` line as the route table is replaced (it carries the new
+    `weights`), before the native front end gets the table, and a `request` line when a call ends (from
+    the event loop, or from the native front end's event thread): no call served on a table is logged
+    before that table's swap line.
     A call takes its lease synchronously at its very start (no await between the start of the
     handler and the lease), i.e. at end - total_ms. So the tables that could have served it are:
     the table in force at `timestamp - total_ms - slack` (found by timestamp: the last swap logged
