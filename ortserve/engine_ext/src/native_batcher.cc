@@ -131,7 +131,8 @@ struct Lanes::Impl {
     std::deque<std::function<void()>> tasks;
     std::condition_variable ready;
   };
-  // Guards every queue, load, stopping, paused and caller_running; one for all: a post is once per batch, far rarer than the work.
+  // Guards every queue, load, stopping, paused and caller_running; one for all: a post is once per batch, far
+  // rarer than the work.
   std::mutex mutex;
   std::vector<Queue> lanes;  // one thread each
   Queue wide;                // shared by the wide threads
@@ -488,9 +489,9 @@ struct NativeBatcher::State {
     DispatchAndDeliver(self, lock, answers);
   }
 
-  // _run_alone on a wide thread: nothing queued, so nothing to batch with.
-  // `on_caller`: on the submitting thread (Submit's may_run_here), which gives the slot back before answering,
-  // so that the caller's next call, which may come as soon as it has the answer, can take it again.
+  // _run_alone on a wide thread: nothing queued, so nothing to batch with. `on_caller`: on the submitting thread
+  // instead (Submit's may_run_here), whose slot goes back before the answer, so that the caller's next call,
+  // which may come as soon as it has the answer, can take it again.
   void RunAlone(const std::shared_ptr<NativeBatcher>& self, const CallHandle& call,
                 const std::vector<std::vector<int64_t>>& ids, bool narrow, bool on_caller = false) {
     std::vector<const std::vector<int64_t>*> rows;
