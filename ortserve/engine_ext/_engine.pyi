@@ -227,7 +227,7 @@ class NativeVersion:
         engine_concurrency: int,
     ) -> None:
         """Raises ValueError for a bad policy or setting."""
-    def infer(self, texts: Sequence[str], timeout_s: float | None = None, run_here: bool = False) -> InferReply:
+    def infer(self, texts: Sequence[str], timeout_s: float | None = None) -> InferReply:
         """Blocking, GIL released. Codes: OK, CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, INTERNAL,
         UNAVAILABLE."""
     def submit(self, texts: Sequence[str], timeout_s: float | None = None, run_here: bool = False) -> NativeTicket:

@@ -17,7 +17,8 @@ engine was busy are pending, and this picks the next batch from them:
   wait at ~3x the mean (a closed-loop simulation on the real engine at padding 1.3: same texts/s, P99
   wait 545 vs 714-731 ms). The tighter the padding allowed, the more candidates a batch needs: the
   server's defaults (1.05 over the oldest 48) pad 1.02 where 1.15 over 24 padded 1.10, for 4-8% more
-  texts/s on MiniLM; the whole queue at 1.05 adds a little more under overload at a 20-25% higher P99.
+  texts/s on MiniLM; the whole queue at 1.05 adds a little more under overload at a P99 about a fifth
+  higher.
 """
 
 from __future__ import annotations

@@ -639,15 +639,15 @@ NativeBatcher::CallHandle NativeBatcher::Submit(const std::vector<std::string_vi
     refuse(Code::kDeadlineExceeded, kExpiredBefore);
   } else if (lone) {
     auto self = shared_from_this();
-    auto shared_ids = std::make_shared<std::vector<std::vector<int64_t>>>(std::move(ids));
     const bool narrow = *lone;
     if (may_run_here && !narrow && s.lanes->impl()->ClaimCallerRun()) {
       // Measured on the tiny model at c=1 (the engine ~0.1 ms): the served P50 0.18 ms lower than with the
       // hand-off to a wide thread, which has to be woken on an idle vCPU for every lone call.
       lock.unlock();
-      s.RunAlone(self, call, *shared_ids, narrow, /*on_caller=*/true);
+      s.RunAlone(self, call, ids, narrow, /*on_caller=*/true);
       return call;
     }
+    auto shared_ids = std::make_shared<std::vector<std::vector<int64_t>>>(std::move(ids));
     State* state = &s;
     if (!s.lanes->impl()->Post(-1, [state, self, call, shared_ids, narrow] {
           state->RunAlone(self, call, *shared_ids, narrow);

@@ -271,16 +271,16 @@ void BindNative(nb::module_& m) {
           nb::keep_alive<1, 11>())
       .def(
           "infer",
-          [](PyNativeVersion& self, nb::handle texts, std::optional<double> timeout_s, bool run_here) {
+          [](PyNativeVersion& self, nb::handle texts, std::optional<double> timeout_s) {
             NativeBatcher::CallHandle call;
-            std::shared_ptr<TicketState> state = Submit(self, texts, timeout_s, &call, run_here);
+            std::shared_ptr<TicketState> state = Submit(self, texts, timeout_s, &call, /*run_here=*/false);
             {
               nb::gil_scoped_release release;
               state->Wait(std::nullopt);
             }
             return ResultTuple(*state->result);
           },
-          "texts"_a, "timeout_s"_a = nb::none(), "run_here"_a = false,
+          "texts"_a, "timeout_s"_a = nb::none(),
           "Blocking: (code name, message, logits float32 [n, labels] | None, {tokenize_s, queue_s, engine_s, "
           "batch_size, retry_after_s}).")
       .def(
