@@ -67,8 +67,10 @@ ModelLoadError = _engine.ModelLoadError
 InputError = _engine.InputError
 NonFiniteOutputError = _engine.NonFiniteOutputError
 EngineClosedError = _engine.EngineClosedError
+OutOfMemoryError = _engine.OutOfMemoryError
 ort_version = _engine.ort_version
 library_path = _engine.library_path
+cuda_memory_info = _engine.cuda_memory_info
 WordPiece = _engine.WordPiece
 wordpiece_tables_version = _engine.wordpiece_tables_version
 route_bucket = _engine.route_bucket
@@ -79,6 +81,7 @@ NativeTicket = _engine.NativeTicket
 NativeBatchPolicy = _engine.NativeBatchPolicy
 NativeThroughput = _engine.NativeThroughput
 native_choose_batch = _engine.native_choose_batch
+bucket_shape = _engine.bucket_shape
 HAS_FRONTEND: bool = _engine.HAS_FRONTEND
 FRONTEND_MISSING: str = _engine.FRONTEND_MISSING  # why the native gRPC front end was not built; "" when it was
 if HAS_FRONTEND:
@@ -99,9 +102,12 @@ __all__ = [
     "NativeTicket",
     "NativeVersion",
     "NonFiniteOutputError",
+    "OutOfMemoryError",
     "TensorInfo",
     "UnsupportedTokenizer",
     "WordPiece",
+    "bucket_shape",
+    "cuda_memory_info",
     "library_path",
     "load_wordpiece",
     "native_choose_batch",

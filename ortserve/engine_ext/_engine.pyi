@@ -23,6 +23,9 @@ class NonFiniteOutputError(EngineError):
 class EngineClosedError(EngineError):
     """run() was called after close()."""
 
+class OutOfMemoryError(EngineError):
+    """A run needed more memory than its arena may take, and no CPU fallback answered it."""
+
 class TensorInfo:
     @property
     def name(self) -> str: ...
@@ -45,13 +48,25 @@ class Engine:
         allow_spinning: bool = False,
         spin_between_runs: bool = False,
         check_finite: bool = True,
+        gpu_memory_limit_mb: int = 0,
+        cudnn_conv_algo_search: str = "exhaustive",
+        cuda_graphs: bool = False,
+        cpu_arena_limit_mb: int = 0,
+        oom_fallback: str = "off",
+        oom_cooldown_s: float = 30.0,
     ) -> None:
         """Load an ONNX model. graph_optimization_level: "disable" | "basic" | "extended" | "all";
         allow_spinning: the pool's threads spin between operators of a run instead of sleeping;
         spin_between_runs: they also keep spinning after run() returns (ORT's default; without it
         they stop the moment the last concurrent run returns);
         device: "cpu" | "cuda" | "cuda:N" (falls back to CPU, with one stderr line, when CUDA is
-        unavailable). Raises ModelLoadError, or ValueError for a bad option."""
+        unavailable); gpu_memory_limit_mb: cap on the CUDA arena (0 = none); cudnn_conv_algo_search:
+        "exhaustive" | "heuristic" | "default"; cuda_graphs: capture a CUDA graph per input shape and replay it
+        (ORT may refuse the model: then cuda_graphs is False and cuda_graphs_refused says why);
+        cpu_arena_limit_mb: run a CPU session in the process-wide CPU arena capped at this (the first value
+        wins; another one is a ValueError); oom_fallback: "off" | "lazy" | "warm", rerun a batch that ran out of
+        memory (on CUDA, or in the capped CPU arena) on a CPU session, which then takes every batch for
+        oom_cooldown_s. Raises ModelLoadError, or ValueError for a bad option."""
     @property
     def inputs(self) -> list[TensorInfo]: ...
     @property
@@ -64,9 +79,29 @@ class Engine:
     @property
     def closed(self) -> bool:
         """True once close() was called."""
+    @property
+    def cuda_graphs(self) -> bool:
+        """Runs replay a CUDA graph captured per input shape."""
+    @property
+    def cuda_graphs_refused(self) -> str:
+        """Why ORT refused CUDA graphs for this model ("" when they were not asked for or are on)."""
+    @property
+    def oom_errors(self) -> int:
+        """Runs that failed for memory."""
+    @property
+    def fallback_runs(self) -> int:
+        """Batches the CPU fallback session answered."""
+    @property
+    def cooldown_left_s(self) -> float:
+        """Seconds batches still go to the CPU session after the last out-of-memory."""
+    @property
+    def has_fallback(self) -> bool:
+        """A CPU fallback session is loaded."""
+    def take_fallback_events(self) -> list[dict[str, Any]]:
+        """Out-of-memory runs since the last call, oldest first: unix_s, shape, reason, answered, error."""
     def run(self, feeds: dict[str, NDArray[Any]]) -> dict[str, NDArray[Any]]:
         """Run every output. Thread-safe; the GIL is released during inference. Raises InputError,
-        NonFiniteOutputError, EngineClosedError or EngineError."""
+        NonFiniteOutputError, OutOfMemoryError, EngineClosedError or EngineError."""
     def close(self) -> None:
         """Refuse new runs, wait for in-flight ones, release the session. Idempotent."""
     def __enter__(self) -> Engine: ...
@@ -144,6 +179,12 @@ class NativeBatchPolicy:
     def max_batch_tokens(self) -> int: ...
     @property
     def sort_window(self) -> int: ...
+
+def bucket_shape(rows: int, tokens: int, bucket_rows: Sequence[int], bucket_tokens: Sequence[int]) -> tuple[int, int]:
+    """(rows, tokens) padded up to the ladder's smallest rungs that hold them; past the top rung, unchanged."""
+
+def cuda_memory_info(device: int) -> tuple[int, int]:
+    """(free, total) bytes of GPU `device` (cudaMemGetInfo); EngineError without a CUDA runtime."""
 
 def native_choose_batch(pending: Sequence[tuple[int, float]], now: float, policy: NativeBatchPolicy) -> list[int]:
     """ChooseBatch over (length, enqueued_at) pairs: the indices batch_policy.choose_batch returns."""
@@ -225,6 +266,8 @@ class NativeVersion:
         max_queue_items: int,
         max_queue_wait_s: float,
         engine_concurrency: int,
+        bucket_rows: Sequence[int] = ...,
+        bucket_tokens: Sequence[int] = ...,
     ) -> None:
         """Raises ValueError for a bad policy or setting."""
     def infer(self, texts: Sequence[str], timeout_s: float | None = None) -> InferReply:

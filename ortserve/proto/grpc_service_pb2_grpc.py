@@ -5,7 +5,7 @@ import warnings
 
 from ortserve.proto import grpc_service_pb2 as ortserve_dot_proto_dot_grpc__service__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.64.0'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 

@@ -3,11 +3,19 @@
 `load_manifest` is cheap (the server calls it on every load); `validate_bundle` is the full check the
 `registry publish` command runs before anything is uploaded. `onnx` and `tokenizers` are imported
 lazily so that importing this module stays fast for the service.
+
+An optimised bundle (`registry optimize`, see `optimize.py`) is an ordinary bundle whose manifest also says
+what its graph needs and where it came from; plain bundles have neither key:
+
+    "precision": "fp16",
+    "optimization": {"level": "fp16", "source_sha256": "<sha256 of the source model.onnx>",
+                     "tools": {"onnxruntime": "1.32.0", "onnx": "1.23.2"}}
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,10 +32,29 @@ MIN_SEQ_LEN = 8
 MAX_SEQ_LEN = 8192
 # A manifest is a few hundred bytes; anything huge is a mistake, not a manifest.
 MAX_MANIFEST_BYTES = 64 * 1024
+# What the graph's float weights and activations are; the wire (inputs, `logits`) stays int64/float32 either way.
+PRECISIONS = ("fp32", "fp16")
+DEFAULT_PRECISION = "fp32"
+# Publish-time optimisation levels and the precision each one produces (a new level adds a row here).
+LEVEL_PRECISION = {"fuse": "fp32", "fp16": "fp16"}
+OPTIMIZATION_LEVELS = tuple(LEVEL_PRECISION)
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
 
 class BundleError(ValueError):
     """A bundle that the server could not serve; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Optimization:
+    """How an optimised bundle was made from its source bundle (the manifest's "optimization" object)."""
+
+    level: str
+    source_sha256: str  # of the source bundle's model.onnx
+    tools: tuple[tuple[str, str], ...] = ()  # (package, version), sorted; a tuple keeps the manifest hashable
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "source_sha256": self.source_sha256, "tools": dict(self.tools)}
 
 
 @dataclass(frozen=True)
@@ -36,10 +63,21 @@ class BundleManifest:
     labels: tuple[str, ...]
     max_seq_len: int
     notes: str = ""
+    precision: str = DEFAULT_PRECISION
+    optimization: Optimization | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, "labels": list(self.labels), "max_seq_len": self.max_seq_len,
-                "notes": self.notes}
+                "notes": self.notes, **self.provenance()}
+
+    def provenance(self) -> dict[str, Any]:
+        """The "precision" and "optimization" keys when the bundle declares either; {} keeps plain ones as they were."""
+        if self.optimization is None and self.precision == DEFAULT_PRECISION:
+            return {}
+        out: dict[str, Any] = {"precision": self.precision}
+        if self.optimization is not None:
+            out["optimization"] = self.optimization.to_dict()
+        return out
 
 
 def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
@@ -64,7 +102,35 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
     notes = data.get("notes", "")
     if not isinstance(notes, str):
         raise BundleError(f"{where}: notes must be a string")
-    return BundleManifest(format=fmt, labels=tuple(labels), max_seq_len=max_seq_len, notes=notes)
+    precision = data.get("precision", DEFAULT_PRECISION)
+    if precision not in PRECISIONS:
+        raise BundleError(f"{where}: precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    optimization = None
+    if data.get("optimization") is not None:
+        optimization = _parse_optimization(data["optimization"], where)
+        expected = LEVEL_PRECISION[optimization.level]
+        if precision != expected:
+            raise BundleError(f"{where}: precision {precision!r} contradicts optimization.level "
+                              f"{optimization.level!r} (which produces {expected!r})")
+    return BundleManifest(format=fmt, labels=tuple(labels), max_seq_len=max_seq_len, notes=notes,
+                          precision=precision, optimization=optimization)
+
+
+def _parse_optimization(data: Any, where: str) -> Optimization:
+    # Unknown keys are ignored, so a later publisher can add some (an accuracy report) without breaking readers.
+    if not isinstance(data, dict):
+        raise BundleError(f"{where}: optimization must be an object with level, source_sha256, tools")
+    level = data.get("level")
+    if level not in OPTIMIZATION_LEVELS:
+        raise BundleError(f"{where}: optimization.level must be one of {', '.join(OPTIMIZATION_LEVELS)}, "
+                          f"got {level!r}")
+    sha = data.get("source_sha256")
+    if not isinstance(sha, str) or not _SHA256_RE.fullmatch(sha):
+        raise BundleError(f"{where}: optimization.source_sha256 must be 64 lowercase hex digits, got {sha!r}")
+    tools = data.get("tools", {})
+    if not isinstance(tools, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tools.items()):
+        raise BundleError(f"{where}: optimization.tools must be an object of package -> version strings")
+    return Optimization(level=level, source_sha256=sha, tools=tuple(sorted(tools.items())))
 
 
 def load_manifest(bundle_dir: str | Path) -> BundleManifest:

@@ -1,4 +1,4 @@
-"""The `registry` command: publish bundles and steer traffic. A thin shell over `publishing`.
+"""The `registry` command: publish bundles and steer traffic. A thin shell over `publishing` and `optimize`.
 
 Exit codes: 0 ok, 1 refused (the reason on stderr), 2 usage, 3 registry unreachable.
 Every error is one line on stderr, never a traceback.
@@ -7,10 +7,13 @@ Every error is one line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from ortserve.registry.address import (
@@ -19,10 +22,11 @@ from ortserve.registry.address import (
     registry_url,
 )
 from ortserve.registry.artifacts import ARTIFACTS_ENV, ArtifactError, ArtifactStore
-from ortserve.registry.bundle import BundleError
+from ortserve.registry.bundle import OPTIMIZATION_LEVELS, BundleError
 from ortserve.registry.catalog import ModelState, list_models, read_model_state
+from ortserve.registry.optimize import FUSED_OPS, OptimizeError, OptimizeResult, format_bytes, optimize_bundle
 from ortserve.registry.publishing import Refused, publish, retire, rollback, route
-from ortserve.registry.records import RecordError, Routing, check_name, format_weights
+from ortserve.registry.records import RecordError, Routing, VersionRecord, check_name, format_weights
 from ortserve.registry.store import Store, StoreRefused, StoreUnavailable
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -52,6 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--version", required=True)
     s.add_argument("--bundle", required=True, metavar="DIR")
     s.add_argument("--weight", type=_percent, metavar="W", help="also route W%% to this version (one atomic write)")
+    s.add_argument("--optimize", choices=OPTIMIZATION_LEVELS, metavar="LEVEL",
+                   help=f"publish the bundle optimised at LEVEL ({', '.join(OPTIMIZATION_LEVELS)}; see `optimize`)")
+
+    s = sub.add_parser("optimize", help="write an optimised copy of a bundle (fuse: fused FP32, fp16: fused FP16 "
+                                        "for GPUs); no registry needed")
+    s.add_argument("--bundle", required=True, metavar="IN")
+    s.add_argument("--out", required=True, metavar="DIR", help="a new or empty directory")
+    s.add_argument("--optimize", required=True, choices=OPTIMIZATION_LEVELS, metavar="LEVEL",
+                   help=f"one of {', '.join(OPTIMIZATION_LEVELS)}")
+    s.add_argument("--json", action="store_true", help="print only a JSON summary")
 
     s = sub.add_parser("route", help="set traffic weights: registry route M v1=95 v2=5")
     s.add_argument("model")
@@ -78,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(argv)
     except UsageError as e:
         return _fail(EXIT_USAGE, str(e))
-    except (Refused, BundleError, ArtifactError, StoreRefused) as e:
+    except (Refused, BundleError, ArtifactError, StoreRefused, OptimizeError) as e:
         return _fail(EXIT_REFUSED, str(e))
     except StoreUnavailable as e:
         return _fail(EXIT_UNAVAILABLE, f"registry unreachable: {e}")
@@ -90,6 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "optimize":  # a local file operation: no registry address to resolve
+        _optimize(args.bundle, args.out, args.optimize, as_json=args.json)
+        return EXIT_OK
     url = registry_url(args.registry)
     try:
         address = parse_registry_url(url)
@@ -106,8 +123,14 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         if args.command == "publish":
             artifacts = _artifact_store(args.artifacts, address)
-            result = publish(store, artifacts, model=args.model, version=args.version,
-                             bundle_dir=args.bundle, weight=args.weight)
+            with contextlib.ExitStack() as scratch:
+                bundle_dir = args.bundle
+                if args.optimize is not None:  # optimise into a temp dir, publish that, remove it
+                    tmp = scratch.enter_context(tempfile.TemporaryDirectory(prefix="registry-optimize-"))
+                    bundle_dir = str(Path(tmp) / "bundle")
+                    _optimize(args.bundle, bundle_dir, args.optimize, as_json=False)
+                result = publish(store, artifacts, model=args.model, version=args.version,
+                                 bundle_dir=bundle_dir, weight=args.weight)
             rec = result.record
             if result.already_published:
                 print(f"{rec.model}/{rec.version} already published (sha256 {rec.artifact.sha256[:12]}); "
@@ -136,6 +159,27 @@ def _run(argv: Sequence[str] | None) -> int:
     finally:
         store.close()
     return EXIT_OK
+
+
+def _optimize(source: str, dest: str, level: str, *, as_json: bool) -> OptimizeResult:
+    result = optimize_bundle(source, dest, level, progress=None if as_json else print)
+    if as_json:
+        print(json.dumps(result.summary(), indent=2, sort_keys=True))
+        return result
+    before, after = result.ops_before, result.ops_after
+    changed = [f"{op} x {before.get(op, 0)} -> {after[op]}" for op in FUSED_OPS if after.get(op)]
+    print(f"optimised {source} -> {dest}: level {level}, precision {result.manifest.precision}; "
+          f"{', '.join(changed)}; nodes {sum(before.values())} -> {sum(after.values())}; "
+          f"model.onnx {format_bytes(result.size_before)} -> {format_bytes(result.size_after)} ({result.seconds:.1f}s)")
+    return result
+
+
+def _optimized(record: VersionRecord) -> str:
+    """`show`'s OPTIMIZED cell: level (precision, source model sha256); "-" for a plain fp32 bundle."""
+    opt = record.manifest.optimization
+    if opt is None:
+        return "-" if record.manifest.precision == "fp32" else record.manifest.precision
+    return f"{opt.level} ({record.manifest.precision}, from {opt.source_sha256[:12]})"
 
 
 def _artifact_store(explicit: str | None, address: Any) -> ArtifactStore:
@@ -192,10 +236,10 @@ def _show(state: ModelState, *, as_json: bool) -> None:
         return
     print(f"model {state.model}")
     print(f"routing: {_routing_line(state.routing)}")
-    rows = [("VERSION", "WEIGHT", "SHA256", "SIZE", "CREATED", "BY", "LABELS")]
+    rows = [("VERSION", "WEIGHT", "SHA256", "SIZE", "CREATED", "BY", "LABELS", "OPTIMIZED")]
     for v, r in sorted(state.versions.items()):
         rows.append((v, str(weights.get(v, 0)), r.artifact.sha256[:12], str(r.artifact.size), r.created_at,
-                     r.created_by, ",".join(r.labels)))
+                     r.created_by, ",".join(r.labels), _optimized(r)))
     _table(rows)
     for key, problem in sorted(state.problems.items()):
         print(f"warning: unreadable record {key}: {problem}", file=sys.stderr)
@@ -204,13 +248,26 @@ def _show(state: ModelState, *, as_json: bool) -> None:
 def _list(store: Store, *, as_json: bool) -> None:
     states = [read_model_state(store, m) for m in list_models(store)]
     if as_json:
-        print(json.dumps([{"model": s.model, "versions": sorted(s.versions),
-                           "routing": dict(s.routing.weights) if s.routing else None} for s in states],
-                         indent=2, sort_keys=True))
+        docs = []
+        for s in states:
+            doc: dict[str, Any] = {"model": s.model, "versions": sorted(s.versions),
+                                   "routing": dict(s.routing.weights) if s.routing else None}
+            # Only models with optimised versions get the key, so plain listings keep their old shape.
+            optimized = {v: r.manifest.provenance() for v, r in s.versions.items() if r.manifest.provenance()}
+            if optimized:
+                doc["optimized"] = optimized
+            docs.append(doc)
+        print(json.dumps(docs, indent=2, sort_keys=True))
         return
     rows = [("MODEL", "VERSIONS", "ROUTING")]
-    rows += [(s.model, ",".join(sorted(s.versions)) or "-", _routing_line(s.routing)) for s in states]
+    rows += [(s.model, ",".join(_version_cell(v, r) for v, r in sorted(s.versions.items())) or "-",
+              _routing_line(s.routing)) for s in states]
     _table(rows)
+
+
+def _version_cell(version: str, record: VersionRecord) -> str:
+    opt = record.manifest.optimization
+    return f"{version}[{opt.level}]" if opt is not None else version
 
 
 def _routing_line(routing: Routing | None) -> str:

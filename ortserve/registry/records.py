@@ -20,6 +20,8 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 MODELS_PREFIX = "models/"
 HISTORY_LIMIT = 10
+# The bundle manifest's fields that a version record carries (the last two only for optimised bundles).
+MANIFEST_KEYS = ("format", "labels", "max_seq_len", "notes", "precision", "optimization")
 
 
 class RecordError(ValueError):
@@ -103,6 +105,8 @@ class VersionRecord:
             "labels": list(self.manifest.labels),
             "max_seq_len": self.manifest.max_seq_len,
             "notes": self.manifest.notes,
+            # Optimised bundles only ("precision", "optimization"); plain records keep their old shape.
+            **self.manifest.provenance(),
         }
 
     def to_json(self) -> bytes:
@@ -115,8 +119,7 @@ class VersionRecord:
             model = check_name("model", data.get("model"))
             version = check_name("version", data.get("version"))
             artifact = ArtifactRef.from_dict(data.get("artifact"))
-            manifest = parse_manifest({k: data.get(k) for k in ("format", "labels", "max_seq_len", "notes")
-                                       if k in data}, key)
+            manifest = parse_manifest({k: data.get(k) for k in MANIFEST_KEYS if k in data}, key)
             created_at, created_by = data.get("created_at", ""), data.get("created_by", "")
             if not isinstance(created_at, str) or not isinstance(created_by, str):
                 raise RecordError("created_at and created_by must be strings")

@@ -30,6 +30,7 @@ from ortserve.service.handlers import InferenceServicer
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
 from ortserve.service.native_frontend import NativeFrontend, resolve_frontend
+from ortserve.service.os_threads import name_os_thread
 
 log = structlog.get_logger("ortserve.server")
 
@@ -60,13 +61,16 @@ class Server:
         self.settings = settings
         self.metrics = Metrics()
         self._source = source
-        self._tokenize_pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="ortserve-tok")
+        self._tokenize_pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="ortserve-tok",
+                                                 initializer=name_os_thread)
         # A lone request's run (the multi-threaded session): at most one per loaded version at a time.
-        self._engine_pool = ThreadPoolExecutor(settings.max_loaded_versions + 1, thread_name_prefix="ortserve-engine")
+        self._engine_pool = ThreadPoolExecutor(settings.max_loaded_versions + 1, thread_name_prefix="ortserve-engine",
+                                               initializer=name_os_thread)
         # Queued batches: one thread per lane, shared by every version, so batches of two versions (a canary, a
         # swap) take turns on the cores instead of running four at once on two.
         self._lane_pools = [
-            ThreadPoolExecutor(1, thread_name_prefix=f"ortserve-lane{k}") for k in range(settings.engine_concurrency)
+            ThreadPoolExecutor(1, thread_name_prefix=f"ortserve-lane{k}", initializer=name_os_thread)
+            for k in range(settings.engine_concurrency)
         ]
         # Long-lived, so that its malloc arena is reused by every load (a thread per load grew memory).
         self._opener_pool = ThreadPoolExecutor(1, thread_name_prefix="ortserve-opener")
@@ -98,6 +102,7 @@ class Server:
         self.health = health.aio.HealthServicer()
         self._server: grpc.aio.Server | None = None
         self._source_task: asyncio.Task[None] | None = None
+        self._fallback_task: asyncio.Task[None] | None = None
         self._metrics_http: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.port = 0
@@ -144,6 +149,7 @@ class Server:
             self.metrics_port = self._metrics_http.server_port
         self._source_task = asyncio.create_task(self._source(self.manager.apply, self.metrics))
         self._source_task.add_done_callback(self._source_ended)
+        self._fallback_task = asyncio.create_task(self._log_fallbacks())
         log.info(
             "server_started",
             port=self.port,
@@ -165,6 +171,8 @@ class Server:
         log.info("shutdown_started", grace_s=grace)
         if self._source_task is not None:
             self._source_task.cancel()
+        if self._fallback_task is not None:
+            self._fallback_task.cancel()
         if self.native is not None:
             # The public port first: its in-flight calls (and the calls it passed on) finish within the grace.
             await self.native.shutdown(grace)
@@ -193,6 +201,23 @@ class Server:
         await stop.wait()
         log.info("signal_received")
         await self.stop()
+
+    async def _log_fallbacks(self, every_s: float = 1.0) -> None:
+        """One `gpu_oom_fallback` line per engine run that ran out of memory, read off the engines (which record
+        them on whichever thread ran the batch, never taking the GIL for it)."""
+        while True:
+            await asyncio.sleep(every_s)
+            self.log_fallbacks()
+
+    def log_fallbacks(self) -> None:
+        for model, version, classifier in self.manager.loaded_classifiers():
+            for event in classifier.engine.take_fallback_events():
+                log.warning(
+                    "gpu_oom_fallback", model=model, version=version, device=classifier.engine.device,
+                    shape=event["shape"], answered_on_cpu=event["answered"], reason=event["reason"],
+                    cooldown_s=self.settings.gpu_fallback_cooldown_s,
+                    **({"error": event["error"]} if event["error"] else {}),
+                )
 
     def _source_ended(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:

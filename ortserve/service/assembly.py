@@ -5,6 +5,7 @@ Injected into the manager, so the manager never knows about artifacts, engines o
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from pathlib import Path
@@ -14,6 +15,7 @@ from ortserve.registry.desired import ArtifactRef, DesiredVersion
 from ortserve.service.batch_policy import BatchPolicy
 from ortserve.service.batcher import Batcher
 from ortserve.service.config import Settings
+from ortserve.service.device_memory import MIB, MemoryBudgetError, budget_refusal, used_memory_probe
 from ortserve.service.metrics import Metrics
 from ortserve.service.textmodel import EngineOptions, TextClassifier, narrow_engine_pays
 from ortserve.service.tokenization import TokenizerChoice
@@ -61,7 +63,23 @@ class VersionFactory:
             narrow_engine=narrow_engine_pays(
                 intra_op_threads=settings.intra_op_threads, engine_concurrency=settings.engine_concurrency
             ),
+            gpu_memory_limit_mb=settings.gpu_memory_limit_mb,
+            cudnn_conv_algo_search=settings.cudnn_conv_algo_search,
+            cuda_graphs=settings.cuda_graphs,
+            cpu_arena_limit_mb=settings.cpu_arena_limit_mb,
+            oom_fallback=settings.gpu_oom_fallback,
+            oom_cooldown_s=settings.gpu_fallback_cooldown_s,
+            shape_buckets=settings.shape_buckets,
+            bucket_rows=settings.bucket_rows,
+            bucket_tokens=settings.bucket_tokens,
         )
+        self.memory_kind, self._used_bytes = used_memory_probe(settings.device)
+        self._loaded: weakref.WeakSet[TextClassifier] = weakref.WeakSet()
+        """Every classifier this factory loaded; the open ones hold memory against memory_budget_mb."""
+
+    def held_mb(self) -> float:
+        """Memory the open versions took when they loaded."""
+        return sum(c.memory_mb or 0.0 for c in list(self._loaded) if not c.engine.closed)
 
     def load(self, model: str, spec: DesiredVersion) -> TextClassifier:
         if spec.artifact is not None:
@@ -72,14 +90,24 @@ class VersionFactory:
             bundle = Path(spec.bundle_dir)
         else:
             raise ValueError(f"version {spec.version} has neither an artifact nor a bundle directory")
+        budget, held = self._settings.memory_budget_mb, self.held_mb()
+        weights_mb = (bundle / "model.onnx").stat().st_size / MIB  # a floor: the weights alone
+        if refusal := budget_refusal(budget_mb=budget, held_mb=held, need_mb=weights_mb, what="its model file"):
+            raise MemoryBudgetError(refusal)
+        before = self._used_bytes()
         classifier = TextClassifier.load(
             bundle, self._engine_options, tokenizer=cast(TokenizerChoice, self._settings.tokenizer), opener=self._opener
         )
         try:
             classifier.warm_up(opener=self._opener)  # invariant 1: no traffic before a real batch ran
+            classifier.memory_mb = max(0, self._used_bytes() - before) / MIB
+            if refusal := budget_refusal(budget_mb=budget, held_mb=held, need_mb=classifier.memory_mb,
+                                         what=f"measured on {self.memory_kind} over its load and warm-up"):
+                raise MemoryBudgetError(refusal)
         except BaseException:
             classifier.close()
             raise
+        self._loaded.add(classifier)
         return classifier
 
     def batcher(self, model: str, version: str, classifier: TextClassifier) -> Batcher:

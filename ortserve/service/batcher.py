@@ -37,8 +37,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ortserve.engine_ext import EngineError, OutOfMemoryError
 from ortserve.service.batch_policy import BatchPolicy, PendingText, Throughput, choose_batch
-from ortserve.service.errors import DeadlineExceeded, Internal, ResourceExhausted
+from ortserve.service.errors import DeadlineExceeded, Internal, ResourceExhausted, ServiceError
 from ortserve.service.textmodel import TextClassifier
 
 
@@ -244,7 +245,10 @@ class Batcher:
         )
         # The slot is released when the engine is done, even if this call was cancelled meanwhile.
         run.add_done_callback(lambda f: self._release_slot(len(texts), f))
-        logits, lengths, tokenize_s, engine_s = await run
+        try:
+            logits, lengths, tokenize_s, engine_s = await run
+        except EngineError as e:
+            raise engine_failure(e) from None
         if self._on_batch is not None:
             self._on_batch(BatchRun(len(lengths), max(lengths) * len(lengths), sum(lengths), engine_s, lane))
         return InferResult(logits=logits, tokenize_s=tokenize_s, queue_s=0.0, engine_s=engine_s,
@@ -314,7 +318,7 @@ class Batcher:
         try:
             logits, ran, started, engine_s = outcome.result()
         except Exception as e:  # the engine's message is for operators and callers alike
-            error = Internal(f"inference failed: {e}")
+            error = engine_failure(e)
             for item in batch:
                 if not item.request.future.done():
                     item.request.future.set_exception(error)
@@ -349,6 +353,15 @@ class Batcher:
 
 _Ran = tuple[np.ndarray | None, list[_Item], float, float]
 """A lane's outcome: logits of the texts that ran, those texts, when the run started (monotonic), engine seconds."""
+
+
+def engine_failure(error: Exception) -> ServiceError:
+    """What a caller gets when its batch's run failed: RESOURCE_EXHAUSTED when it ran out of memory (with no CPU
+    fallback to answer it; a smaller request may fit), else INTERNAL with the engine's message, as the native
+    batcher answers."""
+    if isinstance(error, OutOfMemoryError):
+        return ResourceExhausted(f"inference failed: {error}", retry_after_s=1.0)
+    return Internal(f"inference failed: {error}")
 
 
 def _run_batch(classifier: TextClassifier, batch: list[_Item], narrow: bool) -> _Ran:

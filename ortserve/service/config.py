@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import os
 import tomllib
 from collections.abc import Mapping
@@ -111,6 +112,48 @@ class Settings:
         default=False,
     )
     graph_optimization_level: str = _doc("disable, basic, extended or all.", default="all")
+    # -- GPU
+    gpu_memory_limit_mb: int = _doc(
+        "Cap on each CUDA session's ONNX Runtime arena (gpu_mem_limit, grown as requested), MB: a batch that needs "
+        "more fails for memory and, with gpu_oom_fallback, reruns on CPU. 0 = no cap.",
+        default=0,
+    )
+    memory_budget_mb: int = _doc(
+        "Most memory all loaded versions together may hold on the serving device, MB: GPU memory with --device cuda "
+        "(cudaMemGetInfo around each load and warm-up), else the process's resident memory. A load that would pass "
+        "it fails (FAILED in `ortserve status`, with the reason) and serving versions are untouched. 0 = no budget.",
+        default=0,
+    )
+    cuda_graphs: bool = _doc(
+        "On CUDA, capture one CUDA graph per batch shape at warm-up and replay it after (with shape_buckets). A "
+        "model whose nodes ONNX Runtime cannot all place on the GPU runs without graphs, logged.",
+        default=False,
+    )
+    cudnn_conv_algo_search: str = _doc("cuDNN algorithm search on CUDA: exhaustive, heuristic or default.",
+                                       default="exhaustive")
+    shape_buckets: str = _doc(
+        "auto (on with --device cuda), on or off: pad each batch up to the bucket_rows x bucket_tokens ladder, so "
+        "the GPU sees a few shapes, each warmed up (and graph-captured) before traffic.",
+        default="auto",
+    )
+    bucket_rows: tuple[int, ...] = _doc("Batch sizes of the shape ladder, ascending.", default=(1, 2, 4, 8, 16, 32, 64))
+    bucket_tokens: tuple[int, ...] = _doc(
+        "Sequence lengths of the shape ladder, ascending; capped per model at its max_seq_len, always the top rung.",
+        default=(16, 32, 64, 128),
+    )
+    gpu_oom_fallback: str = _doc(
+        "off, lazy or warm: a batch that runs out of GPU memory is rerun on a CPU session of the same version "
+        "(created on first need, or kept loaded), counted in ortserve_gpu_fallback_total and logged as "
+        "gpu_oom_fallback; batches then stay on CPU for gpu_fallback_cooldown_s before the GPU is tried again.",
+        default="lazy",
+    )
+    gpu_fallback_cooldown_s: float = _doc("How long batches stay on CPU after a GPU out-of-memory.", default=30.0)
+    cpu_arena_limit_mb: int = _doc(
+        "Cap on ONNX Runtime's CPU arena, MB: one arena shared by every CPU session (weights included); a batch "
+        "that needs more fails for memory and, with gpu_oom_fallback, reruns on an uncapped CPU session. 0 = "
+        "each session its own uncapped arena.",
+        default=0,
+    )
     event_loop: str = _doc(
         "auto (uvloop when installed), uvloop or asyncio. uvloop cuts the per-call cost of the event loop, "
         "which shares the CPU with the engine.",
@@ -143,6 +186,19 @@ class Settings:
             ("intra_op_threads", self.intra_op_threads >= 0, ">= 0"),
             ("inter_op_threads", self.inter_op_threads >= 0, ">= 0"),
             ("max_loaded_versions", self.max_loaded_versions >= 1, ">= 1"),
+            ("gpu_memory_limit_mb", self.gpu_memory_limit_mb >= 0, ">= 0"),
+            ("memory_budget_mb", self.memory_budget_mb >= 0, ">= 0"),
+            ("cpu_arena_limit_mb", self.cpu_arena_limit_mb >= 0, ">= 0"),
+            ("gpu_fallback_cooldown_s", self.gpu_fallback_cooldown_s >= 0, ">= 0"),
+            (
+                "cudnn_conv_algo_search",
+                self.cudnn_conv_algo_search in ("exhaustive", "heuristic", "default"),
+                "one of exhaustive, heuristic, default",
+            ),
+            ("shape_buckets", self.shape_buckets in ("auto", "on", "off"), "one of auto, on, off"),
+            ("bucket_rows", _ladder(self.bucket_rows), "ascending positive integers"),
+            ("bucket_tokens", _ladder(self.bucket_tokens), "ascending positive integers"),
+            ("gpu_oom_fallback", self.gpu_oom_fallback in ("off", "lazy", "warm"), "one of off, lazy, warm"),
             ("drain_timeout_s", self.drain_timeout_s >= 0, ">= 0"),
             ("shutdown_grace_s", self.shutdown_grace_s >= 0, ">= 0"),
             (
@@ -176,6 +232,10 @@ class Settings:
         return self
 
 
+def _ladder(values: tuple[int, ...]) -> bool:
+    return all(v >= 1 for v in values) and all(a < b for a, b in itertools.pairwise(values))
+
+
 _HINTS = get_type_hints(Settings)
 
 
@@ -198,8 +258,14 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
         if kind is float:
             return float(raw)
         if get_origin(kind) is tuple:
-            items = raw.split(",") if isinstance(raw, str) else list(raw)
-            return tuple(str(i).strip() for i in items if str(i).strip())
+            items = [raw] if isinstance(raw, str) else list(raw)
+            # "a,b", repeated flags (["a", "b"]) and TOML lists all work
+            texts = [part.strip() for item in items for part in str(item).split(",") if part.strip()]
+            if kind.__args__[0] is int:
+                if any(isinstance(i, bool) or (isinstance(i, float) and not i.is_integer()) for i in items):
+                    raise ValueError("not a list of integers")
+                return tuple(int(t) for t in texts)
+            return tuple(texts)
         if kind is str:
             if not isinstance(raw, str | int | float):
                 raise ValueError("not a string")

@@ -302,7 +302,7 @@ class ModelManager:
         tokenizer = lv.classifier.tokenizer
         fallback = {"tokenizer_fallback": tokenizer.fallback} if tokenizer.fallback else {}
         self._observe("loaded", model, spec.version, load_s=round(time.monotonic() - started, 3),
-                      tokenizer=tokenizer.kind, **fallback)
+                      tokenizer=tokenizer.kind, **fallback, **lv.classifier.describe())
         replaced = self._versions[model].get(spec.version)
         self._versions[model][spec.version] = lv
         if replaced is not None:  # same version name, new bytes (a local bundle that changed)
@@ -412,6 +412,14 @@ class ModelManager:
     def wanted_models(self) -> list[str]:
         return sorted(m for m, d in self._desired.items() if d.versions)
 
+    def loaded_classifiers(self) -> list[tuple[str, str, TextClassifier]]:
+        """(model, version, classifier) of every version holding an engine (serving, draining, superseded)."""
+        found = [(lv.model, lv.version, lv.classifier) for versions in self._versions.values()
+                 for lv in versions.values() if lv.classifier is not None]
+        found += [(lv.model, lv.version, lv.classifier) for versions in self._superseded.values()
+                  for lv in versions if lv.classifier is not None]
+        return found
+
     def version_failure(self, model: str, version: str) -> str | None:
         failure = self._failures.get((model, version))
         return failure.error if failure else None
@@ -428,6 +436,7 @@ class ModelManager:
                     "queue_depth": (lv.batcher.queue_depth if lv.batcher else 0)
                     + (self._data_path.queue_depth(lv) if self._data_path is not None else 0),
                     "tokenizer": lv.classifier.tokenizer.kind if lv.classifier else None,
+                    **(lv.classifier.describe() if lv.classifier else {}),
                 }
                 for v, lv in sorted(self._versions.get(model, {}).items())
             }

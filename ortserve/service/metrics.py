@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ortserve.service.batcher import BatchRun
@@ -215,12 +215,32 @@ class _ManagerCollector(Collector):
             "ortserve_routing_weight_percent", "Routing weight in force.", labels=["model", "version"]
         )
         depth = GaugeMetricFamily("ortserve_queue_depth", "Texts queued per version.", labels=["model", "version"])
+        memory = GaugeMetricFamily(
+            "ortserve_version_memory_bytes", "What loading and warming a version took on its device.",
+            labels=["model", "version", "device"],
+        )
+        # Read off each version's engine (it owns the counts); they restart at 0 when a version reloads.
+        fallback = CounterMetricFamily(
+            "ortserve_gpu_fallback", "Batches a CPU session answered because the GPU ran out of memory (the rerun "
+            "and those sent to CPU during the cool-down).", labels=["model", "version"],
+        )
+        oom = CounterMetricFamily(
+            "ortserve_gpu_oom", "Engine runs that failed for memory.", labels=["model", "version"]
+        )
         for model, info in self._status()["models"].items():
             for version, v in info["versions"].items():
                 loaded.add_metric([model, version, v["state"]], 1)
                 depth.add_metric([model, version], v.get("queue_depth", 0))
+                if "memory_mb" in v:
+                    memory.add_metric([model, version, v["device"]], v["memory_mb"] * 1024 * 1024)
+                if str(v.get("device", "")).startswith("cuda") or "fallback_runs" in v:
+                    fallback.add_metric([model, version], v.get("fallback_runs", 0))
+                    oom.add_metric([model, version], v.get("oom_errors", 0))
             for version, w in info["routing"].items():
                 weight.add_metric([model, version], w)
         yield loaded
         yield weight
         yield depth
+        yield memory
+        yield fallback
+        yield oom

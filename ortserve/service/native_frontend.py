@@ -141,6 +141,8 @@ class NativeFrontend:
             max_queue_items=s.max_queue_items,
             max_queue_wait_s=s.max_queue_wait_ms / 1000,
             engine_concurrency=s.engine_concurrency,
+            bucket_rows=list(classifier.ladder.rows),
+            bucket_tokens=list(classifier.ladder.tokens),
         )
         self._versions[lv] = native
         return native

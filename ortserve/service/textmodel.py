@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ortserve.engine_ext import Engine
+from ortserve.engine_ext import Engine, bucket_shape
 from ortserve.registry.bundle import BundleManifest, load_manifest
 from ortserve.service.tokenization import BundleTokenizer, TokenizerChoice, open_tokenizer
 
@@ -44,6 +44,38 @@ class EngineOptions:
     spin_between_runs: bool = False
     narrow_engine: bool = False
     """Also open a one-thread session of the same model, for batches that run side by side (see Batcher)."""
+    gpu_memory_limit_mb: int = 0
+    cudnn_conv_algo_search: str = "exhaustive"
+    cuda_graphs: bool = False
+    cpu_arena_limit_mb: int = 0
+    oom_fallback: str = "off"
+    oom_cooldown_s: float = 30.0
+    shape_buckets: str = "off"
+    """auto (on when the session runs on CUDA), on or off (config.Settings.shape_buckets)."""
+    bucket_rows: tuple[int, ...] = ()
+    bucket_tokens: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShapeLadder:
+    """The (rows, tokens) rungs a version's batches are padded up to; empty tuples pad nothing."""
+
+    rows: tuple[int, ...] = ()
+    tokens: tuple[int, ...] = ()
+
+    def shapes(self) -> list[tuple[int, int]]:
+        """Every rung pair: the shapes a version warms up (and captures a CUDA graph for) before traffic."""
+        return [(r, t) for r in self.rows for t in self.tokens]
+
+
+def shape_ladder(options: EngineOptions, *, device: str, max_seq_len: int) -> ShapeLadder:
+    """The version's ladder: token rungs above max_seq_len dropped and max_seq_len itself the top rung (a model's
+    positions end there); none unless buckets are on, or auto and the session runs on CUDA."""
+    on = options.shape_buckets == "on" or (options.shape_buckets == "auto" and device.startswith("cuda"))
+    if not on:
+        return ShapeLadder()
+    tokens = (*(t for t in options.bucket_tokens if t < max_seq_len), max_seq_len)
+    return ShapeLadder(rows=tuple(options.bucket_rows), tokens=tokens)
 
 
 def narrow_engine_pays(*, intra_op_threads: int, engine_concurrency: int) -> bool:
@@ -54,9 +86,19 @@ def narrow_engine_pays(*, intra_op_threads: int, engine_concurrency: int) -> boo
 
 class TextClassifier:
     def __init__(
-        self, *, engine: Engine, tokenizer: BundleTokenizer, manifest: BundleManifest, narrow: Engine | None = None
+        self,
+        *,
+        engine: Engine,
+        tokenizer: BundleTokenizer,
+        manifest: BundleManifest,
+        narrow: Engine | None = None,
+        ladder: ShapeLadder | None = None,
     ) -> None:
         self.engine = engine
+        self.ladder = ladder or ShapeLadder()
+        """Batches are padded up to it (`run`), and `warm_up` runs each of its shapes."""
+        self.memory_mb: float | None = None
+        """What loading and warming this version took on its device (set by the loader that measured it)."""
         self.narrow = narrow
         """A one-thread session of the same graph: several of its runs share the cores without waiting on
         each other, where runs of a multi-threaded session stall at every operator for a preempted thread."""
@@ -75,6 +117,12 @@ class TextClassifier:
             raise ModelFormatError(f"model has no '{OUTPUT}' output (outputs: {[t.name for t in engine.outputs]})")
         self._wants_token_types = "token_type_ids" in names
         self._pad_id = tokenizer.pad_id
+        if manifest.precision == "fp16" and not engine.device.startswith("cuda"):
+            raise ModelFormatError(
+                f"this version is FP16, built for GPUs, but its session runs on {engine.device}: serve it with "
+                "--device cuda on a machine with a GPU, or publish the FP32 bundle for CPUs (ONNX Runtime's CPU "
+                "provider would run it as FP32 with FP16-rounded weights: slower than the FP32 bundle, no gain)"
+            )
 
     @property
     def wants_token_types(self) -> bool:
@@ -106,6 +154,12 @@ class TextClassifier:
                 device=options.device,
                 allow_spinning=options.allow_spinning,
                 spin_between_runs=options.spin_between_runs,
+                gpu_memory_limit_mb=options.gpu_memory_limit_mb,
+                cudnn_conv_algo_search=options.cudnn_conv_algo_search,
+                cuda_graphs=options.cuda_graphs,
+                cpu_arena_limit_mb=options.cpu_arena_limit_mb,
+                oom_fallback=options.oom_fallback,
+                oom_cooldown_s=options.oom_cooldown_s,
             )
 
         pending: Future[Engine] | None = None
@@ -116,7 +170,8 @@ class TextClassifier:
         try:
             engine = open_engine(options.intra_op_threads)
             narrow = pending.result() if pending is not None else None
-            return cls(engine=engine, tokenizer=bundle_tokenizer, manifest=manifest, narrow=narrow)
+            ladder = shape_ladder(options, device=engine.device, max_seq_len=manifest.max_seq_len)
+            return cls(engine=engine, tokenizer=bundle_tokenizer, manifest=manifest, narrow=narrow, ladder=ladder)
         except BaseException:
             if pending is not None:  # wait for it even when the wide session failed: never leak a session
                 with contextlib.suppress(BaseException):
@@ -134,31 +189,45 @@ class TextClassifier:
         return self.tokenizer.inline(texts)
 
     def run(self, token_ids: Sequence[np.ndarray], *, narrow: bool = False) -> np.ndarray:
-        """Logits float32 [len(token_ids), labels] for one batch, padded to its longest text.
+        """Logits float32 [len(token_ids), labels] for one batch, padded to its longest text and then up to the
+        shape ladder (`engine_ext.bucket_shape`, the native batcher's rule too): a ladder's extra rows attend to
+        their first token only, so no row is all padding, and their logits are dropped.
 
         `narrow` runs it on the one-thread session when there is one."""
-        width = max(len(ids) for ids in token_ids)
-        input_ids = np.full((len(token_ids), width), self._pad_id, dtype=np.int64)
-        mask = np.zeros((len(token_ids), width), dtype=np.int64)
+        n = len(token_ids)
+        rows, width = bucket_shape(n, max(len(ids) for ids in token_ids), self.ladder.rows, self.ladder.tokens)
+        input_ids = np.full((rows, width), self._pad_id, dtype=np.int64)
+        mask = np.zeros((rows, width), dtype=np.int64)
         for row, ids in enumerate(token_ids):
             input_ids[row, : len(ids)] = ids
             mask[row, : len(ids)] = 1
+        mask[n:, 0] = 1
         feeds = {"input_ids": input_ids, "attention_mask": mask}
         if self._wants_token_types:
             feeds["token_type_ids"] = np.zeros_like(input_ids)
         engine = self.narrow if narrow and self.narrow is not None else self.engine
         logits = engine.run(feeds)[OUTPUT]
-        if logits.shape != (len(token_ids), len(self.labels)):
+        if logits.shape != (rows, len(self.labels)):
             raise ModelFormatError(
                 f"model returned '{OUTPUT}' of shape {list(logits.shape)}, expected "
-                f"[{len(token_ids)}, {len(self.labels)}] (one row per text, one column per label)"
+                f"[{rows}, {len(self.labels)}] (one row per text, one column per label)"
             )
-        return logits
+        return logits[:n]
 
     def warm_up(self, *, opener: Executor | None = None) -> None:
         """Run a real padded batch on each session: proves the graph runs and pays ORT's first-run costs up
-        front. With `opener`, the narrow session warms there meanwhile."""
+        front. With `opener`, the narrow session warms there meanwhile. With a shape ladder, then every shape of
+        it three times: the first run of a shape allocates, the second captures its CUDA graph, the third replays
+        it, so no caller pays for either."""
         token_ids = self.tokenize(WARMUP_TEXTS)
+        self._warm_sessions(token_ids, opener)
+        filler = np.asarray(token_ids[0], dtype=np.int64)
+        for rows, tokens in self.ladder.shapes():
+            ids = np.resize(filler, tokens)  # the warm-up sentence repeated to the rung's length
+            for _ in range(3):
+                self.run([ids] * rows)
+
+    def _warm_sessions(self, token_ids: list[np.ndarray], opener: Executor | None) -> None:
         narrow: Future[np.ndarray] | None = None
         if self.narrow is not None:
             narrow = (opener.submit(self.run, token_ids, narrow=True) if opener is not None
@@ -172,6 +241,23 @@ class TextClassifier:
             raise
         if narrow is not None:
             narrow.result()
+
+    def describe(self) -> dict[str, Any]:
+        """What `ortserve status` shows of this version's compute: device, precision, memory, graphs, fallbacks."""
+        engine = self.engine
+        info: dict[str, Any] = {"device": engine.device, "precision": self.manifest.precision}
+        if self.memory_mb is not None:
+            info["memory_mb"] = round(self.memory_mb, 1)
+        if self.ladder.rows or self.ladder.tokens:
+            info["shape_buckets"] = {"rows": list(self.ladder.rows), "tokens": list(self.ladder.tokens)}
+        if engine.device.startswith("cuda"):
+            info["cuda_graphs"] = engine.cuda_graphs
+            if engine.cuda_graphs_refused:
+                info["cuda_graphs_refused"] = engine.cuda_graphs_refused
+        if engine.oom_errors or engine.fallback_runs:
+            info.update(oom_errors=engine.oom_errors, fallback_runs=engine.fallback_runs,
+                        cooldown_left_s=round(engine.cooldown_left_s, 1))
+        return info
 
     def close(self) -> None:
         self.engine.close()

@@ -34,7 +34,7 @@ from bench_lib.engine_limit import (
     EngineSettings,
 )
 from bench_lib.loadgen import LoadSpec, Payload, run_load
-from bench_lib.server_process import ServedProcess, ServerStartError
+from bench_lib.server_process import ServedProcess, ServerStartError, engine_thread_share
 from bench_lib.v2client import (
     V2Target,
     build_request,
@@ -450,11 +450,13 @@ class Bench:
 
         async def at_start() -> None:
             edges["cpu0"] = self.server.cpu_seconds() if self.server else None
+            edges["threads0"] = self.server.thread_cpu_seconds() if self.server else None
             edges["t0"] = time.perf_counter()
             edges["m0"] = await self.scrape()
 
         async def at_end() -> None:
             edges["cpu1"] = self.server.cpu_seconds() if self.server else None
+            edges["threads1"] = self.server.thread_cpu_seconds() if self.server else None
             edges["t1"] = time.perf_counter()
             edges["m1"] = await self.scrape()
 
@@ -469,6 +471,11 @@ class Bench:
                                    series=point.series, point=point.label)
         if edges.get("cpu0") is not None and edges.get("cpu1") is not None:
             record["server_cpu_percent"] = 100 * (edges["cpu1"] - edges["cpu0"]) / max(1e-9, result.window_s)
+        if edges.get("threads0") is not None and edges.get("threads1") is not None:
+            # Where the server's CPU went: the engine's lane threads against the rest (gRPC, tokenizing, logs).
+            engine_s = engine_thread_share(edges["threads0"], edges["threads1"])
+            if engine_s is not None:
+                record["server_engine_threads_cpu_percent"] = 100 * engine_s / max(1e-9, result.window_s)
         if edges.get("m0") is not None and edges.get("m1") is not None:
             record["server"] = prom.window_stats(edges["m0"], edges["m1"], edges["t1"] - edges["t0"])
         # Other processes' load: on a shared machine this says how much the figures can be trusted.
@@ -616,6 +623,9 @@ class Bench:
             "formed_batch_size": sat.get("engine_at_formed_batch", {}).get("batch_size"),
             "limit_around": sat.get("limit_around"),
             "served_over_local_limit": sat.get("served_over_local_limit"),
+            "server_cpu_percent": sat.get("server_cpu_percent"),
+            "server_engine_threads_cpu_percent": sat.get("server_engine_threads_cpu_percent"),
+            "client_cpu_percent": sat.get("client_cpu_percent"),
         }
         if limit is not None and (after := limit.get("after_runs")) is not None:
             both = (limit["texts_per_s"] + after["texts_per_s"]) / 2

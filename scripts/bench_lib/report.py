@@ -45,6 +45,10 @@ def run_record(name: str, result: LoadResult, **extra: Any) -> dict[str, Any]:
     return record
 
 
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}%"
+
+
 def _f(value: Any, digits: int = 1) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -53,7 +57,7 @@ def _f(value: Any, digits: int = 1) -> str:
 
 _COLUMNS = (
     ("run", 28), ("req/s", 7), ("texts/s", 8), ("p50ms", 7), ("p90ms", 7), ("p99ms", 7), ("maxms", 7),
-    ("errors", 16), ("batch", 6), ("pad", 5), ("busy", 5), ("srvCPU", 6), ("cliCPU", 6), ("/limit", 6),
+    ("errors", 16), ("batch", 6), ("pad", 5), ("busy", 5), ("srvCPU", 6), ("engCPU", 6), ("cliCPU", 6), ("/limit", 6),
     ("/local", 6),
 )
 
@@ -69,7 +73,7 @@ def table(runs: Sequence[dict[str, Any]]) -> str:
             r["name"], _f(r["requests_per_s"]), _f(r["texts_per_s"]), _f(lat.get("p50"), 2), _f(lat.get("p90"), 2),
             _f(lat.get("p99"), 2), _f(lat.get("max"), 1), errors, _f(srv.get("mean_batch_texts"), 1),
             _f(srv.get("mean_padding_ratio"), 2), _f(srv.get("engine_busy"), 2),
-            _f(r.get("server_cpu_percent"), 0) + ("%" if r.get("server_cpu_percent") is not None else ""),
+            _percent(r.get("server_cpu_percent")), _percent(r.get("server_engine_threads_cpu_percent")),
             _f(r.get("client_cpu_percent"), 0) + "%", _f(r.get("served_over_limit"), 2),
             _f(r.get("served_over_local_limit"), 2),
         ]
@@ -128,6 +132,11 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         if formed is not None:
             out.append(f"  vs engine alone at the batch size the server formed ({sat['formed_batch_size']}): "
                        f"{formed:.2f}")
+        server, engine = sat.get("server_cpu_percent"), sat.get("server_engine_threads_cpu_percent")
+        if server is not None and engine is not None:
+            # The engine alone has every core; served, it shares them with the serving and the client.
+            out.append(f"  CPU during that run (100% = one core): the engine's lane threads {engine:.0f}%, the rest of "
+                       f"the server {server - engine:.0f}%, this benchmark's client {sat['client_cpu_percent']:.0f}%")
     paired = summary.get("concurrency1_paired")
     if paired:
         rounds = paired["round_added_ms"]

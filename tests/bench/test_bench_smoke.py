@@ -62,6 +62,8 @@ def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bund
             assert server["mean_batch_texts"] >= 1 and sum(server["batch_size_distribution"].values()) >= 1
             assert server["mean_padding_ratio"] >= 0.999  # float sums: 1.0 can come back as 0.99999...
             assert run["served_over_limit"] > 0 and run["server_cpu_percent"] > 0
+            # The engine's named lane threads are part of the server's CPU (ticks: 1% of a core of slack).
+            assert 0 <= run["server_engine_threads_cpu_percent"] <= run["server_cpu_percent"] + 1
     # Every run is bracketed by the limit's batch size measured right before and right after it, and each
     # run's "after" is the next run's "before" (nothing but an idle server in between).
     arounds = [run["limit_around"] for run in rep["runs"]]
@@ -106,7 +108,9 @@ def test_sweep_with_spin_compare_reports_every_figure(repo_root: Path, tiny_bund
         if names[5] == "closed c=4 x1 spin=on":
             assert spin[label]["concurrency1"]["run"] == f"closed c=1 x1 spin={label}"
             assert spin[label]["concurrency1"]["p50_ms"] > 0
+    assert sat["server_engine_threads_cpu_percent"] is not None and sat["client_cpu_percent"] > 0
     assert "saturation:" in done.stdout and "overload:" in done.stdout and "spinning  on" in done.stdout
+    assert "the engine's lane threads" in done.stdout
     assert "after idle, as a c=1 request meets them" in done.stdout and "limit re-measured after" in done.stdout
     assert "concurrency 1, paired:" in done.stdout and "measured right before and right after that run" in done.stdout
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -385,3 +386,25 @@ def test_objects_dropped_without_stop(model: Model) -> None:
     del version, lanes
     for ticket in tickets:  # the tickets keep the batcher itself; its calls were answered or refused
         assert ticket.wait(WAIT)[0] in ("OK", "UNAVAILABLE")
+
+
+def _engine_threads() -> Counter[str]:
+    names: Counter[str] = Counter()
+    for task in Path("/proc/self/task").iterdir():
+        with suppress(OSError):  # a thread that ended meanwhile
+            name = (task / "comm").read_text().strip()
+            if name.startswith("ortserve-"):
+                names[name] += 1
+    return names
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread names are read from Linux's /proc")
+def test_lane_threads_are_named() -> None:
+    """`top -H`, perf and the bench's engine-thread CPU figure find the engine's threads by these names."""
+    before = _engine_threads()  # other tests' lanes may still be alive
+    lanes = NativeLanes(2, 1)
+    try:
+        assert _engine_threads() - before == Counter({"ortserve-lane0": 1, "ortserve-lane1": 1, "ortserve-wide0": 1})
+    finally:
+        lanes.stop()
+    assert _engine_threads() == before

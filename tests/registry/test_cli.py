@@ -139,6 +139,10 @@ BAD_INPUTS = [
     (["publish", "--model", "m", "--version", "v 2", "--bundle", "{good}"], 2, "invalid version name"),
     (["publish", "--model", "../m", "--version", "v9", "--bundle", "{good}"], 2, "invalid model name"),
     (["publish", "--model", "m", "--version", "v9", "--bundle", "{good}", "--weight", "101"], 2, "0..100"),
+    (["publish", "--model", "m", "--version", "v9", "--bundle", "{good}", "--optimize", "int8"], 2, "invalid choice"),
+    # The registry tests' tiny bundle is no BERT: nothing to fuse, and nothing written anywhere.
+    (["publish", "--model", "m", "--version", "v9", "--bundle", "{good}", "--optimize", "fuse"], 1,
+     "not a BERT-family encoder"),
     (["publish", "--model", "m", "--version", "v1", "--bundle", "{good-b}"], 1, "different bytes"),
     (["route", "m", "v1=50", "v2=40"], 1, "sum to 100, got 90"),
     (["route", "m", "v1=50", "v3=50"], 1, "unpublished version.*v3"),

@@ -69,6 +69,11 @@ def test_settings_layering_file_env_flags(tmp_path: Path) -> None:
                              flags={"port": "9100"})
     assert (s.max_batch_size, s.max_queue_items, s.port, s.log_format, s.models) == (8, 70, 9100, "console",
                                                                                        ("a", "b"))
+    # Integer lists: a TOML list, "a,b" and repeated flags all read the same.
+    file.write_text("bucket_rows = [1, 4, 16]\n")
+    assert config.load_settings(file=str(file), env={}).bucket_rows == (1, 4, 16)
+    assert config.load_settings(env={"ORTSERVE_BUCKET_TOKENS": "8, 32"}).bucket_tokens == (8, 32)
+    assert config.load_settings(env={}, flags={"bucket_rows": ["1,2", "8"]}).bucket_rows == (1, 2, 8)
     yaml_file = tmp_path / "ortserve.yaml"
     yaml_file.write_text("ortserve:\n  max_batch_size: 12\n  allow_spinning: true\n")
     s = config.load_settings(file=str(yaml_file), env={})
@@ -83,6 +88,11 @@ def test_settings_layering_file_env_flags(tmp_path: Path) -> None:
     ([], {"ORTSERVE_ALLOW_SPINNING": "maybe"}, "allow_spinning (from ORTSERVE_ALLOW_SPINNING)"),
     (["--tls-cert", "/x.pem"], {}, "tls_key"),
     (["--config", "/nonexistent.toml"], {}, "cannot read config file"),
+    (["--bucket-rows", "4,2"], {}, "invalid setting bucket_rows=(4, 2): expected ascending positive integers"),
+    ([], {"ORTSERVE_BUCKET_TOKENS": "16,x"}, "bucket_tokens (from ORTSERVE_BUCKET_TOKENS)"),
+    (["--gpu-oom-fallback", "always"], {}, "invalid setting gpu_oom_fallback='always'"),
+    (["--shape-buckets", "maybe"], {}, "invalid setting shape_buckets='maybe'"),
+    (["--memory-budget-mb", "-1"], {}, "invalid setting memory_budget_mb=-1"),
 ])
 def test_invalid_settings_fail_at_start_naming_the_setting(tiny_bundle: Path, args, env, fragment) -> None:
     out = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "serve", "--bundle", str(tiny_bundle), *args],

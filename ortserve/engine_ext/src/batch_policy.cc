@@ -77,4 +77,19 @@ double Throughput::WaitS(int texts_ahead) const {
   return texts_per_s_ > 0 ? texts_ahead / texts_per_s_ : 0.0;
 }
 
+namespace {
+
+int Rung(int value, const std::vector<int>& ladder) {
+  for (int rung : ladder) {
+    if (rung >= value) return rung;
+  }
+  return value;
+}
+
+}  // namespace
+
+std::pair<int, int> BucketShape(int rows, int tokens, const ShapeBuckets& buckets) {
+  return {Rung(rows, buckets.rows), Rung(tokens, buckets.tokens)};
+}
+
 }  // namespace ortserve

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 namespace ortserve {
@@ -29,6 +30,19 @@ struct PendingText {
 // Indices into `pending` of the next batch, in the order batch_policy.choose_batch returns them
 // (empty only when nothing is pending).
 std::vector<size_t> ChooseBatch(const std::vector<PendingText>& pending, double now, const BatchPolicy& policy);
+
+// The shape ladder a batch is padded up to on a GPU (service/config's bucket_rows / bucket_tokens, the token
+// rungs capped at the model's max_seq_len): a bounded set of shapes, each of which gets its CUDA graph captured
+// once at warm-up and replayed after. Both ladders ascending; empty ones leave batches as they are.
+struct ShapeBuckets {
+  std::vector<int> rows;
+  std::vector<int> tokens;
+  bool empty() const { return rows.empty() && tokens.empty(); }
+};
+
+// (rows, tokens) padded up to the smallest rung that holds each; a value past the top rung stays as it is (that
+// batch runs without a graph).
+std::pair<int, int> BucketShape(int rows, int tokens, const ShapeBuckets& buckets);
 
 // service/batch_policy.Throughput: exponentially weighted texts/s over finished batches.
 class Throughput {

@@ -2,11 +2,13 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
 
+#include "cuda_runtime.h"
 #include "engine.h"
 #include "frontend_config.h"
 #include "errors.h"
@@ -26,7 +28,8 @@ using CpuArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 
 // Python exception classes, created at import (they need multiple bases, e.g. InputError is a ValueError).
 struct PyErrors {
-  nb::object engine_error, model_load_error, input_error, non_finite_output_error, engine_closed_error;
+  nb::object engine_error, model_load_error, input_error, non_finite_output_error, engine_closed_error,
+      out_of_memory_error;
 };
 PyErrors* g_errors = nullptr;  // set once at module import, under the GIL; leaked like the module
 nb::module_* g_numpy = nullptr;  // numpy, imported once on first run (leaked for the same reason)
@@ -162,6 +165,9 @@ NB_MODULE(_engine, m) {
                                                   "An output holds NaN or Inf (check_finite=True).");
   errors.engine_closed_error = MakeErrorClass(m, "EngineClosedError", nb::make_tuple(errors.engine_error),
                                               "run() was called after close().");
+  errors.out_of_memory_error = MakeErrorClass(
+      m, "OutOfMemoryError", nb::make_tuple(errors.engine_error),
+      "A run needed more memory than its arena may take, and no CPU fallback answered it.");
   g_errors = &errors;
   BindWordPiece(m);
   BindNative(m);
@@ -185,6 +191,8 @@ NB_MODULE(_engine, m) {
       PyErr_SetString(g_errors->non_finite_output_error.ptr(), e.what());
     } catch (const ortserve::EngineClosedError& e) {
       PyErr_SetString(g_errors->engine_closed_error.ptr(), e.what());
+    } catch (const ortserve::OutOfMemoryError& e) {
+      PyErr_SetString(g_errors->out_of_memory_error.ptr(), e.what());
     } catch (const ortserve::EngineError& e) {
       PyErr_SetString(g_errors->engine_error.ptr(), e.what());
     } catch (const ortserve::OptionError& e) {
@@ -198,6 +206,15 @@ NB_MODULE(_engine, m) {
         "Load libonnxruntime from library_path and bind the engine to it (idempotent).");
   m.def("ort_version", &ortserve::RuntimeVersion, "Version of the loaded ONNX Runtime library.");
   m.def("library_path", &ortserve::LibraryPath, "Path of the loaded ONNX Runtime library.");
+  m.def(
+      "cuda_memory_info",
+      [](int device) {
+        nb::gil_scoped_release release;
+        return ortserve::CudaMemoryInfo(device);
+      },
+      "device"_a,
+      "(free, total) bytes of GPU `device`'s memory (cudaMemGetInfo, whole device). Raises EngineError when no "
+      "CUDA runtime can be loaded.");
 
   nb::class_<TensorInfo>(m, "TensorInfo", "Name, numpy dtype and shape (-1 = dynamic) of a model tensor.")
       .def_ro("name", &TensorInfo::name)
@@ -210,20 +227,59 @@ NB_MODULE(_engine, m) {
           "__init__",
           [](Engine* self, const std::filesystem::path& path, int intra_op_threads, int inter_op_threads,
              const std::string& graph_optimization_level, const std::string& device, bool allow_spinning,
-             bool spin_between_runs, bool check_finite) {
-            EngineOptions options{intra_op_threads, inter_op_threads,  graph_optimization_level, device,
-                                  allow_spinning,   spin_between_runs, check_finite};
+             bool spin_between_runs, bool check_finite, int gpu_memory_limit_mb,
+             const std::string& cudnn_conv_algo_search, bool cuda_graphs, int cpu_arena_limit_mb,
+             const std::string& oom_fallback, double oom_cooldown_s) {
+            EngineOptions options;
+            options.intra_op_threads = intra_op_threads;
+            options.inter_op_threads = inter_op_threads;
+            options.graph_optimization_level = graph_optimization_level;
+            options.device = device;
+            options.allow_spinning = allow_spinning;
+            options.spin_between_runs = spin_between_runs;
+            options.check_finite = check_finite;
+            options.gpu_memory_limit_mb = gpu_memory_limit_mb;
+            options.cudnn_conv_algo_search = cudnn_conv_algo_search;
+            options.cuda_graphs = cuda_graphs;
+            options.cpu_arena_limit_mb = cpu_arena_limit_mb;
+            options.oom_fallback = oom_fallback;
+            options.oom_cooldown_s = oom_cooldown_s;
             nb::gil_scoped_release release;  // loading can take seconds; let other threads run
             new (self) Engine(path.string(), options);
           },
           "path"_a, nb::kw_only(), "intra_op_threads"_a = 1, "inter_op_threads"_a = 1,
           "graph_optimization_level"_a = "all", "device"_a = "cpu", "allow_spinning"_a = false,
-          "spin_between_runs"_a = false, "check_finite"_a = true)
+          "spin_between_runs"_a = false, "check_finite"_a = true, "gpu_memory_limit_mb"_a = 0,
+          "cudnn_conv_algo_search"_a = "exhaustive", "cuda_graphs"_a = false, "cpu_arena_limit_mb"_a = 0,
+          "oom_fallback"_a = "off", "oom_cooldown_s"_a = 30.0)
       .def_prop_ro("inputs", &Engine::inputs)
       .def_prop_ro("outputs", &Engine::outputs)
       .def_prop_ro("device", &Engine::device)
       .def_prop_ro("path", &Engine::path)
       .def_prop_ro("closed", &Engine::closed)
+      .def_prop_ro("cuda_graphs", &Engine::cuda_graphs)
+      .def_prop_ro("cuda_graphs_refused", &Engine::cuda_graphs_refused)
+      .def_prop_ro("oom_errors", &Engine::oom_errors)
+      .def_prop_ro("fallback_runs", &Engine::fallback_runs)
+      .def_prop_ro("cooldown_left_s", &Engine::cooldown_left_s)
+      .def_prop_ro("has_fallback", &Engine::has_fallback)
+      .def(
+          "take_fallback_events",
+          [](Engine& self) {
+            nb::list events;
+            for (const ortserve::FallbackEvent& event : self.TakeFallbackEvents()) {
+              nb::dict item;
+              item["unix_s"] = event.unix_s;
+              item["shape"] = nb::cast(event.shape);
+              item["reason"] = event.reason;
+              item["answered"] = event.answered;
+              item["error"] = event.error;
+              events.append(item);
+            }
+            return events;
+          },
+          "The runs that failed for memory since the last call, oldest first: dicts of unix_s, shape (the first "
+          "input's), reason (ORT's error), answered (the CPU session answered it) and error (why not).")
       .def("run", &Run, "feeds"_a, "Run all outputs for feeds {input name: numpy array}.")
       .def("close", &Engine::Close, nb::call_guard<nb::gil_scoped_release>(),
            "Refuse new runs, wait for in-flight ones, release the session. Idempotent.")

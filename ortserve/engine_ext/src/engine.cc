@@ -7,10 +7,17 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <utility>
 
+#include "cuda_runtime.h"
 #include "errors.h"
 #include "runtime.h"
 
@@ -93,9 +100,19 @@ void RequireNonNegative(const char* option, int value) {
   }
 }
 
+// ORT's name for a cudnn_conv_algo_search value.
+std::string CudnnSearchValue(const std::string& search) {
+  if (search == "exhaustive") return "EXHAUSTIVE";
+  if (search == "heuristic") return "HEURISTIC";
+  if (search == "default") return "DEFAULT";
+  throw OptionError("cudnn_conv_algo_search must be one of 'exhaustive', 'heuristic', 'default'; got '" + search +
+                    "'");
+}
+
 // Appends the CUDA execution provider for GPU `device_id` through the C API (so this compiles without
 // CUDA). Returns "" on success, else ORT's reason (e.g. a CPU-only build).
-std::string AppendCuda(Ort::SessionOptions& session_options, int device_id) {
+std::string AppendCuda(Ort::SessionOptions& session_options, int device_id, const EngineOptions& options,
+                       bool graphs) {
   const OrtApi& api = Ort::GetApi();
   OrtCUDAProviderOptionsV2* cuda = nullptr;
   Ort::Status status{api.CreateCUDAProviderOptions(&cuda)};
@@ -103,13 +120,64 @@ std::string AppendCuda(Ort::SessionOptions& session_options, int device_id) {
   std::unique_ptr<OrtCUDAProviderOptionsV2, void (*)(OrtCUDAProviderOptionsV2*)> owned(
       cuda, api.ReleaseCUDAProviderOptions);
   const std::string id = std::to_string(device_id);
-  const char* keys[] = {"device_id"};
-  const char* values[] = {id.c_str()};
-  status = Ort::Status{api.UpdateCUDAProviderOptions(cuda, keys, values, 1)};
+  const std::string limit = std::to_string(static_cast<size_t>(options.gpu_memory_limit_mb) << 20);
+  const std::string search = CudnnSearchValue(options.cudnn_conv_algo_search);
+  // kSameAsRequested: the arena grows by what a run asks for, not by doubling, so the cap is what is used.
+  std::vector<const char*> keys{"device_id", "arena_extend_strategy", "cudnn_conv_algo_search",
+                                "do_copy_in_default_stream", "enable_cuda_graph"};
+  std::vector<const char*> values{id.c_str(), "kSameAsRequested", search.c_str(), "1", graphs ? "1" : "0"};
+  if (options.gpu_memory_limit_mb > 0) {
+    keys.push_back("gpu_mem_limit");
+    values.push_back(limit.c_str());
+  }
+  status = Ort::Status{api.UpdateCUDAProviderOptions(cuda, keys.data(), values.data(), keys.size())};
   if (!status.IsOK()) return status.GetErrorMessage();
   status = Ort::Status{api.SessionOptionsAppendExecutionProvider_CUDA_V2(session_options, cuda)};
   if (!status.IsOK()) return status.GetErrorMessage();
   return "";
+}
+
+// Sessions with cpu_arena_limit_mb allocate from one CPU arena registered on the shared Env, capped at the first
+// limit asked for (ORT keeps one such arena per process); a later, different limit is an OptionError.
+void UseCappedCpuArena(Ort::SessionOptions& session_options, int limit_mb) {
+  static std::mutex mutex;
+  static int registered_mb = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (registered_mb == 0) {
+    Ort::MemoryInfo cpu = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+    Ort::ArenaCfg arena(static_cast<size_t>(limit_mb) << 20, /*kSameAsRequested*/ 1, -1, -1);
+    SharedEnv().CreateAndRegisterAllocator(cpu, arena);
+    registered_mb = limit_mb;
+  } else if (registered_mb != limit_mb) {
+    throw OptionError("cpu_arena_limit_mb is one arena for the whole process, already capped at " +
+                      std::to_string(registered_mb) + " MB; got " + std::to_string(limit_mb));
+  }
+  session_options.AddConfigEntry("session.use_env_allocators", "1");
+}
+
+// Whether ORT's error is an allocation failure: BFCArena over its cap (GPU gpu_mem_limit or a capped CPU arena), the
+// CUDA allocator itself, or cuBLAS/cuDNN workspace.
+bool IsOutOfMemory(const std::string& what) {
+  static const char* const kSigns[] = {"Failed to allocate memory", "Available memory of", "out of memory",
+                                       "cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED",
+                                       "CUDNN_STATUS_ALLOC_FAILED", "std::bad_alloc"};
+  for (const char* sign : kSigns) {
+    if (what.find(sign) != std::string::npos) return true;
+  }
+  return false;
+}
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double SteadyNow() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string OneLine(std::string text) {
+  for (char& c : text) c = (c == '\n' || c == '\r') ? ' ' : c;
+  return text;
 }
 
 Ort::SessionOptions MakeSessionOptions(const EngineOptions& options) {
@@ -205,10 +273,158 @@ std::string TensorInfo::Describe() const {
   return text + "]";
 }
 
-Engine::Engine(std::string path, const EngineOptions& options) : path_(std::move(path)), options_(options) {
+// Every run with cuda_graphs goes through this one thread: ORT keeps captured graphs per calling thread, so graphs
+// captured at warm-up are replayed only if later runs come from the same thread. Device buffers per input shape
+// (graphs replay at fixed addresses) live here too, touched by that thread alone.
+struct Engine::GraphRunner {
+  struct Slot {
+    int id = 0;
+    std::vector<Ort::Value> inputs;   // device tensors the inputs are copied into
+    std::vector<Ort::Value> outputs;  // device tensors the graph writes; empty until the first (plain) run
+  };
+  static constexpr size_t kMaxGraphs = 64;  // input shapes beyond this run without a graph
+
+  explicit GraphRunner(const Engine& owner) : engine(owner) {
+    thread = std::thread([this] { Loop(); });
+  }
+  ~GraphRunner() { Stop(); }
+
+  template <typename F>
+  auto Call(F&& work) -> decltype(work()) {
+    // Shared: the task must outlive its own run on the runner thread, whenever the caller wakes.
+    auto task = std::make_shared<std::packaged_task<decltype(work())()>>(std::forward<F>(work));
+    auto result = task->get_future();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (stopping) throw EngineClosedError(engine.ClosedMessage());
+      tasks.emplace_back([task] { (*task)(); });
+    }
+    wake.notify_one();
+    return result.get();
+  }
+
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (stopping) return;
+      stopping = true;
+    }
+    wake.notify_one();
+    if (thread.joinable()) thread.join();
+  }
+
+  void Loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        wake.wait(lock, [this] { return stopping || !tasks.empty(); });
+        if (tasks.empty()) break;
+        task = std::move(tasks.front());
+        tasks.pop_front();
+      }
+      task();
+    }
+    slots.clear();  // device tensors go back to the session's arena before the session does
+    device.reset();
+  }
+
+  Outputs Run(const std::vector<const InputView*>& ordered);
+
+  const Engine& engine;
+  std::unique_ptr<Ort::Allocator> device;  // the session's CUDA arena, created on the thread's first run
+  std::map<std::vector<int64_t>, Slot> slots;
+  int next_id = 1;  // 0 is ORT's default annotation, -1 "no graph"
+  std::thread thread;
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<std::function<void()>> tasks;
+  bool stopping = false;
+};
+
+Engine::Outputs Engine::GraphRunner::Run(const std::vector<const InputView*>& ordered) {
+  const CudaRuntime& cuda = RequireCudaRuntime();
+  cuda.Check(cuda.set_device(engine.cuda_device_), "selecting GPU " + std::to_string(engine.cuda_device_));
+  Ort::Session& session = *engine.session_;
+  if (!device) {
+    Ort::MemoryInfo info("Cuda", OrtArenaAllocator, engine.cuda_device_, OrtMemTypeDefault);
+    device = std::make_unique<Ort::Allocator>(session, info);
+  }
+  std::vector<int64_t> key;
+  for (const InputView* feed : ordered) {
+    key.push_back(static_cast<int64_t>(feed->shape.size()));
+    key.insert(key.end(), feed->shape.begin(), feed->shape.end());
+  }
+  auto found = slots.find(key);
+  if (found == slots.end()) {
+    if (slots.size() >= kMaxGraphs) return engine.RunBound(ordered);
+    Slot slot;
+    slot.id = next_id++;
+    for (size_t i = 0; i < ordered.size(); ++i) {
+      slot.inputs.push_back(Ort::Value::CreateTensor(*device, ordered[i]->shape.data(), ordered[i]->shape.size(),
+                                                     engine.inputs_[i].element_type));
+    }
+    found = slots.emplace(std::move(key), std::move(slot)).first;
+  }
+  Slot& slot = found->second;
+  Ort::IoBinding binding(session);
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    if (ordered[i]->nbytes > 0) {
+      cuda.Check(cuda.memcpy(slot.inputs[i].GetTensorMutableRawData(), ordered[i]->data, ordered[i]->nbytes,
+                             CudaRuntime::kHostToDevice),
+                 "copying input '" + engine.inputs_[i].name + "' to the GPU");
+    }
+    binding.BindInput(engine.input_names_[i], slot.inputs[i]);
+  }
+  Ort::RunOptions run_options;
+  if (slot.outputs.empty()) {
+    // First run of this shape: a plain one (ORT also wants one before it captures), which tells the output shapes.
+    run_options.AddConfigEntry("gpu_graph_id", "-1");
+    for (const char* name : engine.output_names_) binding.BindOutput(name, engine.cpu_memory_);
+    session.Run(run_options, binding);
+    std::vector<Ort::Value> results = binding.GetOutputValues();
+    for (Ort::Value& result : results) {
+      auto info = result.GetTensorTypeAndShapeInfo();
+      const std::vector<int64_t> shape = info.GetShape();
+      slot.outputs.push_back(Ort::Value::CreateTensor(*device, shape.data(), shape.size(), info.GetElementType()));
+    }
+    return engine.CopyOut(results);
+  }
+  // Captured on the second run of a shape, replayed from the third on.
+  run_options.AddConfigEntry("gpu_graph_id", std::to_string(slot.id).c_str());
+  for (size_t i = 0; i < slot.outputs.size(); ++i) binding.BindOutput(engine.output_names_[i], slot.outputs[i]);
+  session.Run(run_options, binding);
+  Outputs outputs;
+  for (size_t i = 0; i < slot.outputs.size(); ++i) {
+    auto info = slot.outputs[i].GetTensorTypeAndShapeInfo();
+    OutputTensor output;
+    output.name = engine.outputs_[i].name;
+    output.dtype = DtypeName(info.GetElementType());
+    output.shape = info.GetShape();
+    output.nbytes = info.GetElementCount() * ElementSize(info.GetElementType());
+    output.data = std::make_unique<uint8_t[]>(output.nbytes > 0 ? output.nbytes : 1);
+    if (output.nbytes > 0) {
+      cuda.Check(cuda.memcpy(output.data.get(), slot.outputs[i].GetTensorRawData(), output.nbytes,
+                             CudaRuntime::kDeviceToHost),
+                 "copying output '" + output.name + "' from the GPU");
+    }
+    outputs.push_back(std::move(output));
+  }
+  return outputs;
+}
+
+Engine::Engine(std::string path, const EngineOptions& options)
+    : path_(std::move(path)), options_(options), breaker_(options.oom_cooldown_s) {
   RequireNonNegative("intra_op_threads", options_.intra_op_threads);
   RequireNonNegative("inter_op_threads", options_.inter_op_threads);
   ParseOptimizationLevel(options_.graph_optimization_level);
+  CudnnSearchValue(options_.cudnn_conv_algo_search);
+  if (options_.gpu_memory_limit_mb < 0) throw OptionError("gpu_memory_limit_mb must be >= 0 (0 = no cap)");
+  if (options_.cpu_arena_limit_mb < 0) throw OptionError("cpu_arena_limit_mb must be >= 0 (0 = no cap)");
+  if (options_.oom_fallback != "off" && options_.oom_fallback != "lazy" && options_.oom_fallback != "warm") {
+    throw OptionError("oom_fallback must be one of 'off', 'lazy', 'warm'; got '" + options_.oom_fallback + "'");
+  }
+  if (!(options_.oom_cooldown_s >= 0)) throw OptionError("oom_cooldown_s must be >= 0");
   const int cuda_device = ParseCudaDevice(options_.device);
 
   std::error_code ec;
@@ -219,27 +435,51 @@ Engine::Engine(std::string path, const EngineOptions& options) : path_(std::move
   }
 
   Ort::Env& env = SharedEnv();
+  bool graphs = false;
   try {
     device_ = "cpu";
     if (cuda_device >= 0) {
-      Ort::SessionOptions cuda_options = MakeSessionOptions(options_);
-      std::string reason = AppendCuda(cuda_options, cuda_device);
-      if (reason.empty()) {
+      std::string reason;
+      for (bool with_graphs : {options_.cuda_graphs, false}) {
+        Ort::SessionOptions cuda_options = MakeSessionOptions(options_);
+        reason = AppendCuda(cuda_options, cuda_device, options_, with_graphs);
+        if (!reason.empty()) break;
         try {
           session_ = std::make_unique<Ort::Session>(env, path_.c_str(), cuda_options);
           device_ = "cuda:" + std::to_string(cuda_device);
+          graphs = with_graphs;
+          break;
         } catch (const Ort::Exception& e) {
           // A GPU build without a usable GPU fails here, not at append; a broken model fails on CPU too.
           reason = e.what();
+          if (IsOutOfMemory(reason)) {
+            // The GPU is there but the model does not fit it (or gpu_memory_limit_mb): a load error, not a
+            // reason to serve from CPU at a fraction of the speed.
+            throw ModelLoadError("does not fit in GPU " + std::to_string(cuda_device) + "'s memory" +
+                                 (options_.gpu_memory_limit_mb > 0
+                                      ? " under gpu_memory_limit_mb=" + std::to_string(options_.gpu_memory_limit_mb)
+                                      : std::string()) +
+                                 ": " + OneLine(reason));
+          }
+          const bool graph_refusal = with_graphs && reason.find("CUDA Graph") != std::string::npos;
+          if (!graph_refusal) break;
+          graphs_refused_ = OneLine(reason);  // ORT cannot capture this model: serve it without graphs
+          std::fprintf(stderr, "ortserve.engine: CUDA graphs refused for '%s' (%s); running without them\n",
+                       path_.c_str(), graphs_refused_.c_str());
         }
       }
       if (!session_) {
-        for (char& c : reason) c = (c == '\n' || c == '\r') ? ' ' : c;  // keep the log to one line
         std::fprintf(stderr, "ortserve.engine: CUDA provider unavailable (%s); running '%s' on CPU\n",
-                     reason.c_str(), path_.c_str());
+                     OneLine(reason).c_str(), path_.c_str());
       }
     }
-    if (!session_) session_ = std::make_unique<Ort::Session>(env, path_.c_str(), MakeSessionOptions(options_));
+    if (!session_) {
+      Ort::SessionOptions cpu_options = MakeSessionOptions(options_);
+      if (options_.cpu_arena_limit_mb > 0) UseCappedCpuArena(cpu_options, options_.cpu_arena_limit_mb);
+      session_ = std::make_unique<Ort::Session>(env, path_.c_str(), cpu_options);
+    } else {
+      cuda_device_ = cuda_device;
+    }
 
     Ort::AllocatorWithDefaultOptions allocator;
     for (size_t i = 0; i < session_->GetInputCount(); ++i) {
@@ -250,6 +490,22 @@ Engine::Engine(std::string path, const EngineOptions& options) : path_(std::move
       outputs_.push_back(ReadTensorInfo("output", session_->GetOutputNameAllocated(i, allocator).get(),
                                         session_->GetOutputTypeInfo(i)));
     }
+    if (cuda_device_ >= 0) {
+      try {
+        Ort::MemoryInfo pinned("CudaPinned", OrtDeviceAllocator, cuda_device_, OrtMemTypeCPUOutput);
+        pinned_ = std::make_unique<Ort::Allocator>(*session_, pinned);
+      } catch (const Ort::Exception&) {
+        pinned_.reset();  // inputs then go from the caller's pageable memory, one copy less on the host
+      }
+    }
+    if (FallbackEnabled() && options_.oom_fallback == "warm") {
+      try {
+        FallbackSession();
+      } catch (const Ort::Exception& e) {
+        throw ModelLoadError(std::string("oom_fallback='warm' needs a CPU session of the model, which failed (") +
+                             e.what() + "); use 'lazy' or 'off'");
+      }
+    }
   } catch (const Ort::Exception& e) {
     throw ModelLoadError("cannot load model '" + path_ + "': " + e.what());
   } catch (const ModelLoadError& e) {
@@ -258,7 +514,11 @@ Engine::Engine(std::string path, const EngineOptions& options) : path_(std::move
   for (const TensorInfo& info : inputs_) input_names_.push_back(info.name.c_str());
   for (const TensorInfo& info : outputs_) output_names_.push_back(info.name.c_str());
   cpu_memory_ = Ort::MemoryInfo::CreateCpu(OrtDeviceAllocator, OrtMemTypeDefault);
+  if (graphs) graph_runner_ = std::make_unique<GraphRunner>(*this);
+  graphs_active_ = graphs;
 }
+
+Engine::~Engine() { Close(); }
 
 std::string Engine::ClosedMessage() const { return "engine for model '" + path_ + "' is closed"; }
 
@@ -330,70 +590,200 @@ std::vector<const InputView*> Engine::Validate(const std::vector<InputView>& fee
   return ordered;
 }
 
+std::vector<Ort::Value> Engine::CpuValues(const std::vector<const InputView*>& ordered) const {
+  std::vector<Ort::Value> values;
+  values.reserve(ordered.size());
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    const InputView& feed = *ordered[i];
+    // ORT reads but never writes input buffers; its API just lacks a const overload.
+    values.push_back(Ort::Value::CreateTensor(cpu_memory_, const_cast<void*>(feed.data), feed.nbytes,
+                                              feed.shape.data(), feed.shape.size(), inputs_[i].element_type));
+  }
+  return values;
+}
+
+Engine::Outputs Engine::CopyOut(std::vector<Ort::Value>& results) const {
+  Outputs outputs;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (!results[i].IsTensor()) throw EngineError("output '" + outputs_[i].name + "' is not a tensor");
+    auto tensor = results[i].GetTensorTypeAndShapeInfo();
+    const ONNXTensorElementDataType type = tensor.GetElementType();
+    OutputTensor output;
+    output.name = outputs_[i].name;
+    output.dtype = DtypeName(type);
+    if (output.dtype.empty()) {
+      throw EngineError("output '" + output.name + "' has element type " + UnsupportedTypeLabel(type) +
+                        ", which the engine does not support");
+    }
+    output.shape = tensor.GetShape();
+    output.nbytes = tensor.GetElementCount() * ElementSize(type);
+    output.data = std::make_unique<uint8_t[]>(output.nbytes > 0 ? output.nbytes : 1);
+    if (output.nbytes > 0) std::memcpy(output.data.get(), results[i].GetTensorRawData(), output.nbytes);
+    outputs.push_back(std::move(output));
+  }
+  return outputs;
+}
+
+Engine::Outputs Engine::RunPlain(Ort::Session& session, const std::vector<const InputView*>& ordered) const {
+  std::vector<Ort::Value> inputs = CpuValues(ordered);
+  // Session-owned results: copied out before they are released.
+  std::vector<Ort::Value> results = session.Run(Ort::RunOptions{nullptr}, input_names_.data(), inputs.data(),
+                                                inputs.size(), output_names_.data(), output_names_.size());
+  return CopyOut(results);
+}
+
+Engine::Outputs Engine::RunBound(const std::vector<const InputView*>& ordered) const {
+  Ort::IoBinding binding(*session_);
+  std::vector<Ort::Value> inputs;
+  if (pinned_) {
+    // Staged in ORT's pinned arena (reused run after run), so the host-to-device copy is a direct DMA.
+    for (size_t i = 0; i < ordered.size(); ++i) {
+      inputs.push_back(Ort::Value::CreateTensor(*pinned_, ordered[i]->shape.data(), ordered[i]->shape.size(),
+                                                inputs_[i].element_type));
+      if (ordered[i]->nbytes > 0) {
+        std::memcpy(inputs.back().GetTensorMutableRawData(), ordered[i]->data, ordered[i]->nbytes);
+      }
+    }
+  } else {
+    inputs = CpuValues(ordered);
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) binding.BindInput(input_names_[i], inputs[i]);
+  for (const char* name : output_names_) binding.BindOutput(name, cpu_memory_);  // one copy back per run
+  Ort::RunOptions run_options;
+  if (graphs_active_) run_options.AddConfigEntry("gpu_graph_id", "-1");  // a shape past GraphRunner::kMaxGraphs
+  session_->Run(run_options, binding);
+  std::vector<Ort::Value> results = binding.GetOutputValues();
+  return CopyOut(results);
+}
+
+Engine::Outputs Engine::RunOnDevice(const std::vector<const InputView*>& ordered) const {
+  if (cuda_device_ < 0) return RunPlain(*session_, ordered);
+  if (graph_runner_) return graph_runner_->Call([&] { return graph_runner_->Run(ordered); });
+  return RunBound(ordered);
+}
+
+Ort::Session& Engine::FallbackSession() const {
+  if (!fallback_) {
+    EngineOptions cpu = options_;
+    cpu.device = "cpu";
+    fallback_ = std::make_unique<Ort::Session>(SharedEnv(), path_.c_str(), MakeSessionOptions(cpu));
+  }
+  return *fallback_;
+}
+
+Engine::Outputs Engine::RunFallback(const std::vector<const InputView*>& ordered, FallbackEvent* event) const {
+  Ort::Session* session = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(fallback_mutex_);
+    if (event != nullptr) breaker_.OnOutOfMemory(SteadyNow());
+    try {
+      session = &FallbackSession();
+    } catch (const Ort::Exception& e) {
+      throw OutOfMemoryError(std::string("the CPU session to rerun it on could not be created: ") + e.what());
+    }
+  }
+  try {
+    Outputs outputs = RunPlain(*session, ordered);
+    ++fallback_runs_;
+    return outputs;
+  } catch (const Ort::Exception& e) {
+    throw OutOfMemoryError(std::string("its rerun on the CPU session failed too: ") + e.what());
+  }
+}
+
+void Engine::CheckFinite(const Outputs& outputs) const {
+  std::string problems;
+  for (const OutputTensor& output : outputs) {
+    ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    for (const TensorInfo& info : outputs_) {
+      if (info.name == output.name) type = info.element_type;
+    }
+    const size_t bad = CountNonFinite(output, type);
+    if (bad == 0) continue;
+    const size_t total = output.nbytes / ElementSize(type);
+    problems += (problems.empty() ? "" : "; ") + std::string("output '") + output.name + "' has " +
+                std::to_string(bad) + " non-finite value" + (bad == 1 ? "" : "s") + " (NaN/Inf) of " +
+                std::to_string(total);
+  }
+  if (!problems.empty()) {
+    throw NonFiniteOutputError(problems + " (model '" + path_ + "'; check_finite=False allows them)");
+  }
+}
+
 std::vector<OutputTensor> Engine::Run(const std::vector<InputView>& feeds) const {
   if (closed()) throw EngineClosedError(ClosedMessage());
   const std::vector<const InputView*> ordered = Validate(feeds);
 
-  std::vector<Ort::Value> input_values;
-  input_values.reserve(ordered.size());
-  for (size_t i = 0; i < ordered.size(); ++i) {
-    const InputView& feed = *ordered[i];
-    // ORT reads but never writes input buffers; its API just lacks a const overload.
-    input_values.push_back(Ort::Value::CreateTensor(cpu_memory_, const_cast<void*>(feed.data), feed.nbytes,
-                                                    feed.shape.data(), feed.shape.size(),
-                                                    inputs_[i].element_type));
-  }
-
-  std::vector<OutputTensor> outputs;
-  std::vector<ONNXTensorElementDataType> output_types;
+  Outputs outputs;
   {
     std::shared_lock<std::shared_mutex> lock(session_mutex_);
     if (!session_) throw EngineClosedError(ClosedMessage());
-    std::vector<Ort::Value> results;  // session-owned memory: copied and released before the lock
-    try {
-      results = session_->Run(Ort::RunOptions{nullptr}, input_names_.data(), input_values.data(),
-                              input_values.size(), output_names_.data(), output_names_.size());
-    } catch (const Ort::Exception& e) {
-      if (e.GetOrtErrorCode() == ORT_INVALID_ARGUMENT) {
-        throw InputError("model '" + path_ + "' rejected the inputs: " + e.what());
-      }
-      throw EngineError("inference failed for model '" + path_ + "': " + e.what());
+    const bool fallback = FallbackEnabled();
+    bool on_device = true;
+    if (fallback) {
+      std::lock_guard<std::mutex> guard(fallback_mutex_);
+      on_device = breaker_.UseDevice(SteadyNow());
     }
-    for (size_t i = 0; i < results.size(); ++i) {
-      if (!results[i].IsTensor()) throw EngineError("output '" + outputs_[i].name + "' is not a tensor");
-      auto tensor = results[i].GetTensorTypeAndShapeInfo();
-      const ONNXTensorElementDataType type = tensor.GetElementType();
-      OutputTensor output;
-      output.name = outputs_[i].name;
-      output.dtype = DtypeName(type);
-      if (output.dtype.empty()) {
-        throw EngineError("output '" + output.name + "' has element type " + UnsupportedTypeLabel(type) +
-                          ", which the engine does not support");
+    if (!on_device) {
+      outputs = RunFallback(ordered, nullptr);
+    } else {
+      try {
+        outputs = RunOnDevice(ordered);
+      } catch (const Ort::Exception& e) {
+        const std::string what = e.what();
+        if (!IsOutOfMemory(what)) {
+          if (e.GetOrtErrorCode() == ORT_INVALID_ARGUMENT) {
+            throw InputError("model '" + path_ + "' rejected the inputs: " + what);
+          }
+          throw EngineError("inference failed for model '" + path_ + "': " + what);
+        }
+        ++oom_errors_;
+        FallbackEvent event;
+        event.unix_s = UnixNow();
+        event.shape = ordered.empty() ? std::vector<int64_t>{} : ordered[0]->shape;
+        event.reason = OneLine(what);
+        const std::string ran_out = "model '" + path_ + "' ran out of memory on " + device_ + ": " + event.reason;
+        auto record = [this, &event] {
+          std::lock_guard<std::mutex> guard(fallback_mutex_);
+          if (events_.size() >= 256) events_.erase(events_.begin());
+          events_.push_back(event);
+        };
+        if (!fallback) {
+          event.error = "oom_fallback is off";
+          record();
+          throw OutOfMemoryError(ran_out + " (oom_fallback is off)");
+        }
+        try {
+          outputs = RunFallback(ordered, &event);
+        } catch (const OutOfMemoryError& f) {
+          event.error = f.what();
+          record();
+          throw OutOfMemoryError(ran_out + "; " + f.what());
+        }
+        event.answered = true;
+        record();
       }
-      output.shape = tensor.GetShape();
-      output.nbytes = tensor.GetElementCount() * ElementSize(type);
-      output.data = std::make_unique<uint8_t[]>(output.nbytes > 0 ? output.nbytes : 1);
-      if (output.nbytes > 0) std::memcpy(output.data.get(), results[i].GetTensorRawData(), output.nbytes);
-      outputs.push_back(std::move(output));
-      output_types.push_back(type);
     }
   }
-
-  if (options_.check_finite) {
-    std::string problems;
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      const size_t bad = CountNonFinite(outputs[i], output_types[i]);
-      if (bad == 0) continue;
-      const size_t total = outputs[i].nbytes / ElementSize(output_types[i]);
-      problems += (problems.empty() ? "" : "; ") + std::string("output '") + outputs[i].name + "' has " +
-                  std::to_string(bad) + " non-finite value" + (bad == 1 ? "" : "s") + " (NaN/Inf) of " +
-                  std::to_string(total);
-    }
-    if (!problems.empty()) {
-      throw NonFiniteOutputError(problems + " (model '" + path_ + "'; check_finite=False allows them)");
-    }
-  }
+  if (options_.check_finite) CheckFinite(outputs);
   return outputs;
+}
+
+double Engine::cooldown_left_s() const {
+  std::lock_guard<std::mutex> guard(fallback_mutex_);
+  return breaker_.RemainingS(SteadyNow());
+}
+
+bool Engine::has_fallback() const {
+  std::lock_guard<std::mutex> guard(fallback_mutex_);
+  return fallback_ != nullptr;
+}
+
+std::vector<FallbackEvent> Engine::TakeFallbackEvents() {
+  std::lock_guard<std::mutex> guard(fallback_mutex_);
+  std::vector<FallbackEvent> taken;
+  taken.swap(events_);
+  return taken;
 }
 
 void Engine::Close() {
@@ -401,6 +791,13 @@ void Engine::Close() {
   {
     std::unique_lock<std::shared_mutex> lock(session_mutex_);
     if (!session_) return;
+    if (graph_runner_) graph_runner_->Stop();  // its device buffers go back before the session
+    graph_runner_.reset();
+    pinned_.reset();
+    {
+      std::lock_guard<std::mutex> guard(fallback_mutex_);
+      fallback_.reset();
+    }
     session_.reset();
   }
 #if defined(__GLIBC__)

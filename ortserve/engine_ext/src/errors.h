@@ -26,6 +26,11 @@ struct NonFiniteOutputError : EngineError {
   using EngineError::EngineError;
 };
 
+// A run needed more memory than its arena may take (a GPU, or a capped CPU arena), and no CPU fallback answered.
+struct OutOfMemoryError : EngineError {
+  using EngineError::EngineError;
+};
+
 // run() after close() started.
 struct EngineClosedError : EngineError {
   using EngineError::EngineError;

@@ -9,9 +9,14 @@
 #include <deque>
 #include <exception>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <unordered_set>
 #include <utility>
+
+#ifdef __linux__
+#include <pthread.h>
+#endif
 
 #include "errors.h"
 
@@ -52,32 +57,41 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return text + "]";
 }
 
-// textmodel.TextClassifier.run: pad to the longest text with pad_id, mask 1/0, token_type_ids zeros when the
-// graph takes them; logits float32 [rows, labels]. Throws (std::exception) what the engine throws.
+// textmodel.TextClassifier.run: pad to the longest text (then up to the shape ladder, when there is one) with pad_id,
+// mask 1/0 (a ladder's extra rows attend to their first token, so no row is all padding), token_type_ids zeros when
+// the graph takes them; logits float32 [rows, labels]. Throws (std::exception) what the engine throws.
 std::vector<float> RunEngine(const TextModel& model, bool narrow, const std::vector<const std::vector<int64_t>*>& rows) {
   const size_t n = rows.size();
-  size_t width = 0;
-  for (const auto* ids : rows) width = std::max(width, ids->size());
-  std::vector<int64_t> input_ids(n * width, model.pad_id);
-  std::vector<int64_t> mask(n * width, 0);
-  for (size_t r = 0; r < n; ++r) {
-    std::copy(rows[r]->begin(), rows[r]->end(), input_ids.begin() + static_cast<std::ptrdiff_t>(r * width));
-    std::fill_n(mask.begin() + static_cast<std::ptrdiff_t>(r * width), rows[r]->size(), int64_t{1});
+  size_t longest = 0;
+  for (const auto* ids : rows) longest = std::max(longest, ids->size());
+  const auto [bucket_rows, bucket_width] =
+      BucketShape(static_cast<int>(n), static_cast<int>(longest), model.buckets);
+  const size_t padded_rows = static_cast<size_t>(bucket_rows), width = static_cast<size_t>(bucket_width);
+  std::vector<int64_t> input_ids(padded_rows * width, model.pad_id);
+  std::vector<int64_t> mask(padded_rows * width, 0);
+  for (size_t r = 0; r < padded_rows; ++r) {
+    const auto row = static_cast<std::ptrdiff_t>(r * width);
+    if (r < n) {
+      std::copy(rows[r]->begin(), rows[r]->end(), input_ids.begin() + row);
+      std::fill_n(mask.begin() + row, rows[r]->size(), int64_t{1});
+    } else {
+      mask[static_cast<size_t>(row)] = 1;
+    }
   }
-  const std::vector<int64_t> shape{static_cast<int64_t>(n), static_cast<int64_t>(width)};
-  const size_t nbytes = n * width * sizeof(int64_t);
+  const std::vector<int64_t> shape{static_cast<int64_t>(padded_rows), static_cast<int64_t>(width)};
+  const size_t nbytes = padded_rows * width * sizeof(int64_t);
   std::vector<InputView> feeds{{"input_ids", "int64", shape, input_ids.data(), nbytes},
                                {"attention_mask", "int64", shape, mask.data(), nbytes}};
   std::vector<int64_t> token_types;
   if (model.token_types) {
-    token_types.assign(n * width, 0);
+    token_types.assign(padded_rows * width, 0);
     feeds.push_back({"token_type_ids", "int64", shape, token_types.data(), nbytes});
   }
   const Engine& engine = narrow && model.narrow != nullptr ? *model.narrow : *model.wide;
   std::vector<OutputTensor> outputs = engine.Run(feeds);
   for (OutputTensor& output : outputs) {
     if (output.name != kOutput) continue;
-    const std::vector<int64_t> expected{static_cast<int64_t>(n), model.labels};
+    const std::vector<int64_t> expected{static_cast<int64_t>(padded_rows), model.labels};
     if (output.shape != expected) {
       throw EngineError(std::string("model returned '") + kOutput + "' of shape " + ShapeText(output.shape) +
                         ", expected " + ShapeText(expected) + " (one row per text, one column per label)");
@@ -87,7 +101,7 @@ std::vector<float> RunEngine(const TextModel& model, bool narrow, const std::vec
                         ", expected float32");
     }
     const auto* data = reinterpret_cast<const float*>(output.data.get());
-    return std::vector<float>(data, data + n * static_cast<size_t>(model.labels));
+    return std::vector<float>(data, data + n * static_cast<size_t>(model.labels));  // the ladder's rows dropped
   }
   throw EngineError(std::string("model has no '") + kOutput + "' output");
 }
@@ -97,6 +111,7 @@ std::vector<float> RunEngine(const TextModel& model, bool narrow, const std::vec
 struct Run {
   std::vector<float> logits;
   bool failed = false;
+  Code code = Code::kOk;  // the failure's status: RESOURCE_EXHAUSTED when it ran out of memory, else INTERNAL
   std::string error;
   double started = 0, engine_s = 0;
   int padded_tokens = 0, real_tokens = 0;
@@ -109,13 +124,20 @@ Run RunRows(const TextModel& model, bool narrow, const std::vector<const std::ve
     width = std::max(width, ids->size());
     real += ids->size();
   }
-  run.padded_tokens = static_cast<int>(width * rows.size());
+  const auto [bucket_rows, bucket_width] =
+      BucketShape(static_cast<int>(rows.size()), static_cast<int>(width), model.buckets);
+  run.padded_tokens = bucket_rows * bucket_width;
   run.real_tokens = static_cast<int>(real);
   run.started = NowS();
   try {
     run.logits = RunEngine(model, narrow, rows);
+  } catch (const OutOfMemoryError& e) {
+    run.failed = true;
+    run.code = Code::kResourceExhausted;
+    run.error = e.what();
   } catch (const std::exception& e) {
     run.failed = true;
+    run.code = Code::kInternal;
     run.error = e.what();
   }
   run.engine_s = NowS() - run.started;
@@ -125,6 +147,21 @@ Run RunRows(const TextModel& model, bool narrow, const std::vector<const std::ve
 }  // namespace
 
 // ---- Lanes ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// What `top -H`, perf and the bench's per-thread CPU split show for the thread (Linux keeps 15 characters). Named
+// by its creator, so the name is there once the constructor returns.
+void NameThread(std::thread& thread, const std::string& name) {
+#ifdef __linux__
+  pthread_setname_np(thread.native_handle(), name.substr(0, 15).c_str());
+#else
+  (void)thread;
+  (void)name;
+#endif
+}
+
+}  // namespace
 
 struct Lanes::Impl {
   struct Queue {
@@ -200,9 +237,11 @@ Lanes::Lanes(int lanes, int wide_threads) : impl_(std::make_shared<Impl>()) {
   impl_->load.assign(static_cast<size_t>(lanes), 0);
   for (int i = 0; i < lanes; ++i) {
     impl_->threads.emplace_back([impl = impl_, i] { impl->Loop(impl->lanes[static_cast<size_t>(i)], i); });
+    NameThread(impl_->threads.back(), "ortserve-lane" + std::to_string(i));
   }
   for (int i = 0; i < wide_threads; ++i) {
     impl_->threads.emplace_back([impl = impl_] { impl->Loop(impl->wide, -1); });
+    NameThread(impl_->threads.back(), "ortserve-wide" + std::to_string(i));
   }
 }
 
@@ -461,7 +500,7 @@ struct NativeBatcher::State {
     Stop(static_cast<int>(batch.items.size()));
     if (batch.slot >= 0) --lane_load[static_cast<size_t>(batch.slot)];
     if (run.failed) {
-      for (const Item* item : kept) Fail(item->call, Code::kInternal, "inference failed: " + run.error, answers);
+      for (const Item* item : kept) Fail(item->call, run.code, "inference failed: " + run.error, answers);
     } else if (!kept.empty()) {
       const int texts = static_cast<int>(kept.size());
       throughput.Observe(texts, engine_s);
@@ -503,7 +542,7 @@ struct NativeBatcher::State {
     std::unique_lock<std::mutex> lock(mutex);
     Stop(texts);
     if (run.failed) {
-      Fail(call, Code::kInternal, "inference failed: " + run.error, answers);
+      Fail(call, run.code, "inference failed: " + run.error, answers);
     } else {
       throughput.Observe(texts, run.engine_s);
       Event(texts, run.padded_tokens, run.real_tokens, run.engine_s, narrow);

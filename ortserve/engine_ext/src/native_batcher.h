@@ -48,6 +48,7 @@ struct TextModel {
   int labels = 0;
   int64_t pad_id = 0;
   bool token_types = false;  // the graph takes token_type_ids (zeros)
+  ShapeBuckets buckets;      // pad each batch up to this ladder (GPU); empty: to its longest text only
 };
 
 struct BatcherSettings {

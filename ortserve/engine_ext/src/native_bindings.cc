@@ -169,6 +169,15 @@ void BindNative(nb::module_& m) {
       "pending"_a, "now"_a, "policy"_a,
       "ChooseBatch over (length, enqueued_at) pairs: the indices batch_policy.choose_batch returns.");
 
+  m.def(
+      "bucket_shape",
+      [](int rows, int tokens, std::vector<int> bucket_rows, std::vector<int> bucket_tokens) {
+        return BucketShape(rows, tokens, ShapeBuckets{std::move(bucket_rows), std::move(bucket_tokens)});
+      },
+      "rows"_a, "tokens"_a, "bucket_rows"_a, "bucket_tokens"_a,
+      "(rows, tokens) padded up to the shape ladder's smallest rungs that hold them; a value past the top rung "
+      "stays as it is. The one padding rule of both batchers.");
+
   nb::class_<Throughput>(m, "NativeThroughput", "service/batch_policy.Throughput in C++ (for the tests).")
       .def(nb::init<>())
       .def("observe", &Throughput::Observe, "texts"_a, "seconds"_a)
@@ -250,8 +259,10 @@ void BindNative(nb::module_& m) {
              const WordPiece& tokenizer, int labels, int64_t pad_id, bool token_types, PyLanes& lanes,
              PyEventSink& events, int max_batch_size, double max_queue_delay_s, double max_padding_ratio,
              int batch_overhead_tokens, int max_batch_tokens, int sort_window, int max_queue_items,
-             double max_queue_wait_s, int engine_concurrency) {
-            TextModel text_model{&wide, narrow, &tokenizer, labels, pad_id, token_types};
+             double max_queue_wait_s, int engine_concurrency, std::vector<int> bucket_rows,
+             std::vector<int> bucket_tokens) {
+            TextModel text_model{&wide, narrow, &tokenizer, labels, pad_id, token_types,
+                                 ShapeBuckets{std::move(bucket_rows), std::move(bucket_tokens)}};
             BatcherSettings settings;
             settings.policy = MakePolicy(max_batch_size, max_queue_delay_s, max_padding_ratio, batch_overhead_tokens,
                                          max_batch_tokens, sort_window);
@@ -265,7 +276,8 @@ void BindNative(nb::module_& m) {
           "model"_a, "version"_a, nb::kw_only(), "wide"_a, "narrow"_a.none(), "tokenizer"_a, "labels"_a, "pad_id"_a,
           "token_types"_a, "lanes"_a, "events"_a, "max_batch_size"_a, "max_queue_delay_s"_a, "max_padding_ratio"_a,
           "batch_overhead_tokens"_a, "max_batch_tokens"_a, "sort_window"_a, "max_queue_items"_a,
-          "max_queue_wait_s"_a, "engine_concurrency"_a,
+          "max_queue_wait_s"_a, "engine_concurrency"_a, "bucket_rows"_a = std::vector<int>{},
+          "bucket_tokens"_a = std::vector<int>{},
           // Argument 1 is self: the engines, tokenizer, lanes and sink live at least as long as this object.
           nb::keep_alive<1, 4>(), nb::keep_alive<1, 5>(), nb::keep_alive<1, 6>(), nb::keep_alive<1, 10>(),
           nb::keep_alive<1, 11>())

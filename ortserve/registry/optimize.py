@@ -1,0 +1,402 @@
+"""Publish-time graph optimisation: a bundle in, an optimised bundle out (`registry optimize`, `publish --optimize`).
+
+    fuse   ONNX Runtime's offline BERT fusion: each encoder block becomes EmbedLayerNormalization, Attention,
+           SkipLayerNormalization and BiasGelu nodes; FP32, logits equal to the source's within float rounding
+    fp16   fuse, then float weights and activations in FP16, the graph's inputs and `logits` kept int64 / float32
+           (for GPUs: the wire stays as it was)
+
+    optimize_bundle(source, dest, "fp16")
+        validate the source bundle -> read heads / hidden off its graph -> run the level's steps
+        -> check the wire signature -> write model.onnx, tokenizer.json, manifest.json (+ precision,
+        optimization) into a temp dir beside `dest` -> validate that as a bundle -> rename it onto `dest`
+
+A level is a tuple of steps (`STEPS`); a later level adds its own, and a gate (an accuracy check against the
+source) runs after the last step, before anything is written. `onnx` and `onnxruntime.transformers` (which
+needs sympy for its shape inference) are imported inside the call, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ortserve.registry.bundle import (
+    LEVEL_PRECISION,
+    MANIFEST_FILE,
+    MODEL_FILE,
+    OPTIMIZATION_LEVELS,
+    OUTPUT_NAME,
+    TOKENIZER_FILE,
+    BundleError,
+    BundleManifest,
+    validate_bundle,
+)
+from ortserve.registry.durable import fsync_dir
+
+LEVELS = OPTIMIZATION_LEVELS
+# Fused attention node types; a fusion that produced none of them matched no encoder block.
+ATTENTION_OPS = ("Attention", "MultiHeadAttention")
+# Node types the summary lists first: what the fusion makes, and what it replaces.
+FUSED_OPS = ("Attention", "MultiHeadAttention", "EmbedLayerNormalization", "SkipLayerNormalization", "BiasGelu")
+
+Progress = Callable[[str], None]
+
+
+class OptimizeError(Exception):
+    """The bundle cannot be optimised at that level (or must not be); the message says why, in one line."""
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """What ORT's BERT fusion must be told; read off the graph, not guessed by ORT."""
+
+    num_heads: int
+    hidden_size: int
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_heads
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    path: Path
+    manifest: BundleManifest
+    shape: AttentionShape
+    ops_before: dict[str, int]  # node type -> count
+    ops_after: dict[str, int]
+    size_before: int  # bytes of model.onnx
+    size_after: int
+    seconds: float
+    warnings: tuple[str, ...] = ()  # what ORT's fusion logged at WARNING or above (kept off stderr)
+
+    def summary(self) -> dict[str, Any]:
+        """The machine-readable form (`registry optimize --json`)."""
+        return {
+            "bundle": str(self.path),
+            "level": self.manifest.optimization.level if self.manifest.optimization else None,
+            "precision": self.manifest.precision,
+            "num_heads": self.shape.num_heads,
+            "hidden_size": self.shape.hidden_size,
+            "ops_before": dict(sorted(self.ops_before.items())),
+            "ops_after": dict(sorted(self.ops_after.items())),
+            "model_bytes_before": self.size_before,
+            "model_bytes_after": self.size_after,
+            "seconds": round(self.seconds, 3),
+            "optimization": self.manifest.optimization.to_dict() if self.manifest.optimization else None,
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass
+class _Pass:
+    """The model on its way through a level's steps; owned by one `optimize_bundle` call."""
+
+    source: Path  # the source model.onnx, for messages
+    model: Any  # onnx.ModelProto until fused; then None, and `fused` owns the graph
+    shape: AttentionShape
+    level: str
+    fused: Any = None  # onnxruntime.transformers.onnx_model.OnnxModel
+    notes: list[str] = field(default_factory=list)
+
+
+def optimize_bundle(source: str | Path, dest: str | Path, level: str,
+                    progress: Progress | None = None) -> OptimizeResult:
+    """Writes the `level` optimisation of the bundle at `source` to `dest` (absent or an empty directory).
+
+    Raises OptimizeError (or BundleError for a broken source); on any failure `dest` is left as it was.
+    """
+    report = progress or (lambda _line: None)
+    started = time.perf_counter()
+    if level not in LEVELS:
+        raise OptimizeError(f"unknown optimisation level {level!r} (choose from {', '.join(LEVELS)})")
+    src, out = Path(source), Path(dest)
+    _check_dest(out)
+    manifest = validate_bundle(src)
+    _check_not_optimised(src, manifest, level)
+    raw_manifest = json.loads((src / MANIFEST_FILE).read_bytes())  # every key the source had, unknown ones too
+    model_path = src / MODEL_FILE
+    source_sha = _file_sha256(model_path)
+    size_before = model_path.stat().st_size
+
+    import onnx  # lazy: heavy, see module docstring
+
+    model = onnx.load(str(model_path))
+    ops_before = _op_counts(model)
+    shape = read_attention_shape(model, where=str(model_path))
+    report(f"read {model_path}: {sum(ops_before.values())} nodes, {shape.num_heads} heads x {shape.head_dim} "
+           f"(hidden {shape.hidden_size}), sha256 {source_sha[:12]}")
+
+    work = _Pass(source=model_path, model=model, shape=shape, level=level)
+    with _missing_package_is_an_error(), _ort_logs_captured(work.notes):
+        for step in STEPS[level]:
+            try:
+                report(step(work))
+            except (OptimizeError, ImportError):
+                raise
+            except Exception as e:  # ORT's graph tooling raises anything (AssertionError, KeyError...) on odd graphs
+                raise OptimizeError(f"{model_path}: {step.__name__.strip('_')} step failed in ONNX Runtime's "
+                                    f"tooling ({type(e).__name__}: {_first_line(e)})") from e
+    final = work.fused.model
+    _check_wire(final, where=f"{level} graph")
+
+    precision = LEVEL_PRECISION[level]
+    new_manifest = {**raw_manifest, "precision": precision,
+                    "optimization": {"level": level, "source_sha256": source_sha, "tools": _tool_versions()}}
+    written = _write_atomically(out, lambda tmp: _write_bundle(tmp, src, final, new_manifest))
+    size_after = (out / MODEL_FILE).stat().st_size
+    report(f"wrote {out} ({precision}, model.onnx {format_bytes(size_after)})")
+    return OptimizeResult(path=out, manifest=written, shape=shape, ops_before=ops_before,
+                          ops_after=_op_counts(final), size_before=size_before, size_after=size_after,
+                          seconds=time.perf_counter() - started, warnings=tuple(work.notes))
+
+
+# -- the steps ------------------------------------------------------------------------------------------
+# Each takes the pass, changes it, and returns its progress line.
+
+
+def _fuse(work: _Pass) -> str:
+    from onnxruntime.transformers.optimizer import optimize_model  # lazy, see module docstring
+
+    t0 = time.perf_counter()
+    # opt_level=0: ORT's graph fusion only; a session-level pass would bake in this machine's CPU kernels.
+    # use_gpu marks the target; at opt_level 0 ORT's fusion is the same either way.
+    work.fused = optimize_model(work.model, model_type="bert", num_heads=work.shape.num_heads,
+                                hidden_size=work.shape.hidden_size, opt_level=0, use_gpu=work.level == "fp16")
+    work.model = None  # fused in place; the wrapper holds the graph now
+    ops = _op_counts(work.fused.model)
+    if not any(ops.get(op) for op in ATTENTION_OPS):
+        fused = ", ".join(f"{op} x {ops[op]}" for op in FUSED_OPS if ops.get(op)) or "nothing"
+        raise OptimizeError(f"{work.source}: ONNX Runtime's BERT fusion matched no attention block "
+                            f"({work.shape.num_heads} heads, hidden {work.shape.hidden_size}; it fused {fused}): the "
+                            f"graph does not follow the BERT export pattern, so optimising it would buy nothing")
+    fused = ", ".join(f"{op} x {ops[op]}" for op in FUSED_OPS if ops.get(op))
+    return f"fused: {fused} ({time.perf_counter() - t0:.1f}s)"
+
+
+def _to_fp16(work: _Pass) -> str:
+    t0 = time.perf_counter()
+    work.fused.convert_float_to_float16(keep_io_types=True)
+    import onnx
+
+    halves = sum(1 for t in work.fused.model.graph.initializer if t.data_type == onnx.TensorProto.FLOAT16)
+    if not halves:
+        raise OptimizeError(f"{work.source}: the fp16 conversion left no float16 weights")
+    return f"converted to fp16: {halves} float16 weights, inputs and logits kept ({time.perf_counter() - t0:.1f}s)"
+
+
+STEPS: dict[str, tuple[Callable[[_Pass], str], ...]] = {
+    "fuse": (_fuse,),
+    "fp16": (_fuse, _to_fp16),
+}
+
+
+# -- reading the graph ----------------------------------------------------------------------------------
+
+
+def read_attention_shape(model: Any, *, where: str = MODEL_FILE) -> AttentionShape:
+    """num_heads from the attention's Reshape to [0, 0, heads, head_dim], hidden from the word embedding's width.
+
+    Both exported forms of that Reshape are read: a constant shape, and a Concat whose last two parts
+    are constants (torch.onnx's `view(*x.size()[:-1], heads, head_dim)` with dynamic axes).
+    """
+    from onnx import numpy_helper
+
+    graph = model.graph
+    tensors = {t.name: t for t in graph.initializer}
+    tensors.update({node.output[0]: attr.t for node in graph.node if node.op_type == "Constant"
+                    for attr in node.attribute if attr.name == "value"})
+    # Only shape-sized constants are decoded: the weights' dims are enough, and BERT-base has 110M of them.
+    constants = {name: numpy_helper.to_array(t) for name, t in tensors.items() if math.prod(t.dims) <= 8}
+    producers = {out: node for node in graph.node for out in node.output}
+
+    widths = {int(tensors[n.input[0]].dims[1]) for n in graph.node
+              if n.op_type == "Gather" and len(n.input) == 2 and n.input[1] == "input_ids"
+              and n.input[0] in tensors and len(tensors[n.input[0]].dims) == 2}
+    if len(widths) != 1:
+        found = "none" if not widths else ", ".join(map(str, sorted(widths)))
+        raise OptimizeError(f"{where}: not a BERT-family encoder: expected one word-embedding Gather over input_ids, "
+                            f"found {found}")
+    (hidden,) = widths
+
+    heads: set[tuple[int, int]] = set()
+    for node in graph.node:
+        if node.op_type != "Reshape" or len(node.input) < 2:
+            continue
+        dims = _reshape_heads(node.input[1], constants, producers)
+        if dims is not None and dims[0] * dims[1] == hidden:
+            heads.add(dims)
+    if len(heads) != 1:
+        found = "none" if not heads else ", ".join(f"{h} x {d}" for h, d in sorted(heads))
+        raise OptimizeError(f"{where}: not a BERT-family encoder: expected the attention's Reshape to "
+                            f"[0, 0, heads, head_dim] with heads x head_dim = hidden {hidden}, found {found}")
+    ((num_heads, _dim),) = heads
+    return AttentionShape(num_heads=num_heads, hidden_size=hidden)
+
+
+def _reshape_heads(shape_name: str, constants: dict[str, Any], producers: dict[str, Any]) -> tuple[int, int] | None:
+    if shape_name in constants:
+        shape = constants[shape_name].reshape(-1).tolist()
+        if len(shape) == 4 and shape[0] == 0 and shape[1] == 0 and shape[2] > 0 and shape[3] > 0:
+            return int(shape[2]), int(shape[3])
+        return None
+    concat = producers.get(shape_name)
+    if concat is None or concat.op_type != "Concat" or len(concat.input) != 4:
+        return None
+    parts = [constants.get(name) for name in concat.input[2:]]
+    if any(p is None or p.size != 1 for p in parts):
+        return None
+    head_count, head_dim = (int(p.reshape(-1)[0]) for p in parts)  # type: ignore[union-attr]
+    return (head_count, head_dim) if head_count > 0 and head_dim > 0 else None
+
+
+def _op_counts(model: Any) -> dict[str, int]:
+    return dict(Counter(node.op_type for node in model.graph.node))
+
+
+# -- checks ---------------------------------------------------------------------------------------------
+
+
+def _check_dest(dest: Path) -> None:
+    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
+        raise OptimizeError(f"{dest}: exists and is not a directory")
+    if dest.is_dir() and any(dest.iterdir()):
+        raise OptimizeError(f"{dest}: not empty (the optimised bundle needs a new or empty directory)")
+
+
+def _check_not_optimised(src: Path, manifest: BundleManifest, level: str) -> None:
+    done = manifest.optimization
+    if done is not None and done.level == level:
+        raise OptimizeError(f"{src}: already optimised at level {level!r}; publish it as it is")
+    if done is not None:
+        raise OptimizeError(f"{src}: already optimised at level {done.level!r}; optimise its source bundle "
+                            f"(model.onnx sha256 {done.source_sha256[:12]}) at {level!r} instead: "
+                            f"re-fusing a fused graph is meaningless")
+    if manifest.precision != "fp32":
+        raise OptimizeError(f"{src}: precision is {manifest.precision}; optimisation starts from an fp32 graph")
+
+
+def _check_wire(model: Any, *, where: str) -> None:
+    """The server feeds int64 ids and reads float32 logits whatever the graph computes in."""
+    import onnx
+
+    initializers = {t.name for t in model.graph.initializer}
+    for vi in model.graph.input:
+        if vi.name in initializers:
+            continue
+        if vi.type.tensor_type.elem_type != onnx.TensorProto.INT64:
+            raise OptimizeError(f"{where}: input {vi.name!r} is no longer int64")
+    outputs = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.output}
+    if outputs.get(OUTPUT_NAME) != onnx.TensorProto.FLOAT:
+        raise OptimizeError(f"{where}: output {OUTPUT_NAME!r} is no longer float32")
+
+
+# -- writing --------------------------------------------------------------------------------------------
+
+
+def _write_bundle(tmp: Path, src: Path, model: Any, manifest: dict[str, Any]) -> BundleManifest:
+    import onnx
+
+    onnx.save(model, str(tmp / MODEL_FILE))
+    shutil.copyfile(src / TOKENIZER_FILE, tmp / TOKENIZER_FILE)
+    (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
+    try:
+        return validate_bundle(tmp)
+    except BundleError as e:  # a bug here, not in the source: say which step produced it
+        raise OptimizeError(f"the {manifest['optimization']['level']} bundle failed validation: {e}") from None
+
+
+def _write_atomically(dest: Path, write: Callable[[Path], BundleManifest]) -> BundleManifest:
+    """Writes into a temp dir beside `dest`, then renames it onto `dest`: readers see all of it or nothing."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    try:
+        manifest = write(tmp)
+        for name in (MODEL_FILE, TOKENIZER_FILE, MANIFEST_FILE):
+            with (tmp / name).open("rb") as f:
+                os.fsync(f.fileno())
+        os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; a bundle is read by the server's user too
+        if dest.is_dir():
+            dest.rmdir()  # empty (checked); rename(2) would replace it too, but not on every platform
+        os.rename(tmp, dest)
+        fsync_dir(dest.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:200] if text else type(e).__name__
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1024 * 1024), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _tool_versions() -> dict[str, str]:
+    import onnx
+    import onnxruntime
+
+    return {"onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__}
+
+
+def format_bytes(size: int) -> str:
+    """1.2 MiB / 146 KiB: model sizes in progress lines and summaries."""
+    return f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 2**10:.0f} KiB"
+
+
+@contextmanager
+def _missing_package_is_an_error() -> Iterator[None]:
+    try:
+        yield
+    except ImportError as e:
+        name = _missing_module(e)
+        what = (f"the Python package {name!r}, which is not installed here (pip install {name})" if name
+                else f"a Python package that is not installed here ({_first_line(e)})")
+        raise OptimizeError(f"optimising needs {what}") from None
+
+
+def _missing_module(e: BaseException) -> str | None:
+    # ORT re-raises sympy's ModuleNotFoundError as a plain ImportError; the name is further down the chain.
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, ImportError) and seen.name:
+            return seen.name.split(".")[0]
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+@contextmanager
+def _ort_logs_captured(sink: list[str]) -> Iterator[None]:
+    """ORT's fusion warns through `logging` ("Model producer not matched", ...): with no handler configured
+    (the CLI) Python would print that to stderr; collect it in `sink` instead. Configured handlers still get it."""
+
+    class _Sink(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            sink.append(record.getMessage().splitlines()[0][:300])
+
+    handler = _Sink(logging.WARNING)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)

@@ -1,0 +1,384 @@
+"""Publish-time optimisation: fused and fp16 bundles of the tiny BERT, run through real ONNX Runtime on the CPU.
+
+The fused graph must give the source's logits; the fp16 one keeps the wire (int64 ids in, float32 logits out)
+and runs on ORT's CPU provider too (which computes it in float32 from the fp16-rounded weights), so it is
+compared within a loose tolerance. Every refusal is one line, exit 1, and leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from tokenizers import Tokenizer
+
+from ortserve.devtools.bert_bundle import build_tiny_bundle as build_bert_bundle
+from ortserve.registry.artifacts import ArtifactCache
+from ortserve.registry.bundle import BundleError, BundleManifest, Optimization, load_manifest, parse_manifest
+from ortserve.registry.optimize import LEVELS, AttentionShape, OptimizeError, optimize_bundle, read_attention_shape
+from ortserve.registry.records import ArtifactRef, VersionRecord
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+REPO = Path(__file__).resolve().parents[2]
+TEXTS = (
+    "I love this, it is wonderful",
+    "ok",
+    "The service was slow, but the food was great and the prices were fair.",
+    "This is awful and I hate it!!",
+)
+# name -> build_tiny_bundle keywords; "wide" proves heads and hidden are read off the graph, not assumed.
+SHAPES = {"tiny": {"hidden": 32, "heads": 2}, "wide": {"hidden": 64, "heads": 4, "intermediate": 128}}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _ops(bundle: Path) -> Counter[str]:
+    return Counter(node.op_type for node in onnx.load(str(bundle / "model.onnx")).graph.node)
+
+
+def _logits(bundle: Path, texts: tuple[str, ...] = TEXTS) -> np.ndarray:
+    """One padded batch, the way the server runs it (pad id 0, mask 0 past each text)."""
+    encodings = Tokenizer.from_file(str(bundle / "tokenizer.json")).encode_batch(list(texts))
+    seq = max(len(e.ids) for e in encodings)
+    feed = {name: np.zeros((len(encodings), seq), dtype=np.int64)
+            for name in ("input_ids", "attention_mask", "token_type_ids")}
+    for row, e in enumerate(encodings):
+        feed["input_ids"][row, : len(e.ids)] = e.ids
+        feed["attention_mask"][row, : len(e.ids)] = 1
+        feed["token_type_ids"][row, : len(e.ids)] = e.type_ids
+    assert len({len(e.ids) for e in encodings}) > 1  # the batch really is padded
+    session = ort.InferenceSession(str(bundle / "model.onnx"), providers=["CPUExecutionProvider"])
+    (logits,) = session.run(["logits"], feed)
+    return logits
+
+
+def _leftovers(parent: Path) -> list[str]:
+    return sorted(p.name for p in parent.iterdir() if p.name.endswith(".tmp"))
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("sources")
+    out = {name: root / name for name in SHAPES}
+    for name, kwargs in SHAPES.items():
+        build_bert_bundle(out[name], seed=7, **kwargs)
+    return out
+
+
+@pytest.fixture(scope="module")
+def optimized(sources: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
+    """(shape, level) -> the optimised bundle; read-only by convention."""
+    root = tmp_path_factory.mktemp("optimized")
+    out = {}
+    for name, source in sources.items():
+        for level in LEVELS:
+            out[name, level] = optimize_bundle(source, root / f"{name}-{level}", level).path
+    return out
+
+
+# -- fuse -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_fused_bundle_gives_the_same_logits(sources: dict[str, Path], optimized: dict, name: str) -> None:
+    fused = optimized[name, "fuse"]
+    ops = _ops(fused)
+    assert {"Attention", "SkipLayerNormalization", "EmbedLayerNormalization", "BiasGelu"} <= set(ops)
+    assert ops["Attention"] == 2  # one per layer: every block matched
+    assert "Softmax" not in ops and "LayerNormalization" not in ops
+
+    expected, actual = _logits(sources[name]), _logits(fused)
+    assert actual.dtype == np.float32
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-4)
+    assert np.ptp(expected[:, 1] - expected[:, 0]) > 0.05  # texts differ enough for the check to mean something
+
+
+@pytest.mark.parametrize(("name", "heads", "hidden"), [("tiny", 2, 32), ("wide", 4, 64)])
+def test_heads_and_hidden_are_read_off_the_graph(sources: dict[str, Path], name: str, heads: int,
+                                                 hidden: int) -> None:
+    model = onnx.load(str(sources[name] / "model.onnx"))
+    assert read_attention_shape(model) == AttentionShape(num_heads=heads, hidden_size=hidden)
+
+
+def test_heads_from_a_concat_shape_as_torch_exports_it() -> None:
+    """torch.onnx with dynamic axes builds the Reshape's shape as Concat(batch, seq, heads, head_dim)."""
+    nodes = [
+        helper.make_node("Gather", ["word", "input_ids"], ["emb"]),
+        helper.make_node("Shape", ["emb"], ["shape"]),
+        helper.make_node("Gather", ["shape", "zero"], ["batch"]),
+        helper.make_node("Gather", ["shape", "one"], ["seq"]),
+        helper.make_node("Unsqueeze", ["batch", "axis0"], ["batch1"]),
+        helper.make_node("Unsqueeze", ["seq", "axis0"], ["seq1"]),
+        helper.make_node("Constant", [], ["heads"], value=numpy_helper.from_array(np.array([6], np.int64))),
+        helper.make_node("Concat", ["batch1", "seq1", "heads", "dim"], ["new_shape"], axis=0),
+        helper.make_node("Reshape", ["emb", "new_shape"], ["split"]),
+    ]
+    inits = [numpy_helper.from_array(np.zeros((10, 48), np.float32), "word"),
+             numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array(1, np.int64), "one"),
+             numpy_helper.from_array(np.array([0], np.int64), "axis0"),
+             numpy_helper.from_array(np.array([8], np.int64), "dim")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["b", "s"])],
+                              [helper.make_tensor_value_info("split", TensorProto.FLOAT, None)], inits)
+    assert read_attention_shape(helper.make_model(graph)) == AttentionShape(num_heads=6, hidden_size=48)
+
+
+def test_fused_manifest_keeps_the_source_and_records_provenance(sources: dict[str, Path], optimized: dict) -> None:
+    source, fused = sources["tiny"], optimized["tiny", "fuse"]
+    before = json.loads((source / "manifest.json").read_text())
+    after = json.loads((fused / "manifest.json").read_text())
+    assert {k: after[k] for k in before} == before
+    assert after["precision"] == "fp32"
+    assert after["optimization"] == {"level": "fuse", "source_sha256": _sha256(source / "model.onnx"),
+                                     "tools": {"onnxruntime": ort.__version__, "onnx": onnx.__version__}}
+    assert (fused / "tokenizer.json").read_bytes() == (source / "tokenizer.json").read_bytes()
+    assert sorted(p.name for p in fused.iterdir()) == ["manifest.json", "model.onnx", "tokenizer.json"]
+
+    manifest = load_manifest(fused)
+    assert manifest.precision == "fp32" and manifest.labels == ("negative", "positive")
+    assert manifest.optimization == Optimization(level="fuse", source_sha256=_sha256(source / "model.onnx"),
+                                                 tools=(("onnx", onnx.__version__),
+                                                        ("onnxruntime", ort.__version__)))
+    plain = load_manifest(source)
+    assert plain.precision == "fp32" and plain.optimization is None and plain.provenance() == {}
+
+
+def test_optimising_is_deterministic(sources: dict[str, Path], optimized: dict, tmp_path: Path) -> None:
+    # Same source, same tools -> same bytes, so `publish --optimize` twice is an idempotent no-op.
+    again = optimize_bundle(sources["tiny"], tmp_path / "again", "fuse").path
+    for name in ("model.onnx", "tokenizer.json", "manifest.json"):
+        assert (again / name).read_bytes() == (optimized["tiny", "fuse"] / name).read_bytes(), name
+
+
+# -- fp16 -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_fp16_bundle_keeps_the_wire_and_halves_the_weights(sources: dict[str, Path], optimized: dict,
+                                                           name: str) -> None:
+    half, fused = optimized[name, "fp16"], optimized[name, "fuse"]
+    model = onnx.load(str(half / "model.onnx"))
+    inits = {t.name: t for t in model.graph.initializer}
+    weights = [inits[n.input[1]] for n in model.graph.node
+               if n.op_type in ("Attention", "MatMul") and n.input[1] in inits]
+    assert len(weights) >= 2 * 4  # per layer: fused QKV + output + 2 feed-forward
+    assert all(t.data_type == TensorProto.FLOAT16 for t in weights)
+    graph_inputs = [vi for vi in model.graph.input if vi.name not in inits]
+    assert {vi.name for vi in graph_inputs} == {"input_ids", "attention_mask", "token_type_ids"}
+    assert all(vi.type.tensor_type.elem_type == TensorProto.INT64 for vi in graph_inputs)
+    (output,) = model.graph.output
+    assert output.name == "logits" and output.type.tensor_type.elem_type == TensorProto.FLOAT
+    assert (half / "model.onnx").stat().st_size < 0.6 * (fused / "model.onnx").stat().st_size
+
+    manifest = json.loads((half / "manifest.json").read_text())
+    assert manifest["precision"] == "fp16" and manifest["optimization"]["level"] == "fp16"
+    assert manifest["optimization"]["source_sha256"] == _sha256(sources[name] / "model.onnx")
+
+    # ORT's CPU provider accepts the graph: it casts the fp16 weights back and computes in float32.
+    logits = _logits(half)
+    assert logits.dtype == np.float32
+    np.testing.assert_allclose(logits, _logits(sources[name]), rtol=0, atol=2e-2)
+
+
+# -- the manifest and record fields ---------------------------------------------------------------------
+
+GOOD = {"format": "onnx-text-classifier", "labels": ["a", "b"], "max_seq_len": 32}
+OPT = {"level": "fp16", "source_sha256": "a" * 64, "tools": {"onnxruntime": "1.32.0"}}
+
+
+@pytest.mark.parametrize(("extra", "pattern"), [
+    ({"precision": "int8"}, "precision must be one of fp32, fp16, got 'int8'"),
+    ({"precision": "fp16", "optimization": {**OPT, "level": "int8"}}, "optimization.level must be one of fuse, fp16"),
+    ({"precision": "fp16", "optimization": {**OPT, "source_sha256": "xyz"}}, "optimization.source_sha256"),
+    ({"precision": "fp16", "optimization": {**OPT, "tools": {"onnx": 1}}}, "optimization.tools"),
+    ({"precision": "fp16", "optimization": "fp16"}, "optimization must be an object"),
+    ({"precision": "fp32", "optimization": OPT}, "precision 'fp32' contradicts optimization.level 'fp16'"),
+])
+def test_bad_provenance_fields_are_bundle_errors(extra: dict, pattern: str) -> None:
+    with pytest.raises(BundleError, match=pattern):
+        parse_manifest({**GOOD, **extra})
+
+
+def test_provenance_fields_round_trip_through_the_version_record() -> None:
+    manifest = parse_manifest({**GOOD, "precision": "fp16", "optimization": {**OPT, "future": "ignored"}})
+    assert manifest.precision == "fp16" and manifest.optimization is not None
+    record = VersionRecord(model="m", version="v1", manifest=manifest, created_at="t", created_by="me",
+                           artifact=ArtifactRef(uri="file:///x.tar", sha256="b" * 64, size=1))
+    doc = json.loads(record.to_json())
+    assert doc["precision"] == "fp16" and doc["optimization"] == OPT
+    assert VersionRecord.from_json(record.to_json()) == record
+    plain = VersionRecord(model="m", version="v1", manifest=BundleManifest("onnx-text-classifier", ("a",), 32),
+                          created_at="t", created_by="me", artifact=record.artifact)
+    assert "precision" not in json.loads(plain.to_json())  # old records keep their shape
+    assert VersionRecord.from_json(plain.to_json()).manifest.precision == "fp32"
+
+
+# -- refusals -------------------------------------------------------------------------------------------
+
+
+def _matmul_bundle(dest: Path, like: Path) -> Path:
+    """A valid bundle whose graph is a single MatMul over the mask: nothing BERT-like to fuse."""
+    shutil.copytree(like, dest)
+    inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", 8])
+              for name in ("input_ids", "attention_mask")]
+    nodes = [helper.make_node("Cast", ["attention_mask"], ["mask"], to=TensorProto.FLOAT),
+             helper.make_node("MatMul", ["mask", "w"], ["logits"])]
+    graph = helper.make_graph(nodes, "matmul", inputs, [helper.make_tensor_value_info("logits", TensorProto.FLOAT,
+                                                                                      ["batch", 2])],
+                              [numpy_helper.from_array(np.ones((8, 2), np.float32), "w")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(dest / "model.onnx"))
+    return dest
+
+
+def _unfusable_bundle(dest: Path, like: Path) -> Path:
+    """Heads and hidden are readable, but LogSoftmax in place of Softmax keeps ORT's attention fusion off."""
+    shutil.copytree(like, dest)
+    model = onnx.load(str(dest / "model.onnx"))
+    for node in model.graph.node:
+        if node.op_type == "Softmax":
+            node.op_type = "LogSoftmax"
+    onnx.save(model, str(dest / "model.onnx"))
+    return dest
+
+
+def _one_line_refusal(result: subprocess.CompletedProcess[str], code: int, pattern: str) -> str:
+    assert result.returncode == code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("registry: error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    assert re.search(pattern, lines[0]), lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize(("make", "pattern"), [
+    (_matmul_bundle, "not a BERT-family encoder: expected one word-embedding Gather over input_ids, found none"),
+    (_unfusable_bundle, "matched no attention block .*optimising it would buy nothing"),
+])
+def test_graphs_that_cannot_be_fused_are_refused(cli: Cli, sources: dict[str, Path], tmp_path: Path,
+                                                 make: Callable[[Path, Path], Path], pattern: str) -> None:
+    source = make(tmp_path / "source", sources["tiny"])
+    for level in LEVELS:
+        result = cli("optimize", "--bundle", str(source), "--out", str(tmp_path / "out"), "--optimize", level,
+                     cwd=tmp_path)
+        _one_line_refusal(result, 1, pattern)
+        assert not (tmp_path / "out").exists() and _leftovers(tmp_path) == []
+
+
+def test_refusals(cli: Cli, sources: dict[str, Path], optimized: dict, tmp_path: Path) -> None:
+    tiny = str(sources["tiny"])
+    result = cli("optimize", "--bundle", tiny, "--out", str(tmp_path / "o"), "--optimize", "int8", cwd=tmp_path)
+    _one_line_refusal(result, 2, r"invalid choice: 'int8' \(choose from '?fuse'?, '?fp16'?\)")
+
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    result = cli("optimize", "--bundle", tiny, "--out", str(busy), "--optimize", "fuse", cwd=tmp_path)
+    _one_line_refusal(result, 1, "busy: not empty")
+    assert [p.name for p in busy.iterdir()] == ["keep.txt"]
+
+    fused = str(optimized["tiny", "fuse"])
+    result = cli("optimize", "--bundle", fused, "--out", str(tmp_path / "o"), "--optimize", "fp16", cwd=tmp_path)
+    _one_line_refusal(result, 1, r"already optimised at level 'fuse'; optimise its source bundle .* at 'fp16'")
+    result = cli("optimize", "--bundle", fused, "--out", str(tmp_path / "o"), "--optimize", "fuse", cwd=tmp_path)
+    _one_line_refusal(result, 1, r"already optimised at level 'fuse'; publish it as it is")
+
+    result = cli("optimize", "--bundle", str(tmp_path / "nope"), "--out", str(tmp_path / "o"), "--optimize", "fuse",
+                 cwd=tmp_path)
+    _one_line_refusal(result, 1, "nope: not a directory")
+    assert not (tmp_path / "o").exists() and _leftovers(tmp_path) == []
+
+
+def test_an_empty_dest_directory_is_fine(sources: dict[str, Path], tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    result = optimize_bundle(sources["tiny"], tmp_path / "empty", "fuse")
+    assert load_manifest(result.path).optimization is not None
+    with pytest.raises(OptimizeError, match="unknown optimisation level 'int8'"):
+        optimize_bundle(sources["tiny"], tmp_path / "other", "int8")
+
+
+def test_a_missing_sympy_is_named(sources: dict[str, Path], tmp_path: Path) -> None:
+    # ORT's fusion needs sympy (its symbolic shape inference); None in sys.modules makes `import sympy` fail.
+    code = ("import sys; sys.modules['sympy'] = None; from ortserve.registry.cli import main; "
+            f"sys.exit(main(['optimize', '--bundle', {str(sources['tiny'])!r}, '--out', {str(tmp_path / 'o')!r}, "
+            "'--optimize', 'fuse']))")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    _one_line_refusal(result, 1, r"optimising needs the Python package 'sympy', which is not installed")
+    assert not (tmp_path / "o").exists() and _leftovers(tmp_path) == []
+
+
+# -- the CLI --------------------------------------------------------------------------------------------
+
+
+def test_cli_optimize_reports_each_step_and_a_summary(cli: Cli, sources: dict[str, Path], tmp_path: Path) -> None:
+    result = cli("optimize", "--bundle", str(sources["wide"]), "--out", str(tmp_path / "fp16"), "--optimize", "fp16",
+                 cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""  # ORT's fusion warnings stay off stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("read ") and "4 heads x 16 (hidden 64)" in lines[0]
+    assert lines[1].startswith("fused: Attention x 2")
+    assert lines[2].startswith("converted to fp16")
+    assert lines[3].startswith("wrote ")
+    assert "level fp16, precision fp16" in lines[-1] and "Attention x 0 -> 2" in lines[-1]
+    assert "SkipLayerNormalization x 0 -> 4" in lines[-1] and "model.onnx" in lines[-1] and "KiB" in lines[-1]
+
+    result = cli("optimize", "--bundle", str(sources["tiny"]), "--out", str(tmp_path / "fuse"), "--optimize", "fuse",
+                 "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["level"] == "fuse" and summary["precision"] == "fp32"
+    assert summary["num_heads"] == 2 and summary["hidden_size"] == 32
+    assert summary["ops_before"]["Softmax"] == 2 and summary["ops_after"]["Attention"] == 2
+    assert summary["model_bytes_after"] == (tmp_path / "fuse" / "model.onnx").stat().st_size
+    assert summary["optimization"]["source_sha256"] == _sha256(sources["tiny"] / "model.onnx")
+
+
+def test_publish_optimize_records_the_provenance(cli: Cli, sources: dict[str, Path], tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    scratch = tmp_path / "scratch"  # TMPDIR: where publish --optimize writes, and must clean up
+    scratch.mkdir()
+    env = {"TMPDIR": str(scratch)}
+    args = ("--registry", store.as_uri(), "publish", "--model", "m", "--version", "v2", "--bundle",
+            str(sources["tiny"]), "--optimize", "fuse", "--weight", "100")
+    result = cli(*args, cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "fused: Attention x 2" in result.stdout and "published m/v2" in result.stdout
+    assert not list(scratch.glob("registry-optimize-*"))
+
+    doc = json.loads(cli("--registry", store.as_uri(), "show", "m", "--json", cwd=tmp_path).stdout)
+    v2 = doc["versions"]["v2"]
+    source_sha = _sha256(sources["tiny"] / "model.onnx")
+    assert v2["precision"] == "fp32"
+    assert v2["optimization"] == {"level": "fuse", "source_sha256": source_sha,
+                                  "tools": {"onnxruntime": ort.__version__, "onnx": onnx.__version__}}
+    table = cli("--registry", store.as_uri(), "show", "m", cwd=tmp_path).stdout
+    assert "OPTIMIZED" in table and f"fuse (fp32, from {source_sha[:12]})" in table
+    listing = json.loads(cli("--registry", store.as_uri(), "list", "--json", cwd=tmp_path).stdout)
+    assert listing == [{"model": "m", "versions": ["v2"], "routing": {"v2": 100},
+                        "optimized": {"v2": {"precision": "fp32", "optimization": v2["optimization"]}}}]
+    assert "v2[fuse]" in cli("--registry", store.as_uri(), "list", cwd=tmp_path).stdout
+
+    # What was published is the fused bundle, and doing it again is the usual idempotent no-op.
+    ref = ArtifactRef.from_dict(v2["artifact"])
+    fetched = ArtifactCache(tmp_path / "cache").fetch(ref)
+    assert _ops(fetched)["Attention"] == 2
+    result = cli(*args[:-2], cwd=tmp_path, env=env)
+    assert result.returncode == 0 and "already published" in result.stdout, result.stderr
+    assert not list(scratch.glob("registry-optimize-*"))
