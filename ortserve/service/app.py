@@ -22,11 +22,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from ortserve.proto import grpc_service_pb2 as pb
-from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
 from ortserve.service.assembly import ArtifactFetcher, VersionFactory
 from ortserve.service.config import Settings
-from ortserve.service.handlers import InferenceServicer
+from ortserve.service.handlers import InferenceServicer, add_inference_service
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
 from ortserve.service.native_frontend import NativeFrontend, resolve_frontend
@@ -54,6 +53,13 @@ def bundle_source(settings: Settings) -> StateSource:
         await asyncio.Event().wait()
 
     return run
+
+
+class ListenError(Exception):
+    """A port the server was told to listen on cannot be had; the message names the setting and the address."""
+
+    def __init__(self, setting: str, address: str, reason: str) -> None:
+        super().__init__(f"cannot listen on {address} (--{setting.replace('_', '-')}): {reason}")
 
 
 class Server:
@@ -118,7 +124,7 @@ class Server:
                 ("grpc.max_send_message_length", s.max_message_bytes),
             ]
         )
-        pb_grpc.add_GRPCInferenceServiceServicer_to_server(self.servicer, server)
+        add_inference_service(self.servicer, server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         server.add_generic_rpc_handlers([_admin_handler(self._status_json)])
         reflection.enable_server_reflection(
@@ -126,27 +132,33 @@ class Server:
             server,
         )
         address = f"{s.host}:{s.port}"
-        if self.native is not None:
-            server.add_insecure_port(self._backend_address())  # private: only the native front end connects
-        elif s.tls_cert:
-            self.port = server.add_secure_port(address, _tls_credentials(s))
-        else:
-            self.port = server.add_insecure_port(address)
-        await self._set_health("", serving=False)
-        await self._set_health(LIVENESS_SERVICE, serving=True)
-        await server.start()
-        self._server = server
-        if self.native is not None:
-            try:
-                self.port = self.native.start()
-            except BaseException:
-                await server.stop(0)
-                self._remove_backend_dir()
-                raise
-        if s.metrics:
-            self.metrics.watch_manager(self._status_threadsafe)
-            self._metrics_http = self.metrics.serve(s.metrics_host, s.metrics_port)
-            self.metrics_port = self._metrics_http.server_port
+        try:
+            if self.native is not None:
+                server.add_insecure_port(self._backend_address())  # private: only the native front end connects
+            elif s.tls_cert:
+                self.port = _bound(server.add_secure_port, address, _tls_credentials(s))
+            else:
+                self.port = _bound(server.add_insecure_port, address)
+            await self._set_health("", serving=False)
+            await self._set_health(LIVENESS_SERVICE, serving=True)
+            await server.start()
+            self._server = server
+            if self.native is not None:
+                try:
+                    self.port = self.native.start()
+                except RuntimeError as e:  # the C++ side's message names the address too: keep its reason
+                    raise ListenError("port", address, str(e).rpartition(" (")[2].rstrip(")") or str(e)) from None
+            if s.metrics:
+                self.metrics.watch_manager(self._status_threadsafe)
+                try:
+                    self._metrics_http = self.metrics.serve(s.metrics_host, s.metrics_port)
+                except OSError as e:
+                    raise ListenError("metrics_port", f"{s.metrics_host}:{s.metrics_port}",
+                                      e.strerror or str(e)) from None
+                self.metrics_port = self._metrics_http.server_port
+        except ListenError:
+            await self._abandon_start(server)
+            raise
         self._source_task = asyncio.create_task(self._source(self.manager.apply, self.metrics))
         self._source_task.add_done_callback(self._source_ended)
         self._fallback_task = asyncio.create_task(self._log_fallbacks())
@@ -154,6 +166,9 @@ class Server:
             "server_started",
             port=self.port,
             metrics_port=self.metrics_port,
+            # Every port this process listens on, so none comes as a surprise (the metrics default is 8002).
+            listening={"grpc": f"{s.host}:{self.port}",
+                       **({"metrics": f"{s.metrics_host}:{self.metrics_port}"} if self._metrics_http else {})},
             tls=bool(s.tls_cert),
             mtls=bool(s.tls_client_ca),
             frontend=self.frontend,
@@ -191,6 +206,15 @@ class Server:
         if self._metrics_http is not None:
             self._metrics_http.shutdown()
         log.info("shutdown_complete", took_s=round(time.monotonic() - started, 3))
+
+    async def _abandon_start(self, server: grpc.aio.Server) -> None:
+        """Undo what start() did before a port failed: no thread, socket or engine object outlives it."""
+        await server.stop(0)
+        if self.native is not None:
+            self.native.close()
+            self._remove_backend_dir()
+        for pool in (self._tokenize_pool, self._engine_pool, *self._lane_pools, self._opener_pool):
+            pool.shutdown(wait=True)
 
     async def serve_until_signal(self) -> None:
         await self.start()
@@ -259,7 +283,9 @@ class Server:
             shutil.rmtree(self._backend_dir, ignore_errors=True)
 
     def _status_json(self) -> bytes:
-        return json.dumps(self.manager.status(), sort_keys=True).encode()
+        s = self.settings
+        serving = {"registry": s.registry} if s.registry else {"bundle": s.bundle}
+        return json.dumps({**self.manager.status(), "serving": serving}, sort_keys=True).encode()
 
     def _status_threadsafe(self) -> dict[str, Any]:
         """The manager is owned by the loop; the metrics thread asks the loop for a snapshot."""
@@ -269,6 +295,14 @@ class Server:
             return self.manager.status()
 
         return asyncio.run_coroutine_threadsafe(snapshot(), self._loop).result(timeout=5)
+
+
+def _bound(add_port: Any, address: str, *args: Any) -> int:
+    """grpc's add_*_port, with its bind failure as a ListenError."""
+    try:
+        return int(add_port(address, *args))
+    except RuntimeError:
+        raise ListenError("port", address, "the address is in use or cannot be bound here") from None
 
 
 def _admin_handler(status: Callable[[], bytes]) -> grpc.GenericRpcHandler:

@@ -54,7 +54,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"ortserve: event_loop=uvloop but uvloop is not installed ({e})", file=sys.stderr)
         return 2
     # Imported late: `ortserve status` and config errors need neither the engine nor the registry.
-    from ortserve.service.app import Server, bundle_source
+    from ortserve.service.app import ListenError, Server, bundle_source
     from ortserve.service.logs import configure_logging
     from ortserve.service.native_frontend import NativeFrontendUnavailable, check_available
 
@@ -73,7 +73,11 @@ def _serve(args: argparse.Namespace) -> int:
 
         source, fetch = registry_source(settings)
         server = Server(settings, source=source, fetch=fetch)
-    run(server.serve_until_signal())
+    try:
+        run(server.serve_until_signal())
+    except ListenError as e:
+        print(f"ortserve: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -107,13 +111,21 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status, indent=2, sort_keys=True))
         return 0
-    print(f"registry index {status['registry_index']}")
+    serving = status.get("serving", {})
+    if "bundle" in serving:
+        print(f"serving the bundle {serving['bundle']}")
+    else:
+        print(f"registry {serving.get('registry', '')} at index {status['registry_index']}".replace("  ", " "))
     for model, info in status["models"].items():
         routing = " ".join(f"{v}={w}" for v, w in info["routing"].items()) or "(none)"
         print(f"model {model}: routing {routing}")
         for version, v in info["versions"].items():
+            compute = " ".join(f"{key}={v[key]}" for key in ("device", "precision", "memory_mb", "cuda_graphs")
+                               if key in v)
+            if v.get("oom_errors"):
+                compute += f" oom_errors={v['oom_errors']} fallback_runs={v.get('fallback_runs', 0)}"
             extra = f"  error: {v['error']}" if v.get("error") else ""
-            print(f"  {version:<16} {v['state']:<9} leases={v.get('leases', 0)}{extra}")
+            print(f"  {version:<16} {v['state']:<9} leases={v.get('leases', 0)} {compute}{extra}".rstrip())
         if info.get("last_error"):
             print(f"  last error: {info['last_error']}")
     return 0

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import grpc
 import structlog
+from google.protobuf.message import DecodeError, Message
 
 from ortserve import __version__
 from ortserve.proto import grpc_service_pb2 as pb
@@ -27,6 +28,59 @@ from ortserve.service.request_log import finish_request, ms
 
 log = structlog.get_logger("ortserve.request")
 T = TypeVar("T")
+SERVICE = "inference.GRPCInferenceService"
+_METHODS: dict[str, tuple[type[Message], type[Message]]] = {
+    "ServerLive": (pb.ServerLiveRequest, pb.ServerLiveResponse),
+    "ServerReady": (pb.ServerReadyRequest, pb.ServerReadyResponse),
+    "ModelReady": (pb.ModelReadyRequest, pb.ModelReadyResponse),
+    "ServerMetadata": (pb.ServerMetadataRequest, pb.ServerMetadataResponse),
+    "ModelMetadata": (pb.ModelMetadataRequest, pb.ModelMetadataResponse),
+    "ModelInfer": (pb.ModelInferRequest, pb.ModelInferResponse),
+}
+
+
+class _Unparsable:
+    """A body that is not the method's request message, passed to the method instead of failing in gRPC's
+    deserializer (which would answer UNKNOWN naming a Python exception class)."""
+
+    def __init__(self, message_type: type[Message], size: int) -> None:
+        self.type_name = message_type.DESCRIPTOR.full_name
+        self.size = size
+
+
+def _lenient(message_type: type[Message]) -> Callable[[bytes], Message | _Unparsable]:
+    def parse(data: bytes) -> Message | _Unparsable:
+        try:
+            return message_type.FromString(data)
+        except DecodeError:
+            return _Unparsable(message_type, len(data))
+
+    return parse
+
+
+def _refusing_unparsable(method: Callable[[Any, Any], Awaitable[Message]]) -> Callable[[Any, Any], Awaitable[Message]]:
+    async def call(request: Any, context: Any) -> Message:
+        if isinstance(request, _Unparsable):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"the request body ({request.size} bytes) is not a valid {request.type_name} message")
+        return await method(request, context)
+
+    return call
+
+
+def add_inference_service(servicer: InferenceServicer, server: grpc.aio.Server) -> None:
+    """The generated `add_GRPCInferenceServiceServicer_to_server`, except that a body that does not parse is
+    answered INVALID_ARGUMENT by the method (the native front end passes such bodies here too)."""
+    handlers = {
+        name: grpc.unary_unary_rpc_method_handler(
+            _refusing_unparsable(getattr(servicer, name)),
+            request_deserializer=_lenient(request_type),
+            response_serializer=response_type.SerializeToString,
+        )
+        for name, (request_type, response_type) in _METHODS.items()
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    server.add_registered_method_handlers(SERVICE, handlers)
 
 
 class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):

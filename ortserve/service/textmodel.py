@@ -117,12 +117,6 @@ class TextClassifier:
             raise ModelFormatError(f"model has no '{OUTPUT}' output (outputs: {[t.name for t in engine.outputs]})")
         self._wants_token_types = "token_type_ids" in names
         self._pad_id = tokenizer.pad_id
-        if manifest.precision == "fp16" and not engine.device.startswith("cuda"):
-            raise ModelFormatError(
-                f"this version is FP16, built for GPUs, but its session runs on {engine.device}: serve it with "
-                "--device cuda on a machine with a GPU, or publish the FP32 bundle for CPUs (ONNX Runtime's CPU "
-                "provider would run it as FP32 with FP16-rounded weights: slower than the FP32 bundle, no gain)"
-            )
 
     @property
     def wants_token_types(self) -> bool:
@@ -246,6 +240,11 @@ class TextClassifier:
         """What `ortserve status` shows of this version's compute: device, precision, memory, graphs, fallbacks."""
         engine = self.engine
         info: dict[str, Any] = {"device": engine.device, "precision": self.manifest.precision}
+        if self.manifest.optimization is not None:
+            info["optimization"] = self.manifest.optimization.level
+        if self.manifest.precision == "fp16" and not engine.device.startswith("cuda"):
+            # It answers, but ORT's CPU provider converts the weights back: slower than the FP32 bundle.
+            info["precision_note"] = "FP16 graph on CPU: runs as FP32 with FP16-rounded weights; serve FP32 on CPUs"
         if self.memory_mb is not None:
             info["memory_mb"] = round(self.memory_mb, 1)
         if self.ladder.rows or self.ladder.tokens:

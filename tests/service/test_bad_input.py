@@ -111,6 +111,21 @@ def test_oversized_message_is_resource_exhausted(stub) -> None:
     assert stub.ModelInfer(infer_request(["after a big one"]), timeout=10).outputs
 
 
+@pytest.mark.parametrize("body", [b"\xff\xff\xff", b"\x0a\x05ab", bytes(range(256))],
+                         ids=["invalid tag", "truncated field", "random bytes"])
+@pytest.mark.parametrize("method", ["ModelInfer", "ModelMetadata", "ServerLive"])
+def test_a_body_that_does_not_parse_is_invalid_argument(server: ServerProcess, stub, method: str,
+                                                        body: bytes) -> None:
+    with grpc.insecure_channel(server.address) as channel:
+        call = channel.unary_unary(f"/inference.GRPCInferenceService/{method}")  # bytes as they are
+        with pytest.raises(grpc.RpcError) as e:
+            call(body, timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()
+    assert f"is not a valid inference.{method}Request message" in e.value.details()
+    assert "class" not in e.value.details() and "Error" not in e.value.details()
+    assert stub.ModelInfer(infer_request(["still fine"]), timeout=10).model_version == "1"
+
+
 def test_metadata_of_unknown_model_and_version(stub) -> None:
     for request, code in ((pb.ModelMetadataRequest(name="nope"), grpc.StatusCode.NOT_FOUND),
                           (pb.ModelMetadataRequest(name="classifier", version="v9"), grpc.StatusCode.NOT_FOUND)):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -99,6 +100,33 @@ def test_invalid_settings_fail_at_start_naming_the_setting(tiny_bundle: Path, ar
                          capture_output=True, text=True, timeout=60, env={**__import__("os").environ, **env})
     assert out.returncode == 2
     assert fragment in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("which", ["port", "metrics-port"])
+def test_a_port_clash_is_one_line_naming_the_setting(tiny_bundle: Path, frontend: str, which: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = {"port": "0", "metrics-port": "0", which: str(port)}
+        out = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "serve", "--bundle", str(tiny_bundle),
+                              "--frontend", frontend, "--host", "127.0.0.1", "--metrics-host", "127.0.0.1",
+                              "--port", ports["port"], "--metrics-port", ports["metrics-port"]],
+                             capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    ours = [line for line in out.stderr.splitlines() if line.startswith("ortserve:")]
+    assert ours == [f"ortserve: cannot listen on 127.0.0.1:{port} (--{which}): " + ours[0].split("): ", 1)[1]]
+    assert "Traceback" not in out.stderr and "leaked" not in out.stderr
+
+
+def test_status_of_a_bundle_server_names_the_bundle(server: ServerProcess, tiny_bundle: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "status", "--address", server.address],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0] == f"serving the bundle {tiny_bundle}" and "registry" not in out.stdout
+    assert "device=cpu precision=fp32" in out.stdout
+    started = server.events("server_started")[0]
+    assert started["listening"] == {"grpc": server.address, "metrics": f"127.0.0.1:{server.metrics_port}"}
 
 
 def test_unknown_key_in_config_file_is_refused(tmp_path: Path) -> None:
