@@ -285,7 +285,10 @@ class Server:
     def _status_json(self) -> bytes:
         s = self.settings
         serving = {"registry": s.registry} if s.registry else {"bundle": s.bundle}
-        return json.dumps({**self.manager.status(), "serving": serving}, sort_keys=True).encode()
+        frontend: dict[str, Any] = {"kind": self.frontend}
+        if self.native is not None:
+            frontend["passthrough"] = self.native.passthrough()
+        return json.dumps({**self.manager.status(), "serving": serving, "frontend": frontend}, sort_keys=True).encode()
 
     def _status_threadsafe(self) -> dict[str, Any]:
         """The manager is owned by the loop; the metrics thread asks the loop for a snapshot."""

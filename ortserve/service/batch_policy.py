@@ -26,21 +26,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ortserve.service.config import default
+
 
 @dataclass(frozen=True, slots=True)
 class BatchPolicy:
-    max_batch_size: int = 32
+    # Defaults: config.Settings' (the one definition of each setting).
+    max_batch_size: int = default("max_batch_size")
     """Most texts in one engine run."""
-    max_queue_delay_s: float = 0.010
+    max_queue_delay_s: float = default("max_queue_delay_ms") / 1000
     """Once the oldest pending text has waited this long, the next batch includes it."""
-    max_padding_ratio: float = 1.3
+    max_padding_ratio: float = default("max_padding_ratio")
     """Padded tokens / real tokens allowed in one batch; 1.0 means equal lengths only."""
-    batch_overhead_tokens: int = 0
+    batch_overhead_tokens: int = default("batch_overhead_tokens")
     """The fixed cost of one engine run, in tokens' worth of work (measured: scripts/bench)."""
-    max_batch_tokens: int = 1024
+    max_batch_tokens: int = default("max_batch_tokens")
     """Most padded tokens (texts x longest) in one batch: past a few thousand, a CPU engine's
     throughput falls (cache) while the batch's latency keeps growing."""
-    sort_window: int = 24
+    sort_window: int = default("sort_window")
     """Only the oldest this-many pending texts are sorted into windows (bounds how long a text can be
     passed over); 0 sorts them all."""
 

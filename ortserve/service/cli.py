@@ -116,6 +116,10 @@ def _status(args: argparse.Namespace) -> int:
         print(f"serving the bundle {serving['bundle']}")
     else:
         print(f"registry {serving.get('registry', '')} at index {status['registry_index']}".replace("  ", " "))
+    frontend = status.get("frontend", {})
+    passed = {reason: n for reason, n in frontend.get("passthrough", {}).items() if n}
+    print(f"front end {frontend.get('kind', '?')}"
+          + (": passed on to Python " + ", ".join(f"{r}={n}" for r, n in sorted(passed.items())) if passed else ""))
     for model, info in status["models"].items():
         routing = " ".join(f"{v}={w}" for v, w in info["routing"].items()) or "(none)"
         print(f"model {model}: routing {routing}")

@@ -232,6 +232,14 @@ class Settings:
         return self
 
 
+def default(name: str) -> Any:
+    """A setting's default, for the few structures that carry a setting of their own (e.g. BatchPolicy)."""
+    found = {f.name: f.default for f in fields(Settings)}
+    if name not in found:
+        raise KeyError(f"no setting {name!r}")
+    return found[name]
+
+
 def _ladder(values: tuple[int, ...]) -> bool:
     return all(v >= 1 for v in values) and all(a < b for a, b in itertools.pairwise(values))
 

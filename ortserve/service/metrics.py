@@ -152,6 +152,10 @@ class Metrics:
     def before_scrape(self, hook: Callable[[], None]) -> None:
         self._before_scrape.append(hook)
 
+    def counter_source(self, name: str, doc: str, label: str, read: Callable[[], dict[str, int]]) -> None:
+        """A counter whose owner keeps the counts (`read` returns {label value: count}), read on each scrape."""
+        self.registry.register(_CounterSource(name, doc, label, read))
+
     def watch_manager(self, status: Callable[[], dict[str, Any]]) -> None:
         self.registry.register(_ManagerCollector(status))
 
@@ -201,6 +205,20 @@ class _BeforeScrape(Collector):
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         return iter(())  # registering must not call collect() (no hook is installed yet)
+
+
+class _CounterSource(Collector):
+    def __init__(self, name: str, doc: str, label: str, read: Callable[[], dict[str, int]]) -> None:
+        self._name, self._doc, self._label, self._read = name, doc, label, read
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(self._name, self._doc, labels=[self._label])
+        for value, count in self._read().items():
+            family.add_metric([value], count)
+        yield family
+
+    def describe(self) -> Iterator[CounterMetricFamily]:
+        return iter(())  # nothing to read before the owner is running
 
 
 class _ManagerCollector(Collector):

@@ -80,6 +80,8 @@ class NativeFrontend:
         self._processed = 0  # events handled by the drain thread (it alone writes it)
         self._caught_up = threading.Condition()
         metrics.in_flight.add_source(lambda: self._frontend.in_flight)
+        metrics.counter_source("ortserve_frontend_passthrough", "ModelInfer calls the native front end passed on to "
+                               "the Python server, by reason.", "reason", self.passthrough)
         metrics.before_scrape(self.flush)
 
     def start(self) -> int:
@@ -97,6 +99,10 @@ class NativeFrontend:
                 continue  # a version the C++ tokenizer cannot run: the whole model stays on the Python path
             routes[model] = (list(route.split.order), list(route.split.upper), versions)
         self._frontend.set_routes(routes)
+
+    def passthrough(self) -> dict[str, int]:
+        """ModelInfer calls passed on to the Python server so far, by reason (every reason listed)."""
+        return {str(reason): int(count) for reason, count in self._frontend.passthrough().items()}
 
     def queue_depth(self, lv: LoadedVersion) -> int:
         native = self._versions.get(lv)

@@ -171,9 +171,6 @@ def test_batches_go_to_cpu_during_the_cool_down_and_to_the_device_after(bert: Be
         assert capped.cooldown_left_s > 0
 
 
-@pytest.mark.xfail(raises=OutOfMemoryError, strict=True,
-                   reason="engine.cc RunFallback turns every ORT error of a cool-down run into OutOfMemoryError, "
-                   "without the model path, where the device session gives InputError")
 def test_inputs_the_model_rejects_are_input_errors_during_the_cool_down(bert: Bert) -> None:
     with _capped(bert, oom_fallback="lazy", oom_cooldown_s=30.0) as capped:
         capped.run(bert.large)

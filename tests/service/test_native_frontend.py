@@ -119,6 +119,37 @@ def test_a_bundle_on_the_hf_tokenizer_is_served_by_the_python_path(tiny_bundle: 
         np.testing.assert_allclose(logits_of(response), Reference(tiny_bundle).logits(["through python"]), atol=1e-5)
         line = server.wait_event("request", request_id="hf-1")
         assert "frontend" not in line and line["status"] == "OK"
+        # Not silent: counted by reason, in the metrics and in `ortserve status`.
+        assert metric(server.scrape(), "ortserve_frontend_passthrough_total", reason="model_not_native") == 1
+
+
+@needs_native
+def test_every_call_passed_on_to_python_is_counted_by_reason(native_server: ServerProcess) -> None:
+    def counts() -> dict[str, float]:
+        body = native_server.scrape()
+        return {reason: metric(body, "ortserve_frontend_passthrough_total", reason=reason)
+                for reason in ("unparsable", "model_not_native", "bad_input", "version_not_native")}
+
+    before = counts()
+    channel, stub = stub_for(native_server.address)
+    with channel:
+        raw = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        sent = [(lambda: raw(b"\xff\xff", timeout=10), "unparsable"),
+                (lambda: stub.ModelInfer(infer_request(["x"], model="nope"), timeout=10), "model_not_native"),
+                (lambda: stub.ModelInfer(infer_request([b"\xff"]), timeout=10), "bad_input"),
+                (lambda: stub.ModelInfer(infer_request(["x"], version="v9"), timeout=10), "version_not_native")]
+        for call, _ in sent:
+            with pytest.raises(grpc.RpcError):
+                call()
+        stub.ModelInfer(infer_request(["served natively"]), timeout=10)  # not counted
+    after = counts()
+    assert {reason: after[reason] - before[reason] for reason in after} == {reason: 1 for _, reason in sent}
+    done = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "status", "--address", native_server.address,
+                           "--json"], capture_output=True, text=True, timeout=60, check=False)
+    status = json.loads(done.stdout)["frontend"]
+    assert status["kind"] == "native" and status["passthrough"]["unparsable"] >= 1
+    assert set(status["passthrough"]) == {"unparsable", "model_not_native", "bad_input", "no_routable_version",
+                                          "version_not_native", "version_draining"}
 
 
 def test_native_on_a_build_without_it_exits_2_naming_what_is_missing(

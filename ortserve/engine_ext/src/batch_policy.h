@@ -9,14 +9,15 @@
 
 namespace ortserve {
 
-// Same fields, defaults and meaning as service/batch_policy.BatchPolicy.
+// Same fields and meaning as service/batch_policy.BatchPolicy; the defaults are service/config.Settings' (the
+// server passes every field; tests/service/test_settings_defaults.py holds the two equal).
 struct BatchPolicy {
   int max_batch_size = 32;
   double max_queue_delay_s = 0.010;
-  double max_padding_ratio = 1.3;
+  double max_padding_ratio = 1.05;
   int batch_overhead_tokens = 0;
   int max_batch_tokens = 1024;
-  int sort_window = 24;
+  int sort_window = 48;
 
   // Throws OptionError with the Python class's messages ("max_batch_size must be >= 1", ...).
   void Validate() const;

@@ -679,7 +679,7 @@ Engine::Outputs Engine::RunFallback(const std::vector<const InputView*>& ordered
     try {
       session = &FallbackSession();
     } catch (const Ort::Exception& e) {
-      throw OutOfMemoryError(std::string("the CPU session to rerun it on could not be created: ") + e.what());
+      throw EngineError("model '" + path_ + "': its CPU fallback session could not be created: " + e.what());
     }
   }
   try {
@@ -687,7 +687,15 @@ Engine::Outputs Engine::RunFallback(const std::vector<const InputView*>& ordered
     ++fallback_runs_;
     return outputs;
   } catch (const Ort::Exception& e) {
-    throw OutOfMemoryError(std::string("its rerun on the CPU session failed too: ") + e.what());
+    // The same mapping as a device run's: a bad input is the caller's, whichever session saw it.
+    const std::string what = e.what();
+    if (e.GetOrtErrorCode() == ORT_INVALID_ARGUMENT) {
+      throw InputError("model '" + path_ + "' rejected the inputs: " + what);
+    }
+    if (IsOutOfMemory(what)) {
+      throw OutOfMemoryError("model '" + path_ + "' ran out of memory on its CPU fallback session: " + what);
+    }
+    throw EngineError("inference failed for model '" + path_ + "' on its CPU fallback session: " + what);
   }
 }
 
@@ -755,10 +763,10 @@ std::vector<OutputTensor> Engine::Run(const std::vector<InputView>& feeds) const
         }
         try {
           outputs = RunFallback(ordered, &event);
-        } catch (const OutOfMemoryError& f) {
+        } catch (const EngineError& f) {
           event.error = f.what();
           record();
-          throw OutOfMemoryError(ran_out + "; " + f.what());
+          throw OutOfMemoryError(ran_out + "; its rerun on CPU failed: " + f.what());
         }
         event.answered = true;
         record();

@@ -10,8 +10,10 @@
 #include <google/protobuf/arena.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <iterator>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -182,6 +184,7 @@ struct Frontend::Impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<grpc::GenericStub> stub;
   std::atomic<int> in_flight{0};
+  std::array<std::atomic<long long>, std::size(kPassthroughReasons)> passed_on{};  // by kPassthroughReasons index
 
   // Declared before `server`: a grpc::Server must go before the services it serves.
   std::unique_ptr<grpc::Service> inference_service;
@@ -198,6 +201,12 @@ struct Frontend::Impl {
   grpc::ServerUnaryReactor* Proxy(const char* method, grpc::CallbackServerContext* ctx,
                                   const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
     return new ProxyUnaryReactor(*stub, std::string(kService) + method, ctx, request, response);
+  }
+  // A ModelInfer the native path does not serve, counted by why (the `reason`th of kPassthroughReasons).
+  grpc::ServerUnaryReactor* PassOn(size_t reason, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) {
+    passed_on[reason].fetch_add(1, std::memory_order_relaxed);
+    return Proxy("ModelInfer", ctx, request, response);
   }
 };
 
@@ -370,13 +379,13 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
                                                      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   const auto arrived = Clock::now();
   auto parsed = std::make_unique<ParsedRequest>();
-  if (!Parse(request, parsed->request)) return Proxy("ModelInfer", ctx, request, response);
+  if (!Parse(request, parsed->request)) return PassOn(0, ctx, request, response);
   const inference::ModelInferRequest& req = *parsed->request;
   const std::shared_ptr<const RouteTable> table = routes.Load();
   const auto model = table->models.find(req.model_name());
-  if (model == table->models.end()) return Proxy("ModelInfer", ctx, request, response);
+  if (model == table->models.end()) return PassOn(1, ctx, request, response);
   auto texts = DecodeTexts(req, options.max_texts);
-  if (!texts) return Proxy("ModelInfer", ctx, request, response);
+  if (!texts) return PassOn(2, ctx, request, response);
 
   std::string request_id(ClientHeader(*ctx, "x-request-id"));
   if (request_id.empty()) request_id = RandomRequestId();
@@ -391,13 +400,13 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
     if (key.empty()) key = request_id;
     const int bucket = Bucket(req.model_name(), key);
     const std::string* picked = route.split.Pick(bucket);
-    if (picked == nullptr) return Proxy("ModelInfer", ctx, request, response);
+    if (picked == nullptr) return PassOn(3, ctx, request, response);
     version_name = *picked;
     route_name = "bucket " + std::to_string(bucket);
   }
   const auto version = route.versions.find(version_name);
-  if (version == route.versions.end() || !version->second) return Proxy("ModelInfer", ctx, request, response);
-  if (!version->second->Acquire()) return Proxy("ModelInfer", ctx, request, response);
+  if (version == route.versions.end() || !version->second) return PassOn(4, ctx, request, response);
+  if (!version->second->Acquire()) return PassOn(5, ctx, request, response);
 
   auto* reactor = new InferReactor(InferReactor::Setup{this, ctx, response, std::move(parsed), version->second,
                                                        std::move(version_name), std::move(route_name),
@@ -511,5 +520,13 @@ void Frontend::Shutdown(double grace_s) {
 }
 
 int Frontend::in_flight() const { return impl_->in_flight.load(); }
+
+std::vector<std::pair<std::string, long long>> Frontend::passthrough() const {
+  std::vector<std::pair<std::string, long long>> counts;
+  for (size_t i = 0; i < std::size(kPassthroughReasons); ++i) {
+    counts.emplace_back(kPassthroughReasons[i], impl_->passed_on[i].load(std::memory_order_relaxed));
+  }
+  return counts;
+}
 
 }  // namespace ortserve

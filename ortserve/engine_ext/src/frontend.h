@@ -12,17 +12,29 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "events.h"
 #include "route.h"
 
 namespace ortserve {
 
+// Why a ModelInfer goes to the Python server instead of the native batcher.
+inline constexpr const char* kPassthroughReasons[] = {
+    "unparsable",           // the body is not a ModelInferRequest (Python answers INVALID_ARGUMENT)
+    "model_not_native",     // unknown, still loading, or every version on the HF tokenizer
+    "bad_input",            // the TEXT input does not decode (Python names the field)
+    "no_routable_version",  // the split routes the key nowhere
+    "version_not_native",   // the pinned or picked version is not on the native path
+    "version_draining",     // the version stopped taking calls between the route lookup and the lease
+};
+
 struct FrontendOptions {
   std::string address;  // "host:port" to listen on
   std::string backend;  // the Python server, e.g. "unix:/run/ortserve/backend.sock"
-  int max_message_bytes = 4 << 20;
-  long long max_texts = 64;
+  int max_message_bytes = 8 << 20;  // defaults: service/config.Settings' (tests/service/test_settings_defaults.py)
+  long long max_texts = 128;
   std::string tls_cert, tls_key;  // PEM; both empty = plaintext
   std::string tls_client_ca;      // PEM; set = clients must present a certificate it signed
 };
@@ -49,6 +61,9 @@ class Frontend {
   // are cancelled. Returns when the server is down. Idempotent.
   void Shutdown(double grace_s);
   int in_flight() const;  // native ModelInfer calls in progress
+  // ModelInfer calls passed on to the Python server, by reason (kPassthroughReasons): each is a call the native
+  // path could not serve, and a reason that grows says which (a model on the HF tokenizer, bad input, ...).
+  std::vector<std::pair<std::string, long long>> passthrough() const;
 
   struct Impl;
 

@@ -91,8 +91,26 @@ void BindFrontend(nb::module_& m) {
            "Every health status NOT_SERVING and ServerReady false from now on (a graceful shutdown's start).")
       .def("shutdown", &ortserve::Frontend::Shutdown, "grace_s"_a, nb::call_guard<nb::gil_scoped_release>(),
            "not_serving(), stop accepting, in-flight calls get grace_s, then the rest are cancelled.")
-      .def_prop_ro("in_flight", &ortserve::Frontend::in_flight, "Native ModelInfer calls in progress.");
+      .def_prop_ro("in_flight", &ortserve::Frontend::in_flight, "Native ModelInfer calls in progress.")
+      .def(
+          "passthrough",
+          [](const ortserve::Frontend& self) {
+            nb::dict counts;
+            for (const auto& [reason, count] : self.passthrough()) counts[reason.c_str()] = count;
+            return counts;
+          },
+          "ModelInfer calls passed on to the Python server so far, {reason: count} (every reason listed).");
 
+  m.def(
+      "native_frontend_defaults",
+      [] {
+        const ortserve::FrontendOptions options;
+        nb::dict defaults;
+        defaults["max_message_bytes"] = options.max_message_bytes;
+        defaults["max_texts_per_request"] = options.max_texts;
+        return defaults;
+      },
+      "FrontendOptions' own defaults, under service/config.Settings' names (a test holds them equal).");
   m.def("_native_decode", &NativeDecode, "request"_a, "max_texts"_a,
         "The texts of a serialized ModelInferRequest on the native fast path, or None (then it is proxied).");
 }

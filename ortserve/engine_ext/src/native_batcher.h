@@ -51,9 +51,10 @@ struct TextModel {
   ShapeBuckets buckets;      // pad each batch up to this ladder (GPU); empty: to its longest text only
 };
 
+// Defaults: service/config.Settings' (held equal by tests/service/test_settings_defaults.py).
 struct BatcherSettings {
   BatchPolicy policy;
-  int max_queue_items = 256;
+  int max_queue_items = 128;
   double max_queue_wait_s = 0.25;  // 0: no bound on expected wait
   int engine_concurrency = 2;
 };

@@ -139,6 +139,24 @@ std::shared_ptr<NativeVersion> NativeVersionPtr(nb::handle object) {
 std::shared_ptr<EventSink> EventSinkPtr(nb::handle object) { return nb::cast<PyEventSink&>(object).sink; }
 
 void BindNative(nb::module_& m) {
+  static const BatchPolicy kPolicyDefaults;
+  m.def(
+      "native_defaults",
+      [] {
+        const BatcherSettings batcher;
+        nb::dict defaults;
+        defaults["max_batch_size"] = batcher.policy.max_batch_size;
+        defaults["max_queue_delay_ms"] = batcher.policy.max_queue_delay_s * 1000;
+        defaults["max_padding_ratio"] = batcher.policy.max_padding_ratio;
+        defaults["batch_overhead_tokens"] = batcher.policy.batch_overhead_tokens;
+        defaults["max_batch_tokens"] = batcher.policy.max_batch_tokens;
+        defaults["sort_window"] = batcher.policy.sort_window;
+        defaults["max_queue_items"] = batcher.max_queue_items;
+        defaults["max_queue_wait_ms"] = batcher.max_queue_wait_s * 1000;
+        defaults["engine_concurrency"] = batcher.engine_concurrency;
+        return defaults;
+      },
+      "The C++ structs' own defaults, under service/config.Settings' names and units (a test holds them equal).");
   nb::class_<BatchPolicy>(m, "NativeBatchPolicy", "service/batch_policy.BatchPolicy in C++ (for the tests).")
       .def(
           "__init__",
@@ -149,8 +167,11 @@ void BindNative(nb::module_& m) {
             policy.Validate();
             new (self) BatchPolicy(policy);
           },
-          nb::kw_only(), "max_batch_size"_a = 32, "max_queue_delay_s"_a = 0.010, "max_padding_ratio"_a = 1.3,
-          "batch_overhead_tokens"_a = 0, "max_batch_tokens"_a = 1024, "sort_window"_a = 24)
+          nb::kw_only(), "max_batch_size"_a = kPolicyDefaults.max_batch_size,
+          "max_queue_delay_s"_a = kPolicyDefaults.max_queue_delay_s,
+          "max_padding_ratio"_a = kPolicyDefaults.max_padding_ratio,
+          "batch_overhead_tokens"_a = kPolicyDefaults.batch_overhead_tokens,
+          "max_batch_tokens"_a = kPolicyDefaults.max_batch_tokens, "sort_window"_a = kPolicyDefaults.sort_window)
       .def_ro("max_batch_size", &BatchPolicy::max_batch_size)
       .def_ro("max_queue_delay_s", &BatchPolicy::max_queue_delay_s)
       .def_ro("max_padding_ratio", &BatchPolicy::max_padding_ratio)
