@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import structlog
 
 from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
-from ortserve.service import router
+from ortserve.service import router, version_plan
 from ortserve.service.batcher import Batcher
 from ortserve.service.errors import NotFound, Unavailable
 from ortserve.service.lifecycle import State, check_transition
@@ -224,39 +224,25 @@ class ModelManager:
             if retry_in is not None and not wake.is_set():
                 asyncio.get_running_loop().call_later(retry_in, wake.set)
 
-    def _targets(self, desired: DesiredModel) -> list[str]:
-        """Versions to keep loaded: every weighted one, then the newest others up to the cap."""
-        weighted = [v for v, w in desired.weights.items() if w > 0 and v in desired.versions]
-        if not desired.weights and desired.versions:
-            weighted = [_newest(desired)]
-        rest = sorted(
-            (v for v in desired.versions if v not in weighted),
-            key=lambda v: (desired.versions[v].created_at, v),
-            reverse=True,
-        )
-        return weighted + rest[: max(0, self._max_loaded - len(weighted))]
-
     async def _converge(self, model: str, desired: DesiredModel) -> float | None:
         """One pass towards `desired`; returns seconds until a retry is due, if any."""
         started = time.monotonic()
         loaded = self._versions.setdefault(model, {})
         for key in [k for k in self._failures if k[0] == model and k[1] not in desired.versions]:
             del self._failures[key]  # retired or never re-published: nothing left to retry or report
-        retry_in: float | None = None
-        for version in self._targets(desired):
+        plan = version_plan.plan_loads(
+            desired,
+            loaded={v: lv.spec.source() for v, lv in loaded.items()},
+            failures={v: version_plan.Failure(f.source, f.retry_at) for (m, v), f in self._failures.items()
+                      if m == model},
+            max_loaded=self._max_loaded,
+            now=time.monotonic(),
+        )
+        retry_in = plan.retry_in
+        for version in plan.load:
             if self._desired[model] is not desired:
                 return None  # superseded: the worker goes round again with the newest state
-            spec = desired.versions[version]
-            current = loaded.get(version)
-            if current is not None and current.spec.source() == spec.source():
-                continue
-            failure = self._failures.get((model, version))
-            if failure is not None and failure.source == spec.source():
-                wait = failure.retry_at - time.monotonic()
-                if wait > 0:
-                    retry_in = wait if retry_in is None else min(retry_in, wait)
-                    continue
-            if not await self._load(model, spec):
+            if not await self._load(model, desired.versions[version]):
                 failure = self._failures[(model, version)]
                 wait = failure.retry_at - time.monotonic()
                 retry_in = wait if retry_in is None else min(retry_in, wait)
@@ -311,27 +297,29 @@ class ModelManager:
         return True
 
     def _swap(self, model: str, desired: DesiredModel, started: float) -> None:
-        keep = set(self._targets(desired))
         loaded = self._versions[model]
-        ready = {v: lv for v, lv in loaded.items() if lv.state is State.READY and v in keep}
-        weights = dict(desired.weights) if desired.weights else ({_newest(desired): 100} if desired.versions else {})
         current = self._table.models.get(model)
-        unready = sorted(v for v, w in weights.items() if w > 0 and v not in ready)
-        if unready and current is not None:
+        plan = version_plan.plan_route(
+            desired,
+            max_loaded=self._max_loaded,
+            ready=[v for v, lv in loaded.items() if lv.state is State.READY],
+            routed=current is not None,
+            failing=[v for m, v in self._failures if m == model],
+        )
+        if not plan.apply:
             # Invariant 4: a version that is not ready changes no traffic. Keep the old route.
             self._last_error[model] = (
-                f"routing {weights} not applied: {', '.join(unready)} not loaded "
+                f"routing {plan.weights} not applied: {', '.join(plan.unready)} not loaded "
                 f"({self._last_error.get(model, 'loading')})"
             )
             return
-        if unready:  # first load of this model: serve what is ready rather than nothing
-            weights = {v: w for v, w in weights.items() if v in ready}
-        elif not any((model, v) in self._failures for v in keep):
+        if plan.clear_error:
             self._last_error.pop(model, None)
+        weights = plan.weights
+        ready = {v: lv for v, lv in loaded.items() if v in plan.serve}  # load order, as before
         models = dict(self._table.models)
         if ready and sum(weights.values()) > 0:
-            order = sorted(weights, key=lambda v: (desired.versions[v].created_at, v))
-            split = router.Split.of([(v, weights[v]) for v in order])
+            split = router.Split.of([(v, weights[v]) for v in plan.order])
             models[model] = ModelRoute(versions=dict(ready), weights=dict(weights), split=split)
         else:
             models.pop(model, None)
@@ -345,9 +333,8 @@ class ModelManager:
             self._data_path.publish(self._table)
         for old in self._superseded.pop(model, []):
             self._start_retire(old)
-        for version, lv in list(loaded.items()):
-            if lv.state is State.READY and version not in keep:
-                self._start_retire(lv)
+        for version in plan.retire:
+            self._start_retire(loaded[version])
 
     def _start_retire(self, lv: LoadedVersion) -> None:
         lv.transition(State.DRAINING)
@@ -475,7 +462,3 @@ class ModelManager:
                 self._start_retire(lv)
         await asyncio.gather(*self._retiring, return_exceptions=True)
         self._loader.shutdown(wait=True)
-
-
-def _newest(desired: DesiredModel) -> str:
-    return max(desired.versions, key=lambda v: (desired.versions[v].created_at, v))
