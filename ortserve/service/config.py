@@ -53,14 +53,14 @@ class Settings:
     max_queue_delay_ms: float = _doc("Longest a text may be passed over by length-bucketing.", default=10.0)
     max_padding_ratio: float = _doc(
         "Padded/real tokens allowed in one batch (>= 1.0). On a CPU padding costs as much as real work: 1.05 over a "
-        "48-text window served 4-8 percent more texts/s than 1.15 over 24 (README, Performance, run 19).",
+        "48-text window served 4-8 percent more texts/s than 1.15 over 24 (docs/benchmarks.md, run 19).",
         default=1.05,
     )
     max_queue_items: int = _doc("Texts queued per version before RESOURCE_EXHAUSTED.", default=128)
     max_queue_wait_ms: float = _doc(
         "Refuse (RESOURCE_EXHAUSTED, with a grpc-retry-pushback-ms trailer) when the queued work would take "
         "longer than this to clear, estimated from the engine's recent texts/s; 0 turns it off. Lower trades "
-        "throughput under overload for admitted latency (README, Performance).",
+        "throughput under overload for admitted latency (docs/benchmarks.md).",
         default=250.0,
     )
     max_batch_tokens: int = _doc("Most padded tokens (texts x longest) in one batch.", default=1024)
@@ -78,7 +78,7 @@ class Settings:
     engine_concurrency: int = _doc(
         "Batches running at once per version. Above 1 (and intra_op_threads above 1), queued batches run on "
         "a second, one-thread session of the model, one per core, while a request that finds the engine "
-        "idle still runs on all intra_op_threads (README, Performance). Set it to the cores the engine may use.",
+        "idle still runs on all intra_op_threads (docs/benchmarks.md). Set it to the cores the engine may use.",
         default=2,
     )
     tokenizer: str = _doc(
@@ -103,7 +103,7 @@ class Settings:
     inter_op_threads: int = _doc("ONNX Runtime inter-op threads per engine.", default=1)
     allow_spinning: bool = _doc(
         "ORT's intra-op threads spin between the operators of a run instead of sleeping (a lone call's run "
-        "skips a wake-up per operator; README, Performance).",
+        "skips a wake-up per operator; docs/benchmarks.md, run 18).",
         default=True,
     )
     spin_between_runs: bool = _doc(
