@@ -7,16 +7,20 @@ lazily so that importing this module stays fast for the service.
 An optimised bundle (`registry optimize`, see `optimize.py`) is an ordinary bundle whose manifest also says
 what its graph needs and where it came from; plain bundles have neither key:
 
-    "precision": "fp16",
-    "optimization": {"level": "fp16", "source_sha256": "<sha256 of the source model.onnx>",
-                     "tools": {"onnxruntime": "1.32.0", "onnx": "1.23.2"}}
+    "precision": "int8",
+    "optimization": {"level": "int8", "source_sha256": "<sha256 of the source model.onnx>",
+                     "tools": {"onnxruntime": "1.32.0", "onnx": "1.23.2"},
+                     "accuracy": {...the gate's report against the source, see accuracy.py...}}
+
+`accuracy` is carried as it was written (an object; readers that do not know it ignore it).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +37,10 @@ MAX_SEQ_LEN = 8192
 # A manifest is a few hundred bytes; anything huge is a mistake, not a manifest.
 MAX_MANIFEST_BYTES = 64 * 1024
 # What the graph's float weights and activations are; the wire (inputs, `logits`) stays int64/float32 either way.
-PRECISIONS = ("fp32", "fp16")
+PRECISIONS = ("fp32", "fp16", "int8")
 DEFAULT_PRECISION = "fp32"
 # Publish-time optimisation levels and the precision each one produces (a new level adds a row here).
-LEVEL_PRECISION = {"fuse": "fp32", "fp16": "fp16"}
+LEVEL_PRECISION = {"fuse": "fp32", "int8": "int8", "fp16": "fp16"}
 OPTIMIZATION_LEVELS = tuple(LEVEL_PRECISION)
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -52,9 +56,14 @@ class Optimization:
     level: str
     source_sha256: str  # of the source bundle's model.onnx
     tools: tuple[tuple[str, str], ...] = ()  # (package, version), sorted; a tuple keeps the manifest hashable
+    # The accuracy gate's report (accuracy.GateReport.manifest_entry), kept as written; left out of the hash.
+    accuracy: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"level": self.level, "source_sha256": self.source_sha256, "tools": dict(self.tools)}
+        out = {"level": self.level, "source_sha256": self.source_sha256, "tools": dict(self.tools)}
+        if self.accuracy is not None:
+            out["accuracy"] = dict(self.accuracy)
+        return out
 
 
 @dataclass(frozen=True)
@@ -130,7 +139,10 @@ def _parse_optimization(data: Any, where: str) -> Optimization:
     tools = data.get("tools", {})
     if not isinstance(tools, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tools.items()):
         raise BundleError(f"{where}: optimization.tools must be an object of package -> version strings")
-    return Optimization(level=level, source_sha256=sha, tools=tuple(sorted(tools.items())))
+    accuracy = data.get("accuracy")
+    if accuracy is not None and not isinstance(accuracy, dict):
+        raise BundleError(f"{where}: optimization.accuracy must be an object (the accuracy gate's report)")
+    return Optimization(level=level, source_sha256=sha, tools=tuple(sorted(tools.items())), accuracy=accuracy)
 
 
 def load_manifest(bundle_dir: str | Path) -> BundleManifest:

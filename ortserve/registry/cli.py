@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ortserve.registry.accuracy import GateSettings
 from ortserve.registry.address import (
     FileAddress,
     parse_registry_url,
@@ -24,12 +25,22 @@ from ortserve.registry.address import (
 from ortserve.registry.artifacts import ARTIFACTS_ENV, ArtifactError, ArtifactStore
 from ortserve.registry.bundle import OPTIMIZATION_LEVELS, BundleError
 from ortserve.registry.catalog import ModelState, list_models, read_model_state
-from ortserve.registry.optimize import FUSED_OPS, OptimizeError, OptimizeResult, format_bytes, optimize_bundle
+from ortserve.registry.optimize import (
+    FUSED_OPS,
+    QUANTIZED_OPS,
+    GateRefused,
+    OptimizeError,
+    OptimizeResult,
+    format_bytes,
+    optimize_bundle,
+)
 from ortserve.registry.publishing import Refused, publish, retire, rollback, route
 from ortserve.registry.records import RecordError, Routing, VersionRecord, check_name, format_weights
 from ortserve.registry.store import Store, StoreRefused, StoreUnavailable
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
+# The accuracy gate's flags (`optimize`, and `publish` with --optimize); see accuracy.GateSettings.
+GATE_FLAGS = ("min_margin", "min_agreement", "max_accuracy_drop", "accept_accuracy_loss")
 
 
 class UsageError(Exception):
@@ -57,15 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--bundle", required=True, metavar="DIR")
     s.add_argument("--weight", type=_percent, metavar="W", help="also route W%% to this version (one atomic write)")
     s.add_argument("--optimize", choices=OPTIMIZATION_LEVELS, metavar="LEVEL",
-                   help=f"publish the bundle optimised at LEVEL ({', '.join(OPTIMIZATION_LEVELS)}; see `optimize`)")
+                   help=f"publish the bundle optimised at LEVEL ({', '.join(OPTIMIZATION_LEVELS)}; see `optimize`), "
+                        "if it passes the accuracy gate")
+    _gate_flags(s)
+    s.add_argument("--json", action="store_true", help="print only a JSON summary (with the gate's report)")
 
-    s = sub.add_parser("optimize", help="write an optimised copy of a bundle (fuse: fused FP32, fp16: fused FP16 "
-                                        "for GPUs); no registry needed")
+    s = sub.add_parser("optimize", help="write an optimised copy of a bundle (fuse: fused FP32, int8: INT8 for "
+                                        "CPUs, fp16: fused FP16 for GPUs), gated by an accuracy report; no registry "
+                                        "needed")
     s.add_argument("--bundle", required=True, metavar="IN")
     s.add_argument("--out", required=True, metavar="DIR", help="a new or empty directory")
     s.add_argument("--optimize", required=True, choices=OPTIMIZATION_LEVELS, metavar="LEVEL",
                    help=f"one of {', '.join(OPTIMIZATION_LEVELS)}")
-    s.add_argument("--json", action="store_true", help="print only a JSON summary")
+    _gate_flags(s)
+    s.add_argument("--json", action="store_true", help="print only a JSON summary (with the gate's report)")
 
     s = sub.add_parser("route", help="set traffic weights: registry route M v1=95 v2=5")
     s.add_argument("model")
@@ -87,6 +103,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _gate_flags(s: argparse.ArgumentParser) -> None:
+    # Defaults are None so that `publish` can tell a gate flag given without --optimize.
+    d = GateSettings()
+    s.add_argument("--min-margin", type=_fraction, metavar="P",
+                   help=f"texts whose source top-1 probability leads the runner-up by >= P are decisive "
+                        f"(default {d.min_margin:g})")
+    s.add_argument("--min-agreement", type=_fraction, metavar="F",
+                   help=f"refuse when argmax agreement over the decisive texts is below F "
+                        f"(default {d.min_agreement:g})")
+    s.add_argument("--max-accuracy-drop", type=_points, metavar="POINTS",
+                   help=f"with labelled eval texts: refuse when accuracy falls by more than POINTS percentage points "
+                        f"(default {d.max_accuracy_drop:g})")
+    s.add_argument("--accept-accuracy-loss", action="store_true", default=None,
+                   help="write the optimised bundle even when the gate refuses (the report records it)")
+
+
+def _gate_settings(args: argparse.Namespace) -> GateSettings:
+    given = {name: getattr(args, name) for name in GATE_FLAGS if getattr(args, name) is not None}
+    if given and args.command == "publish" and args.optimize is None:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise UsageError(f"{flags}: the accuracy gate runs only with --optimize LEVEL")
+    try:
+        return GateSettings(**given)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(argv)
@@ -105,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "optimize":  # a local file operation: no registry address to resolve
-        _optimize(args.bundle, args.out, args.optimize, as_json=args.json)
+        _optimize(args.bundle, args.out, args.optimize, gate=_gate_settings(args), as_json=args.json)
         return EXIT_OK
     url = registry_url(args.registry)
     try:
@@ -114,6 +157,7 @@ def _run(argv: Sequence[str] | None) -> int:
             if getattr(args, name, None) is not None:
                 check_name(name, getattr(args, name))
         weights = _parse_weights(args.weights) if args.command == "route" else {}
+        gate = _gate_settings(args) if args.command == "publish" else None
     except (ValueError, RecordError) as e:
         raise UsageError(str(e)) from None
 
@@ -124,15 +168,24 @@ def _run(argv: Sequence[str] | None) -> int:
         if args.command == "publish":
             artifacts = _artifact_store(args.artifacts, address)
             with contextlib.ExitStack() as scratch:
-                bundle_dir = args.bundle
+                bundle_dir, optimized = args.bundle, None
                 if args.optimize is not None:  # optimise into a temp dir, publish that, remove it
+                    assert gate is not None
                     tmp = scratch.enter_context(tempfile.TemporaryDirectory(prefix="registry-optimize-"))
                     bundle_dir = str(Path(tmp) / "bundle")
-                    _optimize(args.bundle, bundle_dir, args.optimize, as_json=False)
+                    # With --json the summary goes out inside the publish document below.
+                    optimized = _optimize(args.bundle, bundle_dir, args.optimize, gate=gate, as_json=args.json,
+                                          print_summary=not args.json)
                 result = publish(store, artifacts, model=args.model, version=args.version,
                                  bundle_dir=bundle_dir, weight=args.weight)
             rec = result.record
-            if result.already_published:
+            if args.json:
+                doc = {"model": rec.model, "version": rec.version, "sha256": rec.artifact.sha256,
+                       "size": rec.artifact.size, "already_published": result.already_published,
+                       "routing": dict(result.routing.weights) if result.routing else None,
+                       "optimize": optimized.summary() if optimized else None}
+                print(json.dumps(doc, indent=2, sort_keys=True))
+            elif result.already_published:
                 print(f"{rec.model}/{rec.version} already published (sha256 {rec.artifact.sha256[:12]}); "
                       f"nothing changed")
             else:
@@ -161,17 +214,34 @@ def _run(argv: Sequence[str] | None) -> int:
     return EXIT_OK
 
 
-def _optimize(source: str, dest: str, level: str, *, as_json: bool) -> OptimizeResult:
-    result = optimize_bundle(source, dest, level, progress=None if as_json else print)
+def _optimize(source: str, dest: str, level: str, *, gate: GateSettings, as_json: bool,
+              print_summary: bool = True) -> OptimizeResult:
+    """Optimises, printing the steps, the gate's table and a summary line, or (as_json) only the JSON summary;
+    a refusal prints the gate's report either way before it raises."""
+    try:
+        result = optimize_bundle(source, dest, level, progress=None if as_json else _print_now, gate=gate)
+    except GateRefused as e:
+        if as_json:  # the report goes out either way; the one-line reason goes to stderr as usual
+            print(json.dumps({"refused": str(e), "gate": e.report.to_dict()}, indent=2, sort_keys=True))
+        raise
+    if result.gate is not None and result.gate.accepted_loss:
+        print(f"registry: warning: the {level} model failed the accuracy gate and is written anyway "
+              f"(--accept-accuracy-loss): {'; '.join(result.gate.refusals)}", file=sys.stderr)
     if as_json:
-        print(json.dumps(result.summary(), indent=2, sort_keys=True))
+        if print_summary:
+            print(json.dumps(result.summary(), indent=2, sort_keys=True))
         return result
     before, after = result.ops_before, result.ops_after
-    changed = [f"{op} x {before.get(op, 0)} -> {after[op]}" for op in FUSED_OPS if after.get(op)]
+    changed = [f"{op} x {before.get(op, 0)} -> {after[op]}" for op in FUSED_OPS + QUANTIZED_OPS if after.get(op)]
     print(f"optimised {source} -> {dest}: level {level}, precision {result.manifest.precision}; "
           f"{', '.join(changed)}; nodes {sum(before.values())} -> {sum(after.values())}; "
           f"model.onnx {format_bytes(result.size_before)} -> {format_bytes(result.size_after)} ({result.seconds:.1f}s)")
     return result
+
+
+def _print_now(line: str) -> None:
+    # Flushed: the gate's progress lines are the only sign of life for the seconds each model runs.
+    print(line, flush=True)
 
 
 def _optimized(record: VersionRecord) -> str:
@@ -192,6 +262,26 @@ def _artifact_store(explicit: str | None, address: Any) -> ArtifactStore:
     if isinstance(address, FileAddress):
         return ArtifactStore(address.root / "artifacts")
     raise UsageError(f"a Consul registry needs --artifacts file:///shared/path (or ${ARTIFACTS_ENV})")
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number 0..1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be 0..1, got {text}")
+    return value
+
+
+def _points(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of percentage points, got {text!r}") from None
+    if not 0.0 <= value <= 100.0:
+        raise argparse.ArgumentTypeError(f"must be 0..100 percentage points, got {text}")
+    return value
 
 
 def _percent(text: str) -> int:

@@ -124,7 +124,7 @@ def build_models(models_dir: Path, shapes: dict[str, dict[str, int]]) -> dict[st
             build_tiny_bundle(fp32, max_seq_len=SEQ, **shape)
         built = time.perf_counter()
         if not (fp16 / "model.onnx").exists():
-            optimize_bundle(fp32, fp16, "fp16")
+            optimize_bundle(fp32, fp16, "fp16", gate=None)  # the check compares FP16 with FP32 logits itself
         made[name] = {
             "fp32_mb": round((fp32 / "model.onnx").stat().st_size / 2**20, 1),
             "fp16_mb": round((fp16 / "model.onnx").stat().st_size / 2**20, 1),

@@ -139,7 +139,7 @@ BAD_INPUTS = [
     (["publish", "--model", "m", "--version", "v 2", "--bundle", "{good}"], 2, "invalid version name"),
     (["publish", "--model", "../m", "--version", "v9", "--bundle", "{good}"], 2, "invalid model name"),
     (["publish", "--model", "m", "--version", "v9", "--bundle", "{good}", "--weight", "101"], 2, "0..100"),
-    (["publish", "--model", "m", "--version", "v9", "--bundle", "{good}", "--optimize", "int8"], 2, "invalid choice"),
+    (["publish", "--model", "m", "--version", "v9", "--bundle", "{good}", "--optimize", "int4"], 2, "invalid choice"),
     # The registry tests' tiny bundle is no BERT: nothing to fuse, and nothing written anywhere.
     (["publish", "--model", "m", "--version", "v9", "--bundle", "{good}", "--optimize", "fuse"], 1,
      "not a BERT-family encoder"),

@@ -1,8 +1,9 @@
-"""Publish-time optimisation: fused and fp16 bundles of the tiny BERT, run through real ONNX Runtime on the CPU.
+"""Publish-time optimisation: fused, int8 and fp16 bundles of the tiny BERT, run through real ONNX Runtime on the CPU.
 
-The fused graph must give the source's logits; the fp16 one keeps the wire (int64 ids in, float32 logits out)
-and runs on ORT's CPU provider too (which computes it in float32 from the fp16-rounded weights), so it is
-compared within a loose tolerance. Every refusal is one line, exit 1, and leaves nothing behind.
+The fused graph must give the source's logits; the int8 and fp16 ones keep the wire (int64 ids in, float32 logits
+out) and run on ORT's CPU provider (fp16 computed in float32 from the fp16-rounded weights), so they are compared
+within a loose tolerance. Every refusal is one line, exit 1, and leaves nothing behind. The accuracy gate itself
+(thresholds, damaged models, evaluation files) is tested in test_accuracy.py.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tokenizers import Tokenizer
 
 from ortserve.devtools.bert_bundle import build_tiny_bundle as build_bert_bundle
+from ortserve.registry.accuracy import GateSettings
 from ortserve.registry.artifacts import ArtifactCache
 from ortserve.registry.bundle import BundleError, BundleManifest, Optimization, load_manifest, parse_manifest
 from ortserve.registry.optimize import LEVELS, AttentionShape, OptimizeError, optimize_bundle, read_attention_shape
@@ -41,6 +43,9 @@ TEXTS = (
 )
 # name -> build_tiny_bundle keywords; "wide" proves heads and hidden are read off the graph, not assumed.
 SHAPES = {"tiny": {"hidden": 32, "heads": 2}, "wide": {"hidden": 64, "heads": 4, "intermediate": 128}}
+# The fixtures' gate: every check, one timing round (the speed is not what these tests look at).
+QUICK_GATE = GateSettings(speed_rounds=1)
+TOOLS = {"onnxruntime": ort.__version__, "onnx": onnx.__version__}
 
 
 def _sha256(path: Path) -> str:
@@ -87,7 +92,7 @@ def optimized(sources: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     out = {}
     for name, source in sources.items():
         for level in LEVELS:
-            out[name, level] = optimize_bundle(source, root / f"{name}-{level}", level).path
+            out[name, level] = optimize_bundle(source, root / f"{name}-{level}", level, gate=QUICK_GATE).path
     return out
 
 
@@ -144,8 +149,12 @@ def test_fused_manifest_keeps_the_source_and_records_provenance(sources: dict[st
     after = json.loads((fused / "manifest.json").read_text())
     assert {k: after[k] for k in before} == before
     assert after["precision"] == "fp32"
+    accuracy = after["optimization"].pop("accuracy")
     assert after["optimization"] == {"level": "fuse", "source_sha256": _sha256(source / "model.onnx"),
-                                     "tools": {"onnxruntime": ort.__version__, "onnx": onnx.__version__}}
+                                     "tools": TOOLS}
+    assert accuracy["passed"] is True and accuracy["eval"]["source"] == "built-in corpus"
+    assert accuracy["agreement"] == 1.0 and accuracy["max_abs_delta_logit"] < 1e-4
+    assert "speed" not in accuracy  # this machine's timing would make every re-publish different bytes
     assert (fused / "tokenizer.json").read_bytes() == (source / "tokenizer.json").read_bytes()
     assert sorted(p.name for p in fused.iterdir()) == ["manifest.json", "model.onnx", "tokenizer.json"]
 
@@ -153,16 +162,18 @@ def test_fused_manifest_keeps_the_source_and_records_provenance(sources: dict[st
     assert manifest.precision == "fp32" and manifest.labels == ("negative", "positive")
     assert manifest.optimization == Optimization(level="fuse", source_sha256=_sha256(source / "model.onnx"),
                                                  tools=(("onnx", onnx.__version__),
-                                                        ("onnxruntime", ort.__version__)))
+                                                        ("onnxruntime", ort.__version__)), accuracy=accuracy)
     plain = load_manifest(source)
     assert plain.precision == "fp32" and plain.optimization is None and plain.provenance() == {}
 
 
-def test_optimising_is_deterministic(sources: dict[str, Path], optimized: dict, tmp_path: Path) -> None:
-    # Same source, same tools -> same bytes, so `publish --optimize` twice is an idempotent no-op.
-    again = optimize_bundle(sources["tiny"], tmp_path / "again", "fuse").path
+@pytest.mark.parametrize("level", LEVELS)
+def test_optimising_is_deterministic(sources: dict[str, Path], optimized: dict, tmp_path: Path, level: str) -> None:
+    # Same source, same tools -> same bytes (the gate's report included), so `publish --optimize` twice is an
+    # idempotent no-op; the default gate here, the fixture's quicker one there: timing is not in the bytes.
+    again = optimize_bundle(sources["tiny"], tmp_path / "again", level).path
     for name in ("model.onnx", "tokenizer.json", "manifest.json"):
-        assert (again / name).read_bytes() == (optimized["tiny", "fuse"] / name).read_bytes(), name
+        assert (again / name).read_bytes() == (optimized["tiny", level] / name).read_bytes(), name
 
 
 # -- fp16 -----------------------------------------------------------------------------------------------
@@ -195,6 +206,43 @@ def test_fp16_bundle_keeps_the_wire_and_halves_the_weights(sources: dict[str, Pa
     np.testing.assert_allclose(logits, _logits(sources[name]), rtol=0, atol=2e-2)
 
 
+# -- int8 -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_int8_bundle_quantizes_every_weight_product_and_keeps_the_wire(sources: dict[str, Path], optimized: dict,
+                                                                        name: str) -> None:
+    source, quantized = sources[name], optimized[name, "int8"]
+    model = onnx.load(str(quantized / "model.onnx"))
+    ops = Counter(node.op_type for node in model.graph.node)
+    # Per layer Q, K, V, attention output, two feed-forward products; plus the head. The embedding tables too.
+    assert ops["MatMulInteger"] == 2 * 6 + 1
+    assert ops["MatMul"] == 2 * 2  # what is left in float: the attention's two activation-by-activation products
+    assert ops["DequantizeLinear"] == 3 and "Attention" not in ops  # plain graph: ORT fuses at session load
+    inits = {t.name: t for t in model.graph.initializer}
+    weights = [inits[n.input[1]] for n in model.graph.node if n.op_type == "MatMulInteger"]
+    assert all(t.data_type == TensorProto.INT8 for t in weights)
+    scales = [inits[n.input[1]] for n in model.graph.node if n.op_type == "Mul" and n.input[1] in inits
+              and n.input[1].endswith("_scale")]
+    assert scales and all(len(t.dims) == 1 and t.dims[0] > 1 for t in scales[:1])  # per output channel
+    graph_inputs = [vi for vi in model.graph.input if vi.name not in inits]
+    assert all(vi.type.tensor_type.elem_type == TensorProto.INT64 for vi in graph_inputs)
+    (output,) = model.graph.output
+    assert output.name == "logits" and output.type.tensor_type.elem_type == TensorProto.FLOAT
+    assert (quantized / "model.onnx").stat().st_size < 0.6 * (source / "model.onnx").stat().st_size
+
+    manifest = json.loads((quantized / "manifest.json").read_text())
+    assert manifest["precision"] == "int8"
+    assert {k: manifest["optimization"][k] for k in ("level", "source_sha256", "tools")} == {
+        "level": "int8", "source_sha256": _sha256(source / "model.onnx"), "tools": TOOLS}
+    assert manifest["optimization"]["accuracy"]["passed"] is True
+    assert load_manifest(quantized).precision == "int8"
+
+    logits = _logits(quantized)
+    assert logits.dtype == np.float32
+    np.testing.assert_allclose(logits, _logits(source), rtol=0, atol=0.1)
+
+
 # -- the manifest and record fields ---------------------------------------------------------------------
 
 GOOD = {"format": "onnx-text-classifier", "labels": ["a", "b"], "max_seq_len": 32}
@@ -202,8 +250,12 @@ OPT = {"level": "fp16", "source_sha256": "a" * 64, "tools": {"onnxruntime": "1.3
 
 
 @pytest.mark.parametrize(("extra", "pattern"), [
-    ({"precision": "int8"}, "precision must be one of fp32, fp16, got 'int8'"),
-    ({"precision": "fp16", "optimization": {**OPT, "level": "int8"}}, "optimization.level must be one of fuse, fp16"),
+    ({"precision": "int4"}, "precision must be one of fp32, fp16, int8, got 'int4'"),
+    ({"precision": "fp16", "optimization": {**OPT, "level": "int4"}},
+     "optimization.level must be one of fuse, int8, fp16"),
+    ({"precision": "fp16", "optimization": {**OPT, "accuracy": [1]}}, "optimization.accuracy must be an object"),
+    ({"precision": "fp32", "optimization": {**OPT, "level": "int8"}},
+     "precision 'fp32' contradicts optimization.level 'int8'"),
     ({"precision": "fp16", "optimization": {**OPT, "source_sha256": "xyz"}}, "optimization.source_sha256"),
     ({"precision": "fp16", "optimization": {**OPT, "tools": {"onnx": 1}}}, "optimization.tools"),
     ({"precision": "fp16", "optimization": "fp16"}, "optimization must be an object"),
@@ -222,6 +274,16 @@ def test_provenance_fields_round_trip_through_the_version_record() -> None:
     doc = json.loads(record.to_json())
     assert doc["precision"] == "fp16" and doc["optimization"] == OPT
     assert VersionRecord.from_json(record.to_json()) == record
+
+    # The gate's report travels with the record as it was written; a reader needs none of its keys.
+    report = {"decisive_agreement": 0.9968, "passed": True, "eval": {"source": "built-in corpus"}}
+    manifest = parse_manifest({**GOOD, "precision": "int8", "optimization": {**OPT, "level": "int8",
+                                                                          "accuracy": report}})
+    record = VersionRecord(model="m", version="v2", manifest=manifest, created_at="t", created_by="me",
+                           artifact=ArtifactRef(uri="file:///x.tar", sha256="b" * 64, size=1))
+    assert json.loads(record.to_json())["optimization"]["accuracy"] == report
+    assert VersionRecord.from_json(record.to_json()) == record
+    assert hash(record.manifest) == hash(VersionRecord.from_json(record.to_json()).manifest)
     plain = VersionRecord(model="m", version="v1", manifest=BundleManifest("onnx-text-classifier", ("a",), 32),
                           created_at="t", created_by="me", artifact=record.artifact)
     assert "precision" not in json.loads(plain.to_json())  # old records keep their shape
@@ -265,14 +327,31 @@ def _one_line_refusal(result: subprocess.CompletedProcess[str], code: int, patte
     return lines[0]
 
 
-@pytest.mark.parametrize(("make", "pattern"), [
-    (_matmul_bundle, "not a BERT-family encoder: expected one word-embedding Gather over input_ids, found none"),
-    (_unfusable_bundle, "matched no attention block .*optimising it would buy nothing"),
+def _foreign_op_bundle(dest: Path, like: Path) -> Path:
+    """Each LayerNormalization moved to a domain neither ONNX nor ORT knows: no types downstream of it."""
+    shutil.copytree(like, dest)
+    model = onnx.load(str(dest / "model.onnx"))
+    for node in model.graph.node:
+        if node.op_type == "LayerNormalization":
+            node.domain = "com.example"
+    model.opset_import.append(helper.make_opsetid("com.example", 1))
+    onnx.save(model, str(dest / "model.onnx"))
+    return dest
+
+
+@pytest.mark.parametrize(("make", "levels", "pattern"), [
+    (_matmul_bundle, LEVELS,
+     "not a BERT-family encoder: expected one word-embedding Gather over input_ids, found none"),
+    # int8 quantizes the plain graph: the fusion's pattern does not matter to it.
+    (_unfusable_bundle, ("fuse", "fp16"), "matched no attention block .*optimising it would buy nothing"),
+    (_foreign_op_bundle, ("int8",),
+     r"model.onnx: quantize step failed in ONNX Runtime's tooling \(RuntimeError: Unable to find data type"),
 ])
-def test_graphs_that_cannot_be_fused_are_refused(cli: Cli, sources: dict[str, Path], tmp_path: Path,
-                                                 make: Callable[[Path, Path], Path], pattern: str) -> None:
+def test_graphs_that_cannot_be_optimised_are_refused(cli: Cli, sources: dict[str, Path], tmp_path: Path,
+                                                     make: Callable[[Path, Path], Path], levels: tuple[str, ...],
+                                                     pattern: str) -> None:
     source = make(tmp_path / "source", sources["tiny"])
-    for level in LEVELS:
+    for level in levels:
         result = cli("optimize", "--bundle", str(source), "--out", str(tmp_path / "out"), "--optimize", level,
                      cwd=tmp_path)
         _one_line_refusal(result, 1, pattern)
@@ -281,8 +360,8 @@ def test_graphs_that_cannot_be_fused_are_refused(cli: Cli, sources: dict[str, Pa
 
 def test_refusals(cli: Cli, sources: dict[str, Path], optimized: dict, tmp_path: Path) -> None:
     tiny = str(sources["tiny"])
-    result = cli("optimize", "--bundle", tiny, "--out", str(tmp_path / "o"), "--optimize", "int8", cwd=tmp_path)
-    _one_line_refusal(result, 2, r"invalid choice: 'int8' \(choose from '?fuse'?, '?fp16'?\)")
+    result = cli("optimize", "--bundle", tiny, "--out", str(tmp_path / "o"), "--optimize", "int4", cwd=tmp_path)
+    _one_line_refusal(result, 2, r"invalid choice: 'int4' \(choose from '?fuse'?, '?int8'?, '?fp16'?\)")
 
     busy = tmp_path / "busy"
     busy.mkdir()
@@ -307,8 +386,8 @@ def test_an_empty_dest_directory_is_fine(sources: dict[str, Path], tmp_path: Pat
     (tmp_path / "empty").mkdir()
     result = optimize_bundle(sources["tiny"], tmp_path / "empty", "fuse")
     assert load_manifest(result.path).optimization is not None
-    with pytest.raises(OptimizeError, match="unknown optimisation level 'int8'"):
-        optimize_bundle(sources["tiny"], tmp_path / "other", "int8")
+    with pytest.raises(OptimizeError, match="unknown optimisation level 'int4'"):
+        optimize_bundle(sources["tiny"], tmp_path / "other", "int4")
 
 
 def test_a_missing_sympy_is_named(sources: dict[str, Path], tmp_path: Path) -> None:
@@ -335,7 +414,11 @@ def test_cli_optimize_reports_each_step_and_a_summary(cli: Cli, sources: dict[st
     assert lines[0].startswith("read ") and "4 heads x 16 (hidden 64)" in lines[0]
     assert lines[1].startswith("fused: Attention x 2")
     assert lines[2].startswith("converted to fp16")
-    assert lines[3].startswith("wrote ")
+    assert lines[3] == "gate: 334 texts from built-in corpus, 21 length-sorted batches of <= 16"
+    assert lines[4].startswith("gate: source logits") and lines[5].startswith("gate: fp16 logits")
+    assert lines[6].startswith("gate: timed both models")
+    assert lines[7] == "accuracy gate: fp16 against its source on 334 texts from built-in corpus"
+    assert "verdict: pass" in lines and lines[-2].startswith("wrote ")
     assert "level fp16, precision fp16" in lines[-1] and "Attention x 0 -> 2" in lines[-1]
     assert "SkipLayerNormalization x 0 -> 4" in lines[-1] and "model.onnx" in lines[-1] and "KiB" in lines[-1]
 
@@ -348,6 +431,16 @@ def test_cli_optimize_reports_each_step_and_a_summary(cli: Cli, sources: dict[st
     assert summary["ops_before"]["Softmax"] == 2 and summary["ops_after"]["Attention"] == 2
     assert summary["model_bytes_after"] == (tmp_path / "fuse" / "model.onnx").stat().st_size
     assert summary["optimization"]["source_sha256"] == _sha256(sources["tiny"] / "model.onnx")
+    gate = summary["gate"]
+    assert gate["level"] == "fuse" and gate["passed"] is True and gate["refusals"] == []
+    assert gate["speed"]["texts"] == 334 and gate["speed"]["source_texts_per_s"] > 0
+    assert summary["optimization"]["accuracy"] == {k: gate[k] for k in summary["optimization"]["accuracy"]}
+
+    result = cli("optimize", "--bundle", str(sources["tiny"]), "--out", str(tmp_path / "int8"), "--optimize", "int8",
+                 cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "quantized to int8: MatMulInteger x 13" in result.stdout
+    assert "level int8, precision int8; MatMulInteger x 0 -> 13" in result.stdout.splitlines()[-1]
 
 
 def test_publish_optimize_records_the_provenance(cli: Cli, sources: dict[str, Path], tmp_path: Path) -> None:
@@ -362,12 +455,14 @@ def test_publish_optimize_records_the_provenance(cli: Cli, sources: dict[str, Pa
     assert "fused: Attention x 2" in result.stdout and "published m/v2" in result.stdout
     assert not list(scratch.glob("registry-optimize-*"))
 
+    assert "accuracy gate: fuse against its source" in result.stdout and "verdict: pass" in result.stdout
     doc = json.loads(cli("--registry", store.as_uri(), "show", "m", "--json", cwd=tmp_path).stdout)
     v2 = doc["versions"]["v2"]
     source_sha = _sha256(sources["tiny"] / "model.onnx")
     assert v2["precision"] == "fp32"
-    assert v2["optimization"] == {"level": "fuse", "source_sha256": source_sha,
-                                  "tools": {"onnxruntime": ort.__version__, "onnx": onnx.__version__}}
+    assert {k: v for k, v in v2["optimization"].items() if k != "accuracy"} == {
+        "level": "fuse", "source_sha256": source_sha, "tools": TOOLS}
+    assert v2["optimization"]["accuracy"]["passed"] is True
     table = cli("--registry", store.as_uri(), "show", "m", cwd=tmp_path).stdout
     assert "OPTIMIZED" in table and f"fuse (fp32, from {source_sha[:12]})" in table
     listing = json.loads(cli("--registry", store.as_uri(), "list", "--json", cwd=tmp_path).stdout)
@@ -382,3 +477,11 @@ def test_publish_optimize_records_the_provenance(cli: Cli, sources: dict[str, Pa
     result = cli(*args[:-2], cwd=tmp_path, env=env)
     assert result.returncode == 0 and "already published" in result.stdout, result.stderr
     assert not list(scratch.glob("registry-optimize-*"))
+
+    # The same source and level under another version name: the very same artifact (same sha256).
+    result = cli("--registry", store.as_uri(), "publish", "--model", "m", "--version", "v3", "--bundle",
+                 str(sources["tiny"]), "--optimize", "fuse", "--json", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    published = json.loads(result.stdout)
+    assert published["sha256"] == v2["artifact"]["sha256"] and published["already_published"] is False
+    assert published["optimize"]["gate"]["passed"] is True and published["routing"] == {"v2": 100}

@@ -1,0 +1,507 @@
+"""The accuracy gate: an optimised model against its source, on the same texts, before anything is written.
+
+    evals = load_eval_set(source_bundle, labels)      eval.jsonl, else eval.txt, else the built-in corpus
+    report = run_gate(source_model, candidate_bytes, tokenizer_json, max_seq_len, evals, settings, level="int8")
+        tokenize once -> length-sorted batches of 16, padded as the server pads them
+        -> each model's logits (ONNX Runtime, CPU provider, 2 intra-op threads) -> compare() -> refusals()
+        -> both models timed on the same batches -> Speed
+    report.passed, report.refusals, report.table(), report.manifest_entry()
+
+`compare` and `refusals` are pure functions over numpy arrays; everything that runs a model comes after them.
+A text is *decisive* when the source's top-1 probability is at least `min_margin` above the runner-up: near-ties
+flip under any rounding (the MiniLM demo head's median margin is about one logit), so agreement is judged on
+the decisive texts and reported over all of them too.
+
+The built-in corpus (`eval_corpus.txt`, beside this file, one text per line) is 334 hand-written texts: English
+reviews, requests and plain statements from one word to about 140; the same kinds in German, French, Spanish,
+Italian, Portuguese and Dutch; a line or three in each of 15 other languages (Cyrillic, Greek, CJK, Arabic,
+Devanagari, ...); and odd input that real traffic has (codes, URLs, SQL, emoji, typos, repetition, mixed
+languages). `onnxruntime` and `tokenizers` are imported inside the calls, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+EVAL_TEXT_FILE = "eval.txt"
+EVAL_JSONL_FILE = "eval.jsonl"
+BUILTIN_CORPUS = "eval_corpus.txt"
+BUILTIN_NAME = "built-in corpus"
+# What the server feeds (see service/textmodel.py); the gate feeds the same, zeros for token types included.
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+OUTPUT_NAME = "logits"
+
+Progress = Callable[[str], None]
+
+
+class EvalSetError(ValueError):
+    """An evaluation file the gate cannot use; the message names the file (and line) and the problem."""
+
+
+class ModelRunError(Exception):
+    """ONNX Runtime could not load or run one of the two models; the message says which, in one line."""
+
+
+# -- settings and results -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """The gate's thresholds (the `registry` flags of the same names) and how it runs the models."""
+
+    min_margin: float = 0.1
+    """A text is decisive when the source's top-1 probability is at least this far above the runner-up."""
+    min_agreement: float = 0.99
+    """Refuse when argmax agreement over the decisive texts is below this."""
+    max_accuracy_drop: float = 1.0
+    """With labels: refuse when accuracy falls by more than this many percentage points."""
+    accept_accuracy_loss: bool = False
+    """Write the bundle even though the gate refuses; the report records that it was accepted."""
+    batch_size: int = 16
+    threads: int = 2
+    """intra-op threads of both sessions; the same for both, so the speed ratio compares graphs, not settings."""
+    speed_rounds: int = 3
+    """Timing rounds over all batches; each batch keeps its best, the least disturbed run on a shared machine."""
+    speed_budget_s: float = 20.0
+    """No further timing round starts past this many seconds (a large eval set gets one round)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.min_margin < 1.0:
+            raise ValueError(f"min_margin must be in [0, 1), got {self.min_margin}")
+        if not 0.0 <= self.min_agreement <= 1.0:
+            raise ValueError(f"min_agreement must be in [0, 1], got {self.min_agreement}")
+        if not (self.max_accuracy_drop >= 0.0 and math.isfinite(self.max_accuracy_drop)):
+            raise ValueError(f"max_accuracy_drop must be >= 0 percentage points, got {self.max_accuracy_drop}")
+        if self.batch_size < 1 or self.threads < 1 or self.speed_rounds < 0:
+            raise ValueError("batch_size and threads must be >= 1, speed_rounds >= 0")
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """The texts both models run; `labels` are indices into the bundle's labels, one per text, or None."""
+
+    texts: tuple[str, ...]
+    labels: tuple[int, ...] | None
+    name: str  # eval.jsonl, eval.txt or BUILTIN_NAME
+    sha256: str  # of the file the texts came from
+
+    def describe(self) -> str:
+        labelled = ", labelled" if self.labels is not None else ""
+        return f"{len(self.texts)} texts from {self.name}{labelled}"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Source against optimised logits over the same texts (`compare`). Counts, so agreement is exact."""
+
+    texts: int
+    agree: int  # texts whose argmax is the same
+    decisive: int  # texts where the source's top-1 probability leads the runner-up by >= min_margin
+    decisive_agree: int
+    min_margin: float
+    max_abs_delta_logit: float
+    mean_abs_delta_logit: float
+    max_abs_delta_prob: float
+    mean_abs_delta_prob: float
+    non_finite: int = 0  # texts whose optimised logits hold a NaN or an infinity
+    correct_before: int | None = None  # with labels: texts the source classifies right
+    correct_after: int | None = None
+
+    @property
+    def agreement(self) -> float:
+        return self.agree / self.texts
+
+    @property
+    def decisive_agreement(self) -> float | None:
+        """None when no text is decisive: then agreement says nothing either way."""
+        return self.decisive_agree / self.decisive if self.decisive else None
+
+    @property
+    def accuracy_before(self) -> float | None:
+        return None if self.correct_before is None else self.correct_before / self.texts
+
+    @property
+    def accuracy_after(self) -> float | None:
+        return None if self.correct_after is None else self.correct_after / self.texts
+
+    @property
+    def accuracy_drop_points(self) -> float | None:
+        if self.correct_before is None or self.correct_after is None:
+            return None
+        return 100.0 * (self.correct_before - self.correct_after) / self.texts
+
+
+@dataclass(frozen=True)
+class Speed:
+    """Engine-alone texts/s of both models over the same batches: each batch's best round, summed."""
+
+    texts: int
+    batch_size: int
+    threads: int
+    rounds: int
+    source_texts_per_s: float
+    optimized_texts_per_s: float
+
+    @property
+    def ratio(self) -> float:
+        return self.optimized_texts_per_s / self.source_texts_per_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"texts": self.texts, "batch_size": self.batch_size, "threads": self.threads, "rounds": self.rounds,
+                "source_texts_per_s": round(self.source_texts_per_s, 1),
+                "optimized_texts_per_s": round(self.optimized_texts_per_s, 1), "ratio": round(self.ratio, 3)}
+
+
+@dataclass(frozen=True)
+class GateReport:
+    """What the gate found (`run_gate`): the measures, the thresholds they were held to, and the verdict."""
+
+    level: str
+    evals: EvalSet
+    comparison: Comparison
+    settings: GateSettings
+    refusals: tuple[str, ...]  # why the gate refuses, one line each; empty when it passes
+    speed: Speed | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.refusals
+
+    @property
+    def accepted_loss(self) -> bool:
+        """Refused, and written anyway (--accept-accuracy-loss)."""
+        return bool(self.refusals) and self.settings.accept_accuracy_loss
+
+    def manifest_entry(self) -> dict[str, Any]:
+        """The manifest's `optimization.accuracy`: only what the same source, texts and tools reproduce exactly.
+
+        Speed is left out: it is this machine at this moment, and a re-publish of the same source and level
+        must give the same bytes (same sha256)."""
+        c, s = self.comparison, self.settings
+        return {
+            "eval": {"source": self.evals.name, "sha256": self.evals.sha256, "texts": c.texts,
+                     "labelled": self.evals.labels is not None},
+            "min_margin": s.min_margin,
+            "decisive": c.decisive,
+            "agreement": _ratio(c.agreement),
+            "decisive_agreement": None if c.decisive_agreement is None else _ratio(c.decisive_agreement),
+            "max_abs_delta_logit": _sig(c.max_abs_delta_logit),
+            "mean_abs_delta_logit": _sig(c.mean_abs_delta_logit),
+            "max_abs_delta_prob": _sig(c.max_abs_delta_prob),
+            "mean_abs_delta_prob": _sig(c.mean_abs_delta_prob),
+            "accuracy_before": None if c.accuracy_before is None else _ratio(c.accuracy_before),
+            "accuracy_after": None if c.accuracy_after is None else _ratio(c.accuracy_after),
+            "min_agreement": s.min_agreement,
+            "max_accuracy_drop": s.max_accuracy_drop,
+            "passed": self.passed,
+            "accepted_loss": self.accepted_loss,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything, for `--json`: the manifest's entry, the counts, the reasons, and the speed."""
+        c = self.comparison
+        counts = {"agree": c.agree, "decisive_agree": c.decisive_agree, "non_finite": c.non_finite,
+                  "correct_before": c.correct_before, "correct_after": c.correct_after}
+        return {"level": self.level, **self.manifest_entry(), "counts": counts, "refusals": list(self.refusals),
+                "speed": self.speed.to_dict() if self.speed else None}
+
+    def table(self) -> list[str]:
+        """The report as printed: one row per measure, the requirement beside the ones the gate checks."""
+        c, s = self.comparison, self.settings
+        rows = [("", "SOURCE -> " + self.level.upper(), "REQUIRED")]
+        rows.append(("argmax agreement, all texts", f"{c.agreement:.4f} ({c.agree}/{c.texts})", ""))
+        decisive = ("n/a (no text is decisive)" if c.decisive_agreement is None
+                    else f"{c.decisive_agreement:.4f} ({c.decisive_agree}/{c.decisive})")
+        rows.append((f"argmax agreement, decisive (margin >= {s.min_margin:g})", decisive,
+                     f">= {s.min_agreement:g}"))
+        rows.append(("|delta logit| max / mean", f"{c.max_abs_delta_logit:.3g} / {c.mean_abs_delta_logit:.3g}", ""))
+        rows.append(("|delta probability| max / mean", f"{c.max_abs_delta_prob:.3g} / {c.mean_abs_delta_prob:.3g}",
+                     ""))
+        if c.non_finite:
+            rows.append(("texts with non-finite logits", str(c.non_finite), "0"))
+        if c.accuracy_before is not None and c.accuracy_after is not None:
+            rows.append(("accuracy (labels)", f"{c.accuracy_before:.2%} -> {c.accuracy_after:.2%}",
+                         f"drop <= {s.max_accuracy_drop:g} points"))
+        if self.speed is not None:
+            sp = self.speed
+            rows.append((f"texts/s, engine alone ({sp.threads} threads, batches of {sp.batch_size})",
+                         f"{sp.source_texts_per_s:.0f} -> {sp.optimized_texts_per_s:.0f} ({sp.ratio:.2f}x)", ""))
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        lines = [f"accuracy gate: {self.level} against its source on {self.evals.describe()}"]
+        lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        verdict = "refused, accepted anyway (--accept-accuracy-loss)" if self.accepted_loss else "refused"
+        lines += [f"verdict: {verdict}: {reason}" for reason in self.refusals] or ["verdict: pass"]
+        return lines
+
+
+def _ratio(value: float) -> float:
+    return round(value, 6)
+
+
+def _sig(value: float) -> float | None:
+    # Four significant digits: the manifest shows the size of a delta, not float32 noise; None keeps JSON strict.
+    return float(f"{value:.4g}") if math.isfinite(value) else None
+
+
+# -- pure functions -------------------------------------------------------------------------------------
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax in float64 (the probabilities behind the margins and |delta probability|)."""
+    wide = logits.astype(np.float64)
+    exp = np.exp(wide - wide.max(axis=1, keepdims=True))
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def margins(logits: np.ndarray) -> np.ndarray:
+    """Top-1 probability minus the runner-up's, per row (1.0 for a single-label head)."""
+    probs = np.sort(softmax(logits), axis=1)
+    runner_up = probs[:, -2] if probs.shape[1] > 1 else np.zeros(len(probs))
+    return probs[:, -1] - runner_up
+
+
+def compare(source: np.ndarray, optimized: np.ndarray, *, min_margin: float,
+            labels: Sequence[int] | None = None) -> Comparison:
+    """Argmax agreement (all texts, decisive texts), |delta| of logits and probabilities, accuracy with labels."""
+    if source.ndim != 2 or source.shape != optimized.shape or len(source) == 0:
+        raise ValueError(f"need two [texts, labels] arrays of one shape, got {source.shape} and {optimized.shape}")
+    if labels is not None and len(labels) != len(source):
+        raise ValueError(f"{len(labels)} labels for {len(source)} texts")
+    finite = np.isfinite(optimized).all(axis=1)
+    # A NaN row counts as a disagreement and is left out of the deltas, which it would turn into NaN.
+    src_top = source.argmax(axis=1)
+    opt_top = np.where(finite, np.nan_to_num(optimized).argmax(axis=1), -1)
+    same = src_top == opt_top
+    decisive = margins(source) >= min_margin
+    delta_logit = np.abs(optimized[finite].astype(np.float64) - source[finite])
+    delta_prob = np.abs(softmax(optimized[finite]) - softmax(source[finite])) if finite.any() else np.zeros(0)
+    correct_before = correct_after = None
+    if labels is not None:
+        truth = np.asarray(labels)
+        correct_before, correct_after = int((src_top == truth).sum()), int((opt_top == truth).sum())
+    return Comparison(
+        texts=len(source), agree=int(same.sum()), decisive=int(decisive.sum()),
+        decisive_agree=int((same & decisive).sum()), min_margin=min_margin,
+        max_abs_delta_logit=float(delta_logit.max()) if delta_logit.size else math.inf,
+        mean_abs_delta_logit=float(delta_logit.mean()) if delta_logit.size else math.inf,
+        max_abs_delta_prob=float(delta_prob.max()) if delta_prob.size else math.inf,
+        mean_abs_delta_prob=float(delta_prob.mean()) if delta_prob.size else math.inf,
+        non_finite=int((~finite).sum()), correct_before=correct_before, correct_after=correct_after)
+
+
+def refusals(c: Comparison, *, min_agreement: float, max_accuracy_drop: float) -> tuple[str, ...]:
+    """Why the gate refuses, one line each, or () when it passes."""
+    reasons = []
+    if c.non_finite:
+        reasons.append(f"{c.non_finite} of {c.texts} texts got non-finite logits (NaN or infinity)")
+    agreement = c.decisive_agreement
+    if agreement is not None and agreement < min_agreement:
+        reasons.append(f"decisive agreement {agreement:.4f} ({c.decisive_agree}/{c.decisive} texts with a source "
+                       f"margin >= {c.min_margin:g}) is below --min-agreement {min_agreement:g}")
+    drop = c.accuracy_drop_points
+    if drop is not None and drop > max_accuracy_drop + 1e-9:  # 1e-9: a drop of exactly the limit is allowed
+        reasons.append(f"accuracy fell {drop:.2f} points ({c.accuracy_before:.2%} -> {c.accuracy_after:.2%}), "
+                       f"more than --max-accuracy-drop {max_accuracy_drop:g}")
+    return tuple(reasons)
+
+
+# -- evaluation texts -----------------------------------------------------------------------------------
+
+
+def load_eval_set(bundle_dir: str | Path, labels: Sequence[str]) -> EvalSet:
+    """The bundle's eval.jsonl or eval.txt (one of them, not both), else the built-in corpus.
+
+    EvalSetError messages name the file relative to the bundle (the caller says which bundle)."""
+    root = Path(bundle_dir)
+    jsonl, txt = root / EVAL_JSONL_FILE, root / EVAL_TEXT_FILE
+    if jsonl.exists() and txt.exists():
+        raise EvalSetError(f"both {EVAL_JSONL_FILE} and {EVAL_TEXT_FILE} are present; keep the one to evaluate on")
+    if jsonl.exists():
+        return _parse_jsonl(_read(jsonl), labels)
+    if txt.exists():
+        data = _read(txt)
+        return EvalSet(texts=_lines(data, EVAL_TEXT_FILE), labels=None, name=EVAL_TEXT_FILE, sha256=_sha256(data))
+    return builtin_eval_set()
+
+
+def builtin_eval_set() -> EvalSet:
+    data = resources.files("ortserve.registry").joinpath(BUILTIN_CORPUS).read_bytes()
+    return EvalSet(texts=_lines(data, BUILTIN_CORPUS), labels=None, name=BUILTIN_NAME, sha256=_sha256(data))
+
+
+def _read(path: Path) -> bytes:
+    if path.is_symlink() or not path.is_file():
+        raise EvalSetError(f"{path.name}: not a regular file")
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise EvalSetError(f"{path.name}: cannot read ({e.strerror})") from None
+
+
+def _decode(data: bytes, name: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise EvalSetError(f"{name}: not UTF-8 (byte {e.start})") from None
+
+
+def _lines(data: bytes, name: str) -> tuple[str, ...]:
+    texts = tuple(line.strip() for line in _decode(data, name).splitlines() if line.strip())
+    if not texts:
+        raise EvalSetError(f"{name}: no texts (one text per line; blank lines are skipped)")
+    return texts
+
+
+def _parse_jsonl(data: bytes, labels: Sequence[str]) -> EvalSet:
+    path = EVAL_JSONL_FILE
+    index = {label: n for n, label in enumerate(labels)}
+    texts: list[str] = []
+    truth: list[int | None] = []
+    for number, line in enumerate(_decode(data, path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path} line {number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise EvalSetError(f"{where}: not JSON ({e.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("text"), str) or not row["text"].strip():
+            raise EvalSetError(f'{where}: expected {{"text": "...", "label": "..."}} with a non-empty text')
+        label = row.get("label")
+        if label is not None and label not in index:
+            raise EvalSetError(f"{where}: label {label!r} is not one of the bundle's labels ({', '.join(labels)})")
+        texts.append(row["text"].strip())
+        truth.append(None if label is None else index[label])
+    if not texts:
+        raise EvalSetError(f"{path}: no texts (one JSON object per line; blank lines are skipped)")
+    labelled = [t for t in truth if t is not None]
+    if labelled and len(labelled) != len(truth):
+        raise EvalSetError(f"{path}: {len(labelled)} of {len(truth)} texts have a label; label all or none")
+    return EvalSet(texts=tuple(texts), labels=tuple(labelled) if labelled else None, name=EVAL_JSONL_FILE,
+                   sha256=_sha256(data))
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# -- running both models --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Batch:
+    rows: np.ndarray  # indices of its texts in the eval set
+    feed: dict[str, np.ndarray]  # int64 [rows, longest text in the batch], every input the server feeds
+
+
+def make_batches(tokenizer_json: str | Path, max_seq_len: int, texts: Sequence[str], batch_size: int) -> list[Batch]:
+    """Texts tokenized and truncated as the server does it, sorted by length, padded per batch with [PAD]."""
+    from tokenizers import Tokenizer  # lazy, see module docstring
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_json))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_seq_len)
+    pad = tokenizer.token_to_id("[PAD]")
+    pad_id = 0 if pad is None else pad
+    # encode(), not encode_batch(): the batch call leaves tokenizers' thread pool spinning through the timing.
+    ids = [tokenizer.encode(text).ids or [pad_id] for text in texts]
+    order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i))
+    batches = []
+    for start in range(0, len(order), batch_size):
+        rows = np.asarray(order[start:start + batch_size])
+        width = max(len(ids[i]) for i in rows)
+        input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for r, i in enumerate(rows):
+            input_ids[r, : len(ids[i])] = ids[i]
+            mask[r, : len(ids[i])] = 1
+        batches.append(Batch(rows=rows, feed={"input_ids": input_ids, "attention_mask": mask,
+                                              "token_type_ids": np.zeros_like(input_ids)}))
+    return batches
+
+
+def open_session(model: str | Path | bytes, threads: int) -> Any:
+    """An ONNX Runtime CPU session as the engine opens one (all graph optimisations), `threads` intra-op."""
+    import onnxruntime as ort  # lazy, see module docstring
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # errors only: ORT's warnings (fp16 casts on CPU...) are not the report
+    return ort.InferenceSession(model if isinstance(model, bytes) else str(model), options,
+                                providers=["CPUExecutionProvider"])
+
+
+def run_logits(session: Any, batches: Sequence[Batch], texts: int) -> np.ndarray:
+    """float32 [texts, labels], rows in eval-set order."""
+    names = {i.name for i in session.get_inputs()}
+    out: np.ndarray | None = None
+    for batch in batches:
+        (logits,) = session.run([OUTPUT_NAME], {k: v for k, v in batch.feed.items() if k in names})
+        if out is None:
+            out = np.zeros((texts, logits.shape[1]), dtype=np.float32)
+        out[batch.rows] = logits
+    assert out is not None  # an eval set is never empty (load_eval_set)
+    return out
+
+
+def measure_speed(source: Any, optimized: Any, batches: Sequence[Batch], *, rounds: int, budget_s: float,
+                  threads: int, batch_size: int) -> Speed:
+    """Both models batch by batch, alternating, so a busy neighbour slows both alike; best round per batch."""
+    names = [{i.name for i in s.get_inputs()} for s in (source, optimized)]
+    feeds = [[{k: v for k, v in b.feed.items() if k in wanted} for b in batches] for wanted in names]
+    best = np.full((2, len(batches)), np.inf)
+    started, done = time.perf_counter(), 0
+    while done < rounds and (done == 0 or time.perf_counter() - started < budget_s):
+        for j in range(len(batches)):
+            for m, session in enumerate((source, optimized)):
+                t0 = time.perf_counter()
+                session.run([OUTPUT_NAME], feeds[m][j])
+                best[m, j] = min(best[m, j], time.perf_counter() - t0)
+        done += 1
+    texts = sum(len(b.rows) for b in batches)
+    return Speed(texts=texts, batch_size=batch_size, threads=threads, rounds=done,
+                 source_texts_per_s=texts / best[0].sum(), optimized_texts_per_s=texts / best[1].sum())
+
+
+def run_gate(source_model: str | Path, candidate: bytes, tokenizer_json: str | Path, max_seq_len: int,
+             evals: EvalSet, settings: GateSettings, *, level: str, progress: Progress | None = None) -> GateReport:
+    """Runs both models on `evals` and judges the candidate (the optimised graph's serialized bytes)."""
+    report = progress or (lambda _line: None)
+    batches = make_batches(tokenizer_json, max_seq_len, evals.texts, settings.batch_size)
+    report(f"gate: {evals.describe()}, {len(batches)} length-sorted batches of <= {settings.batch_size}")
+    logits = []
+    for name, model in (("source", source_model), (level, candidate)):
+        t0 = time.perf_counter()
+        try:
+            session = open_session(model, settings.threads)
+            logits.append((session, run_logits(session, batches, len(evals.texts))))
+        except Exception as e:  # ORT raises its own types (Fail, InvalidGraph, RuntimeException...)
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            raise ModelRunError(f"ONNX Runtime could not run the {name} model ({type(e).__name__}: {first})") from e
+        report(f"gate: {name} logits ({time.perf_counter() - t0:.1f}s)")
+    (source, source_logits), (optimized, optimized_logits) = logits
+    if source_logits.shape != optimized_logits.shape:
+        raise ModelRunError(f"the {level} model gives logits of shape {list(optimized_logits.shape)}, the source "
+                            f"{list(source_logits.shape)}")
+    comparison = compare(source_logits, optimized_logits, min_margin=settings.min_margin, labels=evals.labels)
+    speed = None
+    if settings.speed_rounds:
+        t0 = time.perf_counter()
+        speed = measure_speed(source, optimized, batches, rounds=settings.speed_rounds,
+                              budget_s=settings.speed_budget_s, threads=settings.threads,
+                              batch_size=settings.batch_size)
+        report(f"gate: timed both models, {speed.rounds} rounds ({time.perf_counter() - t0:.1f}s)")
+    return GateReport(level=level, evals=evals, comparison=comparison, settings=settings, speed=speed,
+                      refusals=refusals(comparison, min_agreement=settings.min_agreement,
+                                        max_accuracy_drop=settings.max_accuracy_drop))
