@@ -82,6 +82,7 @@ NativeBatchPolicy = _engine.NativeBatchPolicy
 NativeThroughput = _engine.NativeThroughput
 native_choose_batch = _engine.native_choose_batch
 bucket_shape = _engine.bucket_shape
+split_rows = _engine.split_rows
 HAS_FRONTEND: bool = _engine.HAS_FRONTEND
 FRONTEND_MISSING: str = _engine.FRONTEND_MISSING  # why the native gRPC front end was not built; "" when it was
 if HAS_FRONTEND:
@@ -113,5 +114,6 @@ __all__ = [
     "native_choose_batch",
     "ort_version",
     "route_bucket",
+    "split_rows",
     "wordpiece_tables_version",
 ]

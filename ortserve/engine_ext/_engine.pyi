@@ -183,6 +183,15 @@ class NativeBatchPolicy:
 def bucket_shape(rows: int, tokens: int, bucket_rows: Sequence[int], bucket_tokens: Sequence[int]) -> tuple[int, int]:
     """(rows, tokens) padded up to the ladder's smallest rungs that hold them; past the top rung, unchanged."""
 
+def split_rows(lengths: Sequence[int], policy: NativeBatchPolicy) -> list[tuple[int, int]]:
+    """A lone call's rows as [begin, end) runs within max_batch_size rows and max_batch_tokens padded tokens."""
+
+def native_defaults() -> dict[str, float]:
+    """The C++ structs' own defaults, under service/config.Settings' names and units."""
+
+def native_frontend_defaults() -> dict[str, int]:
+    """FrontendOptions' own defaults, under service/config.Settings' names."""
+
 def cuda_memory_info(device: int) -> tuple[int, int]:
     """(free, total) bytes of GPU `device` (cudaMemGetInfo); EngineError without a CUDA runtime."""
 
@@ -333,5 +342,7 @@ class Frontend:
     @property
     def in_flight(self) -> int:
         """Native ModelInfer calls in progress."""
+    def passthrough(self) -> dict[str, int]:
+        """ModelInfer calls passed on to the Python server so far, {reason: count} (every reason listed)."""
 
 def _native_decode(request: bytes, max_texts: int) -> list[str] | None: ...

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ortserve.engine_ext import EngineError, OutOfMemoryError
+from ortserve.engine_ext import EngineError, NativeBatchPolicy, OutOfMemoryError, split_rows
 from ortserve.service.batch_policy import BatchPolicy, PendingText, Throughput, choose_batch
 from ortserve.service.errors import DeadlineExceeded, Internal, ResourceExhausted, ServiceError
 from ortserve.service.textmodel import TextClassifier
@@ -108,6 +108,11 @@ class Batcher:
     ) -> None:
         self._classifier = classifier
         self._policy = policy
+        self._native_policy = NativeBatchPolicy(
+            max_batch_size=policy.max_batch_size, max_queue_delay_s=policy.max_queue_delay_s,
+            max_padding_ratio=policy.max_padding_ratio, batch_overhead_tokens=policy.batch_overhead_tokens,
+            max_batch_tokens=policy.max_batch_tokens, sort_window=policy.sort_window,
+        )
         self._max_queue_items = max_queue_items
         self._max_queue_wait_s = max_queue_wait_s
         self._throughput = Throughput()
@@ -241,23 +246,25 @@ class Batcher:
         """
         self._start(lane, len(texts))
         run = asyncio.get_running_loop().run_in_executor(
-            self._engine_pool, _tokenize_and_run, self._classifier, list(texts), lane == "narrow"
+            self._engine_pool, _tokenize_and_run, self._classifier, list(texts), lane == "narrow", self._native_policy
         )
         # The slot is released when the engine is done, even if this call was cancelled meanwhile.
         run.add_done_callback(lambda f: self._release_slot(len(texts), f))
         try:
-            logits, lengths, tokenize_s, engine_s = await run
+            logits, runs, seconds, tokenize_s = await run
         except EngineError as e:
             raise engine_failure(e) from None
         if self._on_batch is not None:
-            self._on_batch(BatchRun(len(lengths), max(lengths) * len(lengths), sum(lengths), engine_s, lane))
-        return InferResult(logits=logits, tokenize_s=tokenize_s, queue_s=0.0, engine_s=engine_s,
-                           batch_size=len(lengths))
+            for lengths, engine_s in zip(runs, seconds, strict=True):  # one record per engine run
+                self._on_batch(BatchRun(len(lengths), max(lengths) * len(lengths), sum(lengths), engine_s, lane))
+        return InferResult(logits=logits, tokenize_s=tokenize_s, queue_s=0.0, engine_s=sum(seconds),
+                           batch_size=max(len(lengths) for lengths in runs))
 
-    def _release_slot(self, texts: int, run: asyncio.Future[tuple[np.ndarray, list[int], float, float]]) -> None:
+    def _release_slot(self, texts: int,
+                      run: asyncio.Future[tuple[np.ndarray, list[list[int]], list[float], float]]) -> None:
         self._stop(texts)
         if not run.cancelled() and run.exception() is None:
-            self._throughput.observe(texts, run.result()[3])
+            self._throughput.observe(texts, sum(run.result()[2]))
         self._dispatch()
 
     def _forget(self, request: _Request) -> None:
@@ -377,10 +384,22 @@ def _run_batch(classifier: TextClassifier, batch: list[_Item], narrow: bool) -> 
 
 
 def _tokenize_and_run(
-    classifier: TextClassifier, texts: list[str], narrow: bool
-) -> tuple[np.ndarray, list[int], float, float]:
+    classifier: TextClassifier, texts: list[str], narrow: bool, policy: NativeBatchPolicy
+) -> tuple[np.ndarray, list[list[int]], list[float], float]:
+    """A lone call: tokenize, then run in the engine runs `split_rows` allows (max_batch_size, max_batch_tokens),
+    the native batcher's rule, so a large call never becomes one oversized batch. Returns the logits in call order,
+    each run's token lengths and engine seconds, and the tokenizing seconds."""
     started = time.monotonic()
     token_ids = classifier.tokenize(texts)
-    tokenized = time.monotonic()
-    logits = classifier.run(token_ids, narrow=narrow)
-    return logits, [len(ids) for ids in token_ids], tokenized - started, time.monotonic() - tokenized
+    tokenize_s = time.monotonic() - started
+    lengths = [len(ids) for ids in token_ids]
+    parts: list[np.ndarray] = []
+    runs: list[list[int]] = []
+    seconds: list[float] = []
+    for begin, end in split_rows(lengths, policy):
+        run_started = time.monotonic()
+        parts.append(classifier.run(token_ids[begin:end], narrow=narrow))
+        seconds.append(time.monotonic() - run_started)
+        runs.append(lengths[begin:end])
+    logits = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    return logits, runs, seconds, tokenize_s

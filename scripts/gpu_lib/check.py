@@ -212,7 +212,7 @@ class Server:
         command = [sys.executable, "-m", "ortserve.service.cli", "serve", "--host", "127.0.0.1", "--port",
                    str(self.port), "--metrics-host", "127.0.0.1", "--metrics-port", str(self.metrics_port),
                    "--bundle", str(bundle), "--model-name", "m", "--device", "cuda", "--frontend", "python",
-                   "--intra-op-threads", "1", *flags]
+                   "--intra-op-threads", "1", "--max-batch-size", "64", "--max-batch-tokens", "8192", *flags]
         self.proc = subprocess.Popen(command, stdout=self.log_file, stderr=subprocess.STDOUT, cwd=_ROOT)
 
     def wait_ready(self, timeout_s: float = 180.0) -> None:
@@ -369,7 +369,9 @@ def oom_drill(bundle: Path, out: Path) -> dict[str, Any]:
     for cap in (24, 48, 96, 192):
         server = Server(bundle, out / f"server-oom-{cap}.log", cap_flag, str(cap),
                         "--gpu-oom-fallback", "lazy", "--shape-buckets", "off", "--gpu-fallback-cooldown-s", "5",
-                        "--max-texts-per-request", "256", "--max-message-bytes", str(64 * 2**20))
+                        "--max-texts-per-request", "256", "--max-message-bytes", str(64 * 2**20),
+                        # one engine run for the whole call: the oversized batch is the point
+                        "--max-batch-size", "256", "--max-batch-tokens", str(256 * 128))
         attempt: dict[str, Any] = {"gpu_memory_limit_mb": cap}
         attempts.append(attempt)
         try:

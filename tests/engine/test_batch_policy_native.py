@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ortserve.engine_ext import NativeBatchPolicy, NativeThroughput, native_choose_batch
+from ortserve.engine_ext import NativeBatchPolicy, NativeThroughput, native_choose_batch, split_rows
 from ortserve.service.batch_policy import BatchPolicy, PendingText, Throughput, choose_batch
 
 EXAMPLES = settings(max_examples=600, deadline=None)
@@ -85,3 +85,29 @@ def test_throughput_matches_python(runs: list[tuple[int, float]], ahead: int) ->
         native.observe(texts, seconds)
         assert native.texts_per_s == python.texts_per_s
         assert native.wait_s(ahead) == python.wait_s(ahead)
+
+
+@pytest.mark.parametrize(("lengths", "size", "tokens", "expected"), [
+    ([], 32, 1024, []),
+    ([5] * 10, 4, 1024, [(0, 4), (4, 8), (8, 10)]),
+    ([100, 100, 300, 10], 32, 400, [(0, 2), (2, 3), (3, 4)]),  # 3 x 300 > 400: the long one starts a run
+    ([2000, 3], 32, 1024, [(0, 1), (1, 2)]),  # a row over the token bound alone is a run of its own
+    ([8] * 5, 32, 1024, [(0, 5)]),
+])
+def test_split_rows_examples(lengths: list[int], size: int, tokens: int, expected: list[tuple[int, int]]) -> None:
+    assert split_rows(lengths, NativeBatchPolicy(max_batch_size=size, max_batch_tokens=tokens)) == expected
+
+
+@EXAMPLES
+@given(lengths=st.lists(st.integers(1, 600), max_size=200), size=st.integers(1, 64), tokens=st.integers(1, 4096))
+def test_split_rows_covers_every_row_in_order_within_the_limits(lengths: list[int], size: int, tokens: int) -> None:
+    runs = split_rows(lengths, NativeBatchPolicy(max_batch_size=size, max_batch_tokens=tokens))
+    assert [i for begin, end in runs for i in range(begin, end)] == list(range(len(lengths)))
+    for begin, end in runs:
+        rows = lengths[begin:end]
+        assert rows and len(rows) <= size
+        assert len(rows) == 1 or len(rows) * max(rows) <= tokens
+        # Maximal: the next row would not have fit (runs end only where they must).
+        if end < len(lengths):
+            wider = lengths[begin:end + 1]
+            assert len(wider) > size or len(wider) * max(wider) > tokens

@@ -45,7 +45,9 @@ def reference(long_bundle: Path) -> Iterator[TextClassifier]:
 
 def _serve(bundle: Path, frontend: str, *flags: str) -> Iterator[ServerProcess]:
     with running_server(["--bundle", str(bundle), "--model-name", "classifier", "--frontend", frontend,
-                         "--cpu-arena-limit-mb", ARENA_MB, "--max-texts-per-request", "64", *flags]) as server:
+                         "--cpu-arena-limit-mb", ARENA_MB, "--max-texts-per-request", "64",
+                         # the whole call in one engine run: the oversized batch is the point
+                         "--max-batch-size", "64", "--max-batch-tokens", str(64 * 512), *flags]) as server:
         yield server
 
 
@@ -133,3 +135,28 @@ def test_status_reports_the_versions_compute(bucketed_server: ServerProcess) -> 
     body = scrape(bucketed_server.metrics_port)
     assert metric(body, "ortserve_version_memory_bytes", model="classifier", version="1", device="cpu") >= 0
     assert "ortserve_version_memory_bytes{" in body
+
+
+@pytest.fixture(scope="module")
+def small_batch_server(tiny_bundle: Path, frontend: str) -> Iterator[ServerProcess]:
+    with running_server(["--bundle", str(tiny_bundle), "--model-name", "classifier", "--frontend", frontend,
+                         "--max-batch-size", "4", "--max-texts-per-request", "16"]) as server:
+        yield server
+
+
+def test_a_lone_call_runs_in_batches_within_the_limits(small_batch_server: ServerProcess,
+                                                       server: ServerProcess) -> None:
+    """Every engine run respects max_batch_size, the idle path's too: 10 texts run as 4 + 4 + 2, one reply."""
+    texts = [f"text {i} " * (i + 1) for i in range(10)]
+    labels = dict(model="classifier", version="1")
+    before = scrape(small_batch_server.metrics_port)
+    small_channel, small = stub_for(small_batch_server.address)
+    plain_channel, plain = stub_for(server.address)
+    with small_channel, plain_channel:
+        got = logits_of(small.ModelInfer(infer_request(texts), timeout=20))
+        want = logits_of(plain.ModelInfer(infer_request(texts), timeout=20))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    after = scrape(small_batch_server.metrics_port)
+    runs = metric(after, "ortserve_batch_size_count", **labels) - metric(before, "ortserve_batch_size_count", **labels)
+    texts_run = metric(after, "ortserve_batch_size_sum", **labels) - metric(before, "ortserve_batch_size_sum", **labels)
+    assert (runs, texts_run) == (3, 10)

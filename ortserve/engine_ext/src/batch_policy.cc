@@ -92,4 +92,25 @@ std::pair<int, int> BucketShape(int rows, int tokens, const ShapeBuckets& bucket
   return {Rung(rows, buckets.rows), Rung(tokens, buckets.tokens)};
 }
 
+std::vector<std::pair<size_t, size_t>> SplitRows(const std::vector<int>& lengths, const BatchPolicy& policy) {
+  std::vector<std::pair<size_t, size_t>> runs;
+  size_t begin = 0;
+  int longest = 0;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    const int wider = std::max(longest, lengths[i]);
+    const size_t rows = i - begin + 1;
+    const bool over = static_cast<int>(rows) > policy.max_batch_size ||
+                      static_cast<long long>(rows) * wider > policy.max_batch_tokens;
+    if (over && rows > 1) {
+      runs.emplace_back(begin, i);
+      begin = i;
+      longest = lengths[i];
+    } else {
+      longest = wider;
+    }
+  }
+  if (begin < lengths.size()) runs.emplace_back(begin, lengths.size());
+  return runs;
+}
+
 }  // namespace ortserve

@@ -191,6 +191,12 @@ void BindNative(nb::module_& m) {
       "ChooseBatch over (length, enqueued_at) pairs: the indices batch_policy.choose_batch returns.");
 
   m.def(
+      "split_rows",
+      [](const std::vector<int>& lengths, const BatchPolicy& policy) { return SplitRows(lengths, policy); },
+      "lengths"_a, "policy"_a,
+      "A lone call's rows (token counts, in order) as [begin, end) runs within max_batch_size rows and "
+      "max_batch_tokens padded tokens: the one rule of both batchers' idle paths.");
+  m.def(
       "bucket_shape",
       [](int rows, int tokens, std::vector<int> bucket_rows, std::vector<int> bucket_tokens) {
         return BucketShape(rows, tokens, ShapeBuckets{std::move(bucket_rows), std::move(bucket_tokens)});
