@@ -206,6 +206,25 @@ def test_canonical_reordering_parity(tiny_config: dict[str, Any], tmp_path: Path
     check()
 
 
+@pytest.mark.parametrize("max_len", [64, 4096])
+def test_texts_many_pieces_long_parity(tiny_config: dict[str, Any], tmp_path: Path, max_len: int) -> None:
+    """The C++ tokenizer normalizes a segment 512 bytes at a time, each piece cut just after an ASCII space, and
+    stops once it has max_len ids: the same ids as HF's tokenize-then-truncate, whether truncation comes early (64)
+    or never (4096), for texts that span many pieces."""
+    pair = _pair_from_config(copy.deepcopy(tiny_config), tmp_path, max_len)
+    long_mixed = st.lists(st.tuples(_word, st.sampled_from(_SEPARATORS)), min_size=40, max_size=120).map(
+        lambda parts: "".join(word + sep for word, sep in parts))
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(text=long_mixed)
+    def check(text: str) -> None:
+        pair.check(text)
+
+    check()
+    pair.check("the " * 3000)  # 12 KB: ~24 pieces
+    assert len(pair.native.encode(["the " * 3000])[0]) == min(max_len, 3002)
+
+
 def test_every_code_point(minilm: Pair) -> None:
     """Each code point, alone and next to others, against the real vocabulary (no truncation)."""
     path = find_model_dir() / "tokenizer.json"

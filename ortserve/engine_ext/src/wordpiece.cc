@@ -287,6 +287,24 @@ int WordPiece::MatchAddedToken(std::string_view text, size_t pos) const {
 
 void WordPiece::EncodeSegment(std::string_view text, std::vector<int64_t>& ids, size_t limit, Scratch& s) const {
   if (text.empty() || ids.size() >= limit) return;
+  // A piece at a time, each ending just after an ASCII space (normalizing never reaches across one, and the space
+  // ends any word), so a text far past max_len costs what its first max_len tokens cost.
+  constexpr size_t kPiece = 512;
+  s.word.clear();
+  s.word_chars = 0;
+  for (size_t pos = 0; pos < text.size() && ids.size() < limit;) {
+    size_t end = text.size();
+    if (end - pos > kPiece) {
+      const size_t space = text.find(' ', pos + kPiece);
+      if (space != std::string_view::npos) end = space + 1;
+    }
+    NormalizePiece(text.substr(pos, end - pos), ids, limit, s);
+    pos = end;
+  }
+  EncodeWord(s, ids);
+}
+
+void WordPiece::NormalizePiece(std::string_view text, std::vector<int64_t>& ids, size_t limit, Scratch& s) const {
   const FlagTable& flags = Flags();
   // BertNormalizer, in HF's order: clean_text, handle_chinese_chars, strip_accents (NFD, then drop Mn).
   std::vector<char32_t>& chars = s.chars;
@@ -315,8 +333,6 @@ void WordPiece::EncodeSegment(std::string_view text, std::vector<int64_t>& ids, 
                 chars.end());
   }
   // Lowercase (per code point, as HF), then BertPreTokenizer: split on whitespace, isolate punctuation.
-  s.word.clear();
-  s.word_chars = 0;
   auto add = [&](char32_t c) {
     const uint16_t flag = flags(c);
     if (flag & kIsSplitSpace) {
@@ -340,7 +356,6 @@ void WordPiece::EncodeSegment(std::string_view text, std::vector<int64_t>& ids, 
       for (uint32_t k = 0; k < lower->length; ++k) add(kLowercasePool[lower->offset + k]);
     }
   }
-  EncodeWord(s, ids);
 }
 
 // The WordPiece model on s.word: greedy longest-match-first pieces, or one unk if any part has none.

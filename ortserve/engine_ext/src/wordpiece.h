@@ -59,6 +59,9 @@ class WordPiece {
  private:
   struct Scratch;
   void EncodeSegment(std::string_view text, std::vector<int64_t>& ids, size_t limit, Scratch& s) const;
+  // Normalizes one piece of a segment and feeds its characters to the pre-tokenizer; a word may continue into the
+  // next piece only if no space ends this one (EncodeSegment cuts pieces just after a space).
+  void NormalizePiece(std::string_view text, std::vector<int64_t>& ids, size_t limit, Scratch& s) const;
   void EncodeWord(Scratch& s, std::vector<int64_t>& ids) const;
   // Longest added token that starts at text[pos], as an index into config_.added_tokens, or -1.
   int MatchAddedToken(std::string_view text, size_t pos) const;
