@@ -394,23 +394,7 @@ Engine::Outputs Engine::GraphRunner::Run(const std::vector<const InputView*>& or
   run_options.AddConfigEntry("gpu_graph_id", std::to_string(slot.id).c_str());
   for (size_t i = 0; i < slot.outputs.size(); ++i) binding.BindOutput(engine.output_names_[i], slot.outputs[i]);
   session.Run(run_options, binding);
-  Outputs outputs;
-  for (size_t i = 0; i < slot.outputs.size(); ++i) {
-    auto info = slot.outputs[i].GetTensorTypeAndShapeInfo();
-    OutputTensor output;
-    output.name = engine.outputs_[i].name;
-    output.dtype = DtypeName(info.GetElementType());
-    output.shape = info.GetShape();
-    output.nbytes = info.GetElementCount() * ElementSize(info.GetElementType());
-    output.data = std::make_unique<uint8_t[]>(output.nbytes > 0 ? output.nbytes : 1);
-    if (output.nbytes > 0) {
-      cuda.Check(cuda.memcpy(output.data.get(), slot.outputs[i].GetTensorRawData(), output.nbytes,
-                             CudaRuntime::kDeviceToHost),
-                 "copying output '" + output.name + "' from the GPU");
-    }
-    outputs.push_back(std::move(output));
-  }
-  return outputs;
+  return engine.CopyOut(slot.outputs, &cuda);
 }
 
 Engine::Engine(std::string path, const EngineOptions& options)
@@ -602,7 +586,7 @@ std::vector<Ort::Value> Engine::CpuValues(const std::vector<const InputView*>& o
   return values;
 }
 
-Engine::Outputs Engine::CopyOut(std::vector<Ort::Value>& results) const {
+Engine::Outputs Engine::CopyOut(std::vector<Ort::Value>& results, const CudaRuntime* from_device) const {
   Outputs outputs;
   for (size_t i = 0; i < results.size(); ++i) {
     if (!results[i].IsTensor()) throw EngineError("output '" + outputs_[i].name + "' is not a tensor");
@@ -618,7 +602,13 @@ Engine::Outputs Engine::CopyOut(std::vector<Ort::Value>& results) const {
     output.shape = tensor.GetShape();
     output.nbytes = tensor.GetElementCount() * ElementSize(type);
     output.data = std::make_unique<uint8_t[]>(output.nbytes > 0 ? output.nbytes : 1);
-    if (output.nbytes > 0) std::memcpy(output.data.get(), results[i].GetTensorRawData(), output.nbytes);
+    if (output.nbytes > 0 && from_device != nullptr) {
+      from_device->Check(from_device->memcpy(output.data.get(), results[i].GetTensorRawData(), output.nbytes,
+                                             CudaRuntime::kDeviceToHost),
+                         "copying output '" + output.name + "' from the GPU");
+    } else if (output.nbytes > 0) {
+      std::memcpy(output.data.get(), results[i].GetTensorRawData(), output.nbytes);
+    }
     outputs.push_back(std::move(output));
   }
   return outputs;
@@ -687,16 +677,17 @@ Engine::Outputs Engine::RunFallback(const std::vector<const InputView*>& ordered
     ++fallback_runs_;
     return outputs;
   } catch (const Ort::Exception& e) {
-    // The same mapping as a device run's: a bad input is the caller's, whichever session saw it.
-    const std::string what = e.what();
-    if (e.GetOrtErrorCode() == ORT_INVALID_ARGUMENT) {
-      throw InputError("model '" + path_ + "' rejected the inputs: " + what);
-    }
-    if (IsOutOfMemory(what)) {
-      throw OutOfMemoryError("model '" + path_ + "' ran out of memory on its CPU fallback session: " + what);
-    }
-    throw EngineError("inference failed for model '" + path_ + "' on its CPU fallback session: " + what);
+    ThrowRunError(e, " on its CPU fallback session");  // a bad input is the caller's, whichever session saw it
   }
+}
+
+void Engine::ThrowRunError(const Ort::Exception& e, const std::string& where) const {
+  const std::string what = e.what();
+  if (e.GetOrtErrorCode() == ORT_INVALID_ARGUMENT) {
+    throw InputError("model '" + path_ + "' rejected the inputs: " + what);
+  }
+  if (IsOutOfMemory(what)) throw OutOfMemoryError("model '" + path_ + "' ran out of memory" + where + ": " + what);
+  throw EngineError("inference failed for model '" + path_ + "'" + where + ": " + what);
 }
 
 void Engine::CheckFinite(const Outputs& outputs) const {
@@ -739,12 +730,7 @@ std::vector<OutputTensor> Engine::Run(const std::vector<InputView>& feeds) const
         outputs = RunOnDevice(ordered);
       } catch (const Ort::Exception& e) {
         const std::string what = e.what();
-        if (!IsOutOfMemory(what)) {
-          if (e.GetOrtErrorCode() == ORT_INVALID_ARGUMENT) {
-            throw InputError("model '" + path_ + "' rejected the inputs: " + what);
-          }
-          throw EngineError("inference failed for model '" + path_ + "': " + what);
-        }
+        if (!IsOutOfMemory(what)) ThrowRunError(e, "");
         ++oom_errors_;
         FallbackEvent event;
         event.unix_s = UnixNow();

@@ -26,6 +26,8 @@
 
 namespace ortserve {
 
+struct CudaRuntime;
+
 // Name, element type and shape of one model input or output.
 struct TensorInfo {
   std::string name;
@@ -130,8 +132,12 @@ class Engine {
   Outputs RunBound(const std::vector<const InputView*>& ordered) const;
   Outputs RunOnDevice(const std::vector<const InputView*>& ordered) const;
   Outputs RunFallback(const std::vector<const InputView*>& ordered, FallbackEvent* event) const;
-  Outputs CopyOut(std::vector<Ort::Value>& results) const;
+  // Host copies of `results`; `from_device`: they live in GPU memory (a graph's output buffers).
+  Outputs CopyOut(std::vector<Ort::Value>& results, const CudaRuntime* from_device = nullptr) const;
   void CheckFinite(const Outputs& outputs) const;
+  // ORT's run error as the engine's: InputError (invalid argument), OutOfMemoryError or EngineError, naming the
+  // model; `where` qualifies the session (" on its CPU fallback session").
+  [[noreturn]] void ThrowRunError(const Ort::Exception& e, const std::string& where) const;
   Ort::Session& FallbackSession() const;  // creates it on first need; call with fallback_mutex_ held or in the ctor
   // Out-of-memory runs go to a CPU session: on a GPU, or in a capped CPU arena (how it is tested without a GPU).
   bool FallbackEnabled() const {

@@ -202,10 +202,10 @@ struct Frontend::Impl {
                                   const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
     return new ProxyUnaryReactor(*stub, std::string(kService) + method, ctx, request, response);
   }
-  // A ModelInfer the native path does not serve, counted by why (the `reason`th of kPassthroughReasons).
-  grpc::ServerUnaryReactor* PassOn(size_t reason, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
-                                   grpc::ByteBuffer* response) {
-    passed_on[reason].fetch_add(1, std::memory_order_relaxed);
+  // A ModelInfer the native path does not serve, counted by why.
+  grpc::ServerUnaryReactor* PassOn(Passthrough reason, grpc::CallbackServerContext* ctx,
+                                   const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+    passed_on[static_cast<size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
     return Proxy("ModelInfer", ctx, request, response);
   }
 };
@@ -379,13 +379,13 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
                                                      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   const auto arrived = Clock::now();
   auto parsed = std::make_unique<ParsedRequest>();
-  if (!Parse(request, parsed->request)) return PassOn(0, ctx, request, response);
+  if (!Parse(request, parsed->request)) return PassOn(Passthrough::kUnparsable, ctx, request, response);
   const inference::ModelInferRequest& req = *parsed->request;
   const std::shared_ptr<const RouteTable> table = routes.Load();
   const auto model = table->models.find(req.model_name());
-  if (model == table->models.end()) return PassOn(1, ctx, request, response);
+  if (model == table->models.end()) return PassOn(Passthrough::kModelNotNative, ctx, request, response);
   auto texts = DecodeTexts(req, options.max_texts);
-  if (!texts) return PassOn(2, ctx, request, response);
+  if (!texts) return PassOn(Passthrough::kBadInput, ctx, request, response);
 
   std::string request_id(ClientHeader(*ctx, "x-request-id"));
   if (request_id.empty()) request_id = RandomRequestId();
@@ -400,13 +400,15 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
     if (key.empty()) key = request_id;
     const int bucket = Bucket(req.model_name(), key);
     const std::string* picked = route.split.Pick(bucket);
-    if (picked == nullptr) return PassOn(3, ctx, request, response);
+    if (picked == nullptr) return PassOn(Passthrough::kNoRoutableVersion, ctx, request, response);
     version_name = *picked;
     route_name = "bucket " + std::to_string(bucket);
   }
   const auto version = route.versions.find(version_name);
-  if (version == route.versions.end() || !version->second) return PassOn(4, ctx, request, response);
-  if (!version->second->Acquire()) return PassOn(5, ctx, request, response);
+  if (version == route.versions.end() || !version->second) {
+    return PassOn(Passthrough::kVersionNotNative, ctx, request, response);
+  }
+  if (!version->second->Acquire()) return PassOn(Passthrough::kVersionDraining, ctx, request, response);
 
   auto* reactor = new InferReactor(InferReactor::Setup{this, ctx, response, std::move(parsed), version->second,
                                                        std::move(version_name), std::move(route_name),

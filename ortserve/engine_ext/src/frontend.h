@@ -10,6 +10,8 @@
 // No Python in here: gRPC's threads never take the GIL. Thread-safe; Shutdown() is idempotent.
 #pragma once
 
+#include <cstddef>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,15 +22,19 @@
 
 namespace ortserve {
 
-// Why a ModelInfer goes to the Python server instead of the native batcher.
-inline constexpr const char* kPassthroughReasons[] = {
-    "unparsable",           // the body is not a ModelInferRequest (Python answers INVALID_ARGUMENT)
-    "model_not_native",     // unknown, still loading, or every version on the HF tokenizer
-    "bad_input",            // the TEXT input does not decode (Python names the field)
-    "no_routable_version",  // the split routes the key nowhere
-    "version_not_native",   // the pinned or picked version is not on the native path
-    "version_draining",     // the version stopped taking calls between the route lookup and the lease
+// Why a ModelInfer goes to the Python server instead of the native batcher; kPassthroughReasons names each.
+enum class Passthrough : size_t {
+  kUnparsable,         // the body is not a ModelInferRequest (Python answers INVALID_ARGUMENT)
+  kModelNotNative,     // unknown, still loading, or every version on the HF tokenizer
+  kBadInput,           // the TEXT input does not decode (Python names the field)
+  kNoRoutableVersion,  // the split routes the key nowhere
+  kVersionNotNative,   // the pinned or picked version is not on the native path
+  kVersionDraining,    // the version stopped taking calls between the route lookup and the lease
 };
+inline constexpr const char* kPassthroughReasons[] = {"unparsable",          "model_not_native",
+                                                      "bad_input",           "no_routable_version",
+                                                      "version_not_native",  "version_draining"};
+static_assert(std::size(kPassthroughReasons) == static_cast<size_t>(Passthrough::kVersionDraining) + 1);
 
 struct FrontendOptions {
   std::string address;  // "host:port" to listen on

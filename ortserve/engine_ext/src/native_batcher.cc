@@ -119,7 +119,7 @@ struct Run {
     int texts, padded_tokens, real_tokens;
     double engine_s;
   };
-  std::vector<Part> parts;  // RunSplit: one per engine run, for the batch events; empty for a single run
+  std::vector<Part> parts;  // RunSplit: one per engine run, for the batch events
 };
 
 Run RunRows(const TextModel& model, bool narrow, const std::vector<const std::vector<int64_t>*>& rows) {
@@ -150,30 +150,30 @@ Run RunRows(const TextModel& model, bool narrow, const std::vector<const std::ve
 }
 
 // A lone call's rows in the runs SplitRows allows, one after the other, as one Run: the logits in call order, the
-// engine time and token counts summed; the first failure fails the whole call.
+// engine time summed, each run's counts in `parts`; the first failure fails the whole call.
 Run RunSplit(const TextModel& model, bool narrow, const std::vector<const std::vector<int64_t>*>& rows,
              const BatchPolicy& policy) {
   std::vector<int> lengths;
   for (const auto* ids : rows) lengths.push_back(static_cast<int>(ids->size()));
-  const auto runs = SplitRows(lengths, policy);
-  if (runs.size() == 1) return RunRows(model, narrow, rows);
   Run total;
   total.started = NowS();
-  for (const auto& [begin, end] : runs) {
+  for (const auto& [begin, end] : SplitRows(lengths, policy)) {
     const std::vector<const std::vector<int64_t>*> part(rows.begin() + static_cast<std::ptrdiff_t>(begin),
                                                         rows.begin() + static_cast<std::ptrdiff_t>(end));
     Run run = RunRows(model, narrow, part);
     total.parts.push_back({static_cast<int>(part.size()), run.padded_tokens, run.real_tokens, run.engine_s});
     total.engine_s += run.engine_s;
-    total.padded_tokens += run.padded_tokens;
-    total.real_tokens += run.real_tokens;
     if (run.failed) {
       total.failed = true;
       total.code = run.code;
       total.error = std::move(run.error);
       return total;
     }
-    total.logits.insert(total.logits.end(), run.logits.begin(), run.logits.end());
+    if (total.logits.empty()) {
+      total.logits = std::move(run.logits);
+    } else {
+      total.logits.insert(total.logits.end(), run.logits.begin(), run.logits.end());
+    }
   }
   return total;
 }
@@ -579,23 +579,16 @@ struct NativeBatcher::State {
       Fail(call, run.code, "inference failed: " + run.error, answers);
     } else {
       throughput.Observe(texts, run.engine_s);
-      if (run.parts.empty()) {
-        Event(texts, run.padded_tokens, run.real_tokens, run.engine_s, narrow);
-      } else {
-        for (const Run::Part& part : run.parts) {
-          Event(part.texts, part.padded_tokens, part.real_tokens, part.engine_s, narrow);
-        }
+      for (const Run::Part& part : run.parts) {
+        Event(part.texts, part.padded_tokens, part.real_tokens, part.engine_s, narrow);
       }
       if (!call->finished) {
         call->finished = true;
         InferResult& result = call->result;
         result.logits = std::move(run.logits);
         result.engine_s = run.engine_s;
-        result.batch_size = texts;  // split: the largest run's
-        if (!run.parts.empty()) {
-          result.batch_size = 0;
-          for (const Run::Part& part : run.parts) result.batch_size = std::max(result.batch_size, part.texts);
-        }
+        result.batch_size = 0;  // the largest run's
+        for (const Run::Part& part : run.parts) result.batch_size = std::max(result.batch_size, part.texts);
         answers.push_back({call, std::move(result)});
       }
     }
