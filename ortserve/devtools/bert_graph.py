@@ -22,8 +22,9 @@ float32, so padding never changes the result for shorter texts.
 Pooling + L2 normalisation follow sentence-transformers all-MiniLM-L6-v2 (Transformer -> mean Pooling ->
 Normalize); the normalised embedding makes a linear head over it a scaled cosine similarity.
 
-Without a head the graph outputs ``sentence_embedding`` [batch, hidden] instead of ``logits``; the
-MiniLM builder uses that to derive its head, and tests use it to check the encoder alone.
+Without a head the graph outputs ``sentence_embedding`` [batch, hidden] instead of ``logits`` (or the name given
+as ``embedding_output``: an embedding bundle's ``embedding``); the MiniLM builder uses that to derive its head,
+the embedding builders serve it, and tests use it to check the encoder alone.
 """
 
 from __future__ import annotations
@@ -164,8 +165,10 @@ def _pool_and_normalize(g: _GraphBuilder, h: str, mask_f: str) -> str:
 
 
 def build_bert_graph(config: BertConfig, weights: BertWeights, head: ClassifierHead | None,
-                     *, graph_name: str = "bert_classifier", check: bool = True) -> onnx.ModelProto:
-    """Build the model; output ``logits`` with a head, ``sentence_embedding`` without one.
+                     *, graph_name: str = "bert_classifier", check: bool = True,
+                     embedding_output: str = SENTENCE_EMBEDDING) -> onnx.ModelProto:
+    """Build the model; output ``logits`` with a head, ``embedding_output`` (the normalised sentence embedding
+    [batch, hidden]) without one.
 
     ``check`` runs the ONNX checker with shape inference (about 1 s for MiniLM); skip it only for a graph
     that goes straight into ONNX Runtime, which validates on load.
@@ -184,8 +187,8 @@ def build_bert_graph(config: BertConfig, weights: BertWeights, head: ClassifierH
     embedding = _pool_and_normalize(g, h, mask_f)
 
     if head is None:
-        g.rename_last_output(SENTENCE_EMBEDDING)
-        output = helper.make_tensor_value_info(SENTENCE_EMBEDDING, TensorProto.FLOAT, ["batch", config.hidden])
+        g.rename_last_output(embedding_output)
+        output = helper.make_tensor_value_info(embedding_output, TensorProto.FLOAT, ["batch", config.hidden])
     else:
         w = g.const("classifier.weight.T", head.weight.astype(np.float32).T)
         b = g.const("classifier.bias", head.bias.astype(np.float32))

@@ -1,7 +1,8 @@
 """Write a model bundle directory: ``model.onnx``, ``tokenizer.json``, ``manifest.json``.
 
-The manifest follows the bundle contract (``format``, ``labels``, ``max_seq_len``, ``notes``). Values are
-validated here too, so a builder bug shows up at build time and not as a registry rejection later.
+The manifest follows the bundle contract (``format``, then ``labels`` for a classifier or ``dim`` for an
+embedding model, ``max_seq_len``, ``notes``; see ``ortserve.registry.bundle``). Values are validated here too, so
+a builder bug shows up at build time and not as a registry rejection later.
 Files are serialised with fixed key order and no timestamps, so identical inputs give identical bytes.
 """
 
@@ -15,6 +16,7 @@ import onnx
 from tokenizers import Tokenizer
 
 MANIFEST_FORMAT = "onnx-text-classifier"
+EMBEDDING_FORMAT = "onnx-text-embedding"
 MIN_SEQ_LEN, MAX_SEQ_LEN = 8, 8192
 
 
@@ -24,8 +26,15 @@ class WrittenBundle:
 
     path: Path
     labels: tuple[str, ...]
+    """A classifier's labels; () for an embedding bundle."""
     max_seq_len: int
     file_sizes: dict[str, int]
+    dim: int | None = None
+    """An embedding bundle's width; None for a classifier."""
+
+    @property
+    def kind(self) -> str:
+        return "classifier" if self.dim is None else "embedding"
 
 
 def check_labels(labels: tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -48,17 +57,28 @@ def check_max_seq_len(max_seq_len: int) -> int:
     return max_seq_len
 
 
-def write_bundle(dest: Path, *, model: onnx.ModelProto, tokenizer: Tokenizer, labels: tuple[str, ...],
-                 max_seq_len: int, notes: str) -> WrittenBundle:
-    """Create ``dest`` if needed and (over)write the three bundle files in it."""
-    labels = check_labels(labels)
+def write_bundle(dest: Path, *, model: onnx.ModelProto, tokenizer: Tokenizer, labels: tuple[str, ...] | None = None,
+                 max_seq_len: int, notes: str, dim: int | None = None) -> WrittenBundle:
+    """Create ``dest`` if needed and (over)write the three bundle files in it: a classifier bundle with ``labels``,
+    an embedding bundle with ``dim`` (exactly one of the two)."""
+    if (labels is None) == (dim is None):
+        raise ValueError("a bundle has labels (a classifier) or dim (an embedding model), exactly one of them")
     check_max_seq_len(max_seq_len)
+    if dim is not None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise ValueError(f"dim must be a positive int, got {dim!r}")
+        kind_keys: dict[str, object] = {"format": EMBEDDING_FORMAT, "dim": dim}
+        labels = ()
+    else:
+        assert labels is not None
+        labels = check_labels(labels)
+        kind_keys = {"format": MANIFEST_FORMAT, "labels": list(labels)}
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise ValueError(f"bundle destination {dest} exists and is not a directory")
     dest.mkdir(parents=True, exist_ok=True)
 
-    manifest = {"format": MANIFEST_FORMAT, "labels": list(labels), "max_seq_len": max_seq_len, "notes": notes}
+    manifest = {**kind_keys, "max_seq_len": max_seq_len, "notes": notes}
     files = {
         "model.onnx": model.SerializeToString(),
         "tokenizer.json": tokenizer.to_str(pretty=True).encode("utf-8"),
@@ -67,4 +87,4 @@ def write_bundle(dest: Path, *, model: onnx.ModelProto, tokenizer: Tokenizer, la
     for name, data in files.items():
         (dest / name).write_bytes(data)
     return WrittenBundle(path=dest, labels=labels, max_seq_len=max_seq_len,
-                         file_sizes={name: len(data) for name, data in files.items()})
+                         file_sizes={name: len(data) for name, data in files.items()}, dim=dim)

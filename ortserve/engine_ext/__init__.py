@@ -12,10 +12,14 @@ e.g. for a custom ORT build.
 
 ``WordPiece`` (see ``load_wordpiece``) is the native BERT tokenizer, equal to HF tokenizers' ids.
 ``route_bucket`` is the native data path's canary bucket, equal to ``service.router.bucket``.
+``classification_top_k`` is the native front end's classification extension, equal to
+``service.classification.top_k``.
 ``Frontend`` (when ``HAS_FRONTEND``) is the native gRPC front end: ModelInfer served natively, the rest
 proxied to the Python server.
-``NativeVersion`` is one version on the native batcher (service/batcher.py's policy in C++), its batches run
-on ``NativeLanes`` and reported through an ``EventSink``.
+``NativeVersion`` is one version on the batcher (every ModelInfer, both front ends), built from a
+``NativeTextModel`` (sessions, tokenizer, output) and ``NativeBatcherSettings``; its batches run on
+``NativeLanes``, are reported through an ``EventSink`` (``BatchEvent``, ``RequestEvent``) and answer the event
+loop through ``NativeCompletions``.
 """
 
 from __future__ import annotations
@@ -77,12 +81,19 @@ route_bucket = _engine.route_bucket
 EventSink = _engine.EventSink
 NativeLanes = _engine.NativeLanes
 NativeVersion = _engine.NativeVersion
+NativeTextModel = _engine.NativeTextModel
+NativeBatcherSettings = _engine.NativeBatcherSettings
+NativeCompletions = _engine.NativeCompletions
+NativeCall = _engine.NativeCall
+BatchEvent = _engine.BatchEvent
+RequestEvent = _engine.RequestEvent
 NativeTicket = _engine.NativeTicket
 NativeBatchPolicy = _engine.NativeBatchPolicy
 NativeThroughput = _engine.NativeThroughput
 native_choose_batch = _engine.native_choose_batch
 bucket_shape = _engine.bucket_shape
 split_rows = _engine.split_rows
+classification_top_k = _engine.classification_top_k
 HAS_FRONTEND: bool = _engine.HAS_FRONTEND
 FRONTEND_MISSING: str = _engine.FRONTEND_MISSING  # why the native gRPC front end was not built; "" when it was
 if HAS_FRONTEND:
@@ -91,6 +102,7 @@ if HAS_FRONTEND:
 __all__ = [
     "FRONTEND_MISSING",
     "HAS_FRONTEND",
+    "BatchEvent",
     "Engine",
     "EngineClosedError",
     "EngineError",
@@ -98,16 +110,22 @@ __all__ = [
     "InputError",
     "ModelLoadError",
     "NativeBatchPolicy",
+    "NativeBatcherSettings",
+    "NativeCall",
+    "NativeCompletions",
     "NativeLanes",
+    "NativeTextModel",
     "NativeThroughput",
     "NativeTicket",
     "NativeVersion",
     "NonFiniteOutputError",
     "OutOfMemoryError",
+    "RequestEvent",
     "TensorInfo",
     "UnsupportedTokenizer",
     "WordPiece",
     "bucket_shape",
+    "classification_top_k",
     "cuda_memory_info",
     "library_path",
     "load_wordpiece",

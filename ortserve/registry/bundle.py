@@ -1,5 +1,14 @@
 """The model bundle format: a directory with model.onnx, tokenizer.json and manifest.json.
 
+Two kinds, told apart by the manifest's "format":
+
+    {"format": "onnx-text-classifier", "labels": ["negative", "positive"], "max_seq_len": 128, "notes": "..."}
+        model.onnx outputs `logits` float32 [batch, len(labels)]
+    {"format": "onnx-text-embedding", "dim": 384, "max_seq_len": 128, "notes": "..."}
+        model.onnx outputs `embedding` float32 [batch, dim] (pooling and normalisation inside the graph)
+
+Both take the same inputs (`input_ids`, `attention_mask`, optional `token_type_ids`, int64 [batch, seq]).
+
 `load_manifest` is cheap (the server calls it on every load); `validate_bundle` is the full check the
 `registry publish` command runs before anything is uploaded. `onnx` and `tokenizers` are imported
 lazily so that importing this module stays fast for the service.
@@ -24,15 +33,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-BUNDLE_FORMAT = "onnx-text-classifier"
+CLASSIFIER_FORMAT = "onnx-text-classifier"
+EMBEDDING_FORMAT = "onnx-text-embedding"
+# format -> (kind, the graph's output): the one table of bundle kinds (a new kind adds a row here).
+FORMATS = {CLASSIFIER_FORMAT: ("classifier", "logits"), EMBEDDING_FORMAT: ("embedding", "embedding")}
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 MANIFEST_FILE = "manifest.json"
 REQUIRED_FILES = (MODEL_FILE, TOKENIZER_FILE, MANIFEST_FILE)
 REQUIRED_INPUTS = ("input_ids", "attention_mask")
 OPTIONAL_INPUTS = ("token_type_ids",)
-OUTPUT_NAME = "logits"
+OUTPUT_NAME = FORMATS[CLASSIFIER_FORMAT][1]  # a classifier's output (the optimiser and accuracy gate read it)
 MIN_SEQ_LEN = 8
+MAX_EMBEDDING_DIM = 65536
 MAX_SEQ_LEN = 8192
 # A manifest is a few hundred bytes; anything huge is a mistake, not a manifest.
 MAX_MANIFEST_BYTES = 64 * 1024
@@ -70,14 +83,33 @@ class Optimization:
 class BundleManifest:
     format: str
     labels: tuple[str, ...]
+    """A classifier's labels, one per `logits` column; () for an embedding bundle."""
     max_seq_len: int
     notes: str = ""
     precision: str = DEFAULT_PRECISION
     optimization: Optimization | None = None
+    dim: int | None = None
+    """An embedding bundle's `embedding` width; None for a classifier."""
+
+    @property
+    def kind(self) -> str:
+        """"classifier" or "embedding"."""
+        return FORMATS[self.format][0]
+
+    @property
+    def output_name(self) -> str:
+        """The graph output the server reads: "logits" or "embedding"."""
+        return FORMATS[self.format][1]
+
+    @property
+    def columns(self) -> int:
+        """Columns of that output per text: the number of labels, or the embedding's dim."""
+        return len(self.labels) if self.kind == "classifier" else int(self.dim or 0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": self.format, "labels": list(self.labels), "max_seq_len": self.max_seq_len,
-                "notes": self.notes, **self.provenance()}
+        shape: dict[str, Any] = {"labels": list(self.labels)} if self.kind == "classifier" else {"dim": self.dim}
+        return {"format": self.format, **shape, "max_seq_len": self.max_seq_len, "notes": self.notes,
+                **self.provenance()}
 
     def provenance(self) -> dict[str, Any]:
         """The "precision" and "optimization" keys when the bundle declares either; {} keeps plain ones as they were."""
@@ -94,15 +126,23 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
     if not isinstance(data, dict):
         raise BundleError(f"{where}: expected a JSON object, got {type(data).__name__}")
     fmt = data.get("format")
-    if fmt != BUNDLE_FORMAT:
-        raise BundleError(f"{where}: format must be {BUNDLE_FORMAT!r}, got {fmt!r}")
-    labels = data.get("labels")
-    if not isinstance(labels, list) or not labels:
-        raise BundleError(f"{where}: labels must be a non-empty list of strings")
-    if not all(isinstance(label, str) and label for label in labels):
-        raise BundleError(f"{where}: every label must be a non-empty string")
-    if len(set(labels)) != len(labels):
-        raise BundleError(f"{where}: labels must be unique, got {labels!r}")
+    if fmt not in FORMATS:
+        raise BundleError(f"{where}: format must be {' or '.join(map(repr, FORMATS))}, got {fmt!r}")
+    labels: list[str] = []
+    dim = None
+    if fmt == CLASSIFIER_FORMAT:
+        labels = _parse_labels(data.get("labels"), where)
+        if data.get("dim") is not None:
+            raise BundleError(f"{where}: dim applies to {EMBEDDING_FORMAT!r} bundles; a classifier's width is its "
+                              "labels")
+    else:
+        if data.get("labels") is not None:
+            raise BundleError(f"{where}: labels apply to {CLASSIFIER_FORMAT!r} bundles; an embedding bundle "
+                              "declares dim")
+        dim = data.get("dim")
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_EMBEDDING_DIM:
+            raise BundleError(f"{where}: dim (the embedding width) must be an integer in 1..{MAX_EMBEDDING_DIM}, "
+                              f"got {dim!r}")
     max_seq_len = data.get("max_seq_len")
     if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int):
         raise BundleError(f"{where}: max_seq_len must be an integer, got {max_seq_len!r}")
@@ -122,7 +162,17 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
             raise BundleError(f"{where}: precision {precision!r} contradicts optimization.level "
                               f"{optimization.level!r} (which produces {expected!r})")
     return BundleManifest(format=fmt, labels=tuple(labels), max_seq_len=max_seq_len, notes=notes,
-                          precision=precision, optimization=optimization)
+                          precision=precision, optimization=optimization, dim=dim)
+
+
+def _parse_labels(labels: Any, where: str) -> list[str]:
+    if not isinstance(labels, list) or not labels:
+        raise BundleError(f"{where}: labels must be a non-empty list of strings")
+    if not all(isinstance(label, str) and label for label in labels):
+        raise BundleError(f"{where}: every label must be a non-empty string")
+    if len(set(labels)) != len(labels):
+        raise BundleError(f"{where}: labels must be unique, got {labels!r}")
+    return labels
 
 
 def _parse_optimization(data: Any, where: str) -> Optimization:
@@ -174,12 +224,12 @@ def validate_bundle(bundle_dir: str | Path) -> BundleManifest:
         if path.is_symlink() or not path.is_file():
             raise BundleError(f"{path}: missing (a bundle needs {', '.join(REQUIRED_FILES)})")
     manifest = load_manifest(root)
-    _check_onnx(root / MODEL_FILE, len(manifest.labels))
+    _check_onnx(root / MODEL_FILE, manifest)
     _check_tokenizer(root / TOKENIZER_FILE)
     return manifest
 
 
-def _check_onnx(path: Path, num_labels: int) -> None:
+def _check_onnx(path: Path, manifest: BundleManifest) -> None:
     import onnx  # lazy: heavy import, only `publish` needs it
 
     try:
@@ -202,13 +252,32 @@ def _check_onnx(path: Path, num_labels: int) -> None:
     for vi in inputs.values():
         _check_tensor(path, "input", vi, onnx.TensorProto.INT64, "int64")
     outputs = {vi.name: vi for vi in graph.output}
-    if OUTPUT_NAME not in outputs:
-        raise BundleError(f"{path}: missing output {OUTPUT_NAME!r} (outputs: {sorted(outputs)})")
-    dims = _check_tensor(path, "output", outputs[OUTPUT_NAME], onnx.TensorProto.FLOAT, "float32")
+    wanted = manifest.output_name
+    if wanted not in outputs:
+        hint = _kind_hint(manifest, outputs)
+        raise BundleError(f"{path}: missing output {wanted!r} (outputs: {sorted(outputs)}){hint}")
+    dims = _check_tensor(path, "output", outputs[wanted], onnx.TensorProto.FLOAT, "float32")
     last = dims[-1]
-    if last.HasField("dim_value") and last.dim_value != num_labels:
-        raise BundleError(f"{path}: output {OUTPUT_NAME!r} has {last.dim_value} classes but "
-                          f"manifest.json lists {num_labels} labels")
+    if last.HasField("dim_value") and last.dim_value != manifest.columns:
+        if manifest.kind == "classifier":
+            raise BundleError(f"{path}: output {wanted!r} has {last.dim_value} classes but "
+                              f"manifest.json lists {manifest.columns} labels")
+        raise BundleError(f"{path}: output {wanted!r} is {last.dim_value} wide but manifest.json declares "
+                          f"dim {manifest.columns}")
+
+
+def _kind_hint(manifest: BundleManifest, outputs: Mapping[str, Any]) -> str:
+    """When the graph is the other kind of bundle, say so: the usual mistake is the manifest's format."""
+    for fmt, (kind, output) in FORMATS.items():
+        if fmt != manifest.format and output in outputs:
+            return (f": manifest.json declares format {manifest.format!r} ({manifest.kind}, output "
+                    f"{manifest.output_name!r}) but the graph is {_article(kind)} {kind} (output {output!r}); "
+                    f"declare format {fmt!r} or export the {manifest.kind} graph")
+    return ""
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
 
 
 def _check_tensor(path: Path, kind: str, vi: Any, elem_type: int, type_name: str) -> Any:

@@ -329,10 +329,16 @@ def _show(state: ModelState, *, as_json: bool) -> None:
     rows = [("VERSION", "WEIGHT", "SHA256", "SIZE", "CREATED", "BY", "LABELS", "OPTIMIZED")]
     for v, r in sorted(state.versions.items()):
         rows.append((v, str(weights.get(v, 0)), r.artifact.sha256[:12], str(r.artifact.size), r.created_at,
-                     r.created_by, ",".join(r.labels), _optimized(r)))
+                     r.created_by, _labels(r), _optimized(r)))
     _table(rows)
     for key, problem in sorted(state.problems.items()):
         print(f"warning: unreadable record {key}: {problem}", file=sys.stderr)
+
+
+def _labels(record: VersionRecord) -> str:
+    """`show`'s LABELS cell: a classifier's labels, or an embedding model's width."""
+    manifest = record.manifest
+    return ",".join(manifest.labels) if manifest.kind == "classifier" else f"(embedding, dim {manifest.dim})"
 
 
 def _list(store: Store, *, as_json: bool) -> None:

@@ -21,7 +21,7 @@ SHA256_RE = re.compile(r"[0-9a-f]{64}")
 MODELS_PREFIX = "models/"
 HISTORY_LIMIT = 10
 # The bundle manifest's fields that a version record carries (the last two only for optimised bundles).
-MANIFEST_KEYS = ("format", "labels", "max_seq_len", "notes", "precision", "optimization")
+MANIFEST_KEYS = ("format", "labels", "dim", "max_seq_len", "notes", "precision", "optimization")
 
 
 class RecordError(ValueError):
@@ -99,14 +99,11 @@ class VersionRecord:
             "model": self.model,
             "version": self.version,
             "artifact": self.artifact.to_dict(),
-            "format": self.manifest.format,
             "created_at": self.created_at,
             "created_by": self.created_by,
-            "labels": list(self.manifest.labels),
-            "max_seq_len": self.manifest.max_seq_len,
-            "notes": self.manifest.notes,
-            # Optimised bundles only ("precision", "optimization"); plain records keep their old shape.
-            **self.manifest.provenance(),
+            # format, labels (a classifier) or dim (an embedding model), max_seq_len, notes; and for optimised
+            # bundles only "precision" and "optimization" (plain records keep their old shape).
+            **self.manifest.to_dict(),
         }
 
     def to_json(self) -> bytes:

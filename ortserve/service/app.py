@@ -1,4 +1,4 @@
-"""The composition root: settings → metrics, pools, factory, manager, servicer → one grpc.aio server.
+"""The composition root: settings → metrics, data plane, factory, manager, servicer → one grpc.aio server.
 
 Also owns health, reflection, the admin status RPC, the desired-state source and graceful
 shutdown. It holds no serving logic of its own.
@@ -25,6 +25,7 @@ from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
 from ortserve.service.assembly import ArtifactFetcher, VersionFactory
 from ortserve.service.config import Settings
+from ortserve.service.data_plane import DataPlane
 from ortserve.service.handlers import InferenceServicer, add_inference_service
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
@@ -69,26 +70,10 @@ class Server:
         self._source = source
         self._tokenize_pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="ortserve-tok",
                                                  initializer=name_os_thread)
-        # A lone request's run (the multi-threaded session): at most one per loaded version at a time.
-        self._engine_pool = ThreadPoolExecutor(settings.max_loaded_versions + 1, thread_name_prefix="ortserve-engine",
-                                               initializer=name_os_thread)
-        # Queued batches: one thread per lane, shared by every version, so batches of two versions (a canary, a
-        # swap) take turns on the cores instead of running four at once on two.
-        self._lane_pools = [
-            ThreadPoolExecutor(1, thread_name_prefix=f"ortserve-lane{k}", initializer=name_os_thread)
-            for k in range(settings.engine_concurrency)
-        ]
+        self.plane = DataPlane(settings, self.metrics, tokenize_pool=self._tokenize_pool)
         # Long-lived, so that its malloc arena is reused by every load (a thread per load grew memory).
         self._opener_pool = ThreadPoolExecutor(1, thread_name_prefix="ortserve-opener")
-        factory = VersionFactory(
-            settings,
-            self.metrics,
-            fetch=fetch,
-            tokenize_pool=self._tokenize_pool,
-            engine_pool=self._engine_pool,
-            lane_pools=self._lane_pools,
-            opener=self._opener_pool,
-        )
+        factory = VersionFactory(settings, self.plane, fetch=fetch, opener=self._opener_pool)
         # frontend=native: the grpc++ front end owns the public port; this grpc.aio server answers what it passes
         # on, on a unix socket in a private directory.
         self.native: NativeFrontend | None = None
@@ -96,7 +81,8 @@ class Server:
         self.frontend, self._frontend_fallback = resolve_frontend(settings.frontend)
         if self.frontend == "native":
             self._backend_dir = tempfile.mkdtemp(prefix="ortserve-")
-            self.native = NativeFrontend(settings, self.metrics, backend=self._backend_address(), tls=tls_pem(settings))
+            self.native = NativeFrontend(settings, self.metrics, self.plane.events, backend=self._backend_address(),
+                                         tls=tls_pem(settings))
         self.manager = ModelManager(
             factory,
             max_loaded_versions=settings.max_loaded_versions,
@@ -117,6 +103,7 @@ class Server:
     async def start(self) -> None:
         s = self.settings
         self._loop = asyncio.get_running_loop()
+        self.plane.start(self._loop)
         server = grpc.aio.server(
             options=[
                 ("grpc.so_reuseport", 0),  # on by default in grpcio: a port clash must fail, not share
@@ -195,13 +182,10 @@ class Server:
         if self._server is not None:
             await self._server.stop(grace)
         await self.manager.close()
+        self.plane.close()
         if self.native is not None:
-            self.native.close()
             self._remove_backend_dir()
         self._tokenize_pool.shutdown(wait=False)
-        self._engine_pool.shutdown(wait=True)
-        for lane in self._lane_pools:
-            lane.shutdown(wait=True)
         self._opener_pool.shutdown(wait=True)  # idle by now: the manager waited for its loads
         if self._metrics_http is not None:
             self._metrics_http.shutdown()
@@ -210,10 +194,10 @@ class Server:
     async def _abandon_start(self, server: grpc.aio.Server) -> None:
         """Undo what start() did before a port failed: no thread, socket or engine object outlives it."""
         await server.stop(0)
+        self.plane.close()
         if self.native is not None:
-            self.native.close()
             self._remove_backend_dir()
-        for pool in (self._tokenize_pool, self._engine_pool, *self._lane_pools, self._opener_pool):
+        for pool in (self._tokenize_pool, self._opener_pool):
             pool.shutdown(wait=True)
 
     async def serve_until_signal(self) -> None:

@@ -1,4 +1,4 @@
-"""The composition root's factory: DesiredVersion → verified bundle → TextClassifier → Batcher.
+"""The composition root's factory: DesiredVersion → verified bundle → TextClassifier → VersionBatcher.
 
 Injected into the manager, so the manager never knows about artifacts, engines or settings.
 """
@@ -6,17 +6,14 @@ Injected into the manager, so the manager never knows about artifacts, engines o
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Protocol, cast
 
 from ortserve.registry.desired import ArtifactRef, DesiredVersion
-from ortserve.service.batch_policy import BatchPolicy
-from ortserve.service.batcher import Batcher
 from ortserve.service.config import Settings
+from ortserve.service.data_plane import DataPlane, VersionBatcher
 from ortserve.service.device_memory import MIB, MemoryBudgetError, budget_refusal, used_memory_probe
-from ortserve.service.metrics import Metrics
 from ortserve.service.textmodel import EngineOptions, TextClassifier, narrow_engine_pays
 from ortserve.service.tokenization import TokenizerChoice
 
@@ -30,29 +27,15 @@ class VersionFactory:
     def __init__(
         self,
         settings: Settings,
-        metrics: Metrics,
+        plane: DataPlane,
         *,
         fetch: ArtifactFetcher | None,
-        tokenize_pool: Executor,
-        engine_pool: Executor,
-        lane_pools: Sequence[Executor] = (),
         opener: Executor | None = None,
     ) -> None:
         self._settings = settings
-        self._metrics = metrics
+        self._plane = plane
         self._fetch = fetch
-        self._tokenize_pool = tokenize_pool
-        self._engine_pool = engine_pool
-        self._lane_pools = tuple(lane_pools)
         self._opener = opener  # a long-lived thread that opens and warms a version's second session
-        self._policy = BatchPolicy(
-            max_batch_size=settings.max_batch_size,
-            max_queue_delay_s=settings.max_queue_delay_ms / 1000,
-            max_padding_ratio=settings.max_padding_ratio,
-            max_batch_tokens=settings.max_batch_tokens,
-            batch_overhead_tokens=settings.batch_overhead_tokens,
-            sort_window=settings.sort_window,
-        )
         self._engine_options = EngineOptions(
             intra_op_threads=settings.intra_op_threads,
             inter_op_threads=settings.inter_op_threads,
@@ -110,15 +93,5 @@ class VersionFactory:
         self._loaded.add(classifier)
         return classifier
 
-    def batcher(self, model: str, version: str, classifier: TextClassifier) -> Batcher:
-        return Batcher(
-            classifier,
-            policy=self._policy,
-            max_queue_items=self._settings.max_queue_items,
-            max_queue_wait_s=self._settings.max_queue_wait_ms / 1000,
-            engine_concurrency=self._settings.engine_concurrency,
-            tokenize_pool=self._tokenize_pool,
-            engine_pool=self._engine_pool,
-            lane_pools=self._lane_pools,
-            on_batch=self._metrics.batch_observer(model, version),
-        )
+    def batcher(self, model: str, version: str, classifier: TextClassifier) -> VersionBatcher:
+        return self._plane.version(model, version, classifier)

@@ -1,25 +1,63 @@
-"""KServe V2 tensors <-> Python values for text classification (pure functions, no I/O).
+"""KServe V2 tensors <-> Python values for text models (pure functions, no I/O).
 
 Input `TEXT`: BYTES, shape [N] or [N, 1], elements in `contents.bytes_contents` or in
 `raw_input_contents` (each element a 4-byte little-endian length, then the bytes).
-Output `LOGITS`: FP32 [N, labels], returned as raw little-endian bytes (what tritonclient and
-KServe clients read by default), or in `contents.fp32_contents` when the caller asks for it with
-the output parameter `binary_data=false`.
+Output, one per model kind (`ServedOutput`): a classifier's `LOGITS` FP32 [N, labels], an embedding model's
+`EMBEDDING` FP32 [N, dim]; returned as raw little-endian bytes (what tritonclient and KServe clients read by
+default), or in `contents.fp32_contents` when the caller asks for it with the output parameter `binary_data=false`.
+Classification extension: `LOGITS` requested with the parameter `classification` = k is answered BYTES [N, min(k,
+labels)] of "score:index:label", best first (`classification.top_k`); the request parameter `scores` =
+"probabilities" reports softmax probabilities instead of logits.
+
+Checks that need no model run before a version is leased (`decode_texts`, `requested_outputs`, `score_mode`);
+`check_outputs` then holds the requested outputs against the leased version's `ServedOutput`.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from ortserve.proto import grpc_service_pb2 as pb
+from ortserve.registry.bundle import BundleManifest
+from ortserve.service import classification
 from ortserve.service.errors import InvalidArgument
 
 INPUT_NAME = "TEXT"
 OUTPUT_NAME = "LOGITS"
+EMBEDDING_NAME = "EMBEDDING"
+WIRE_OUTPUTS = {"classifier": OUTPUT_NAME, "embedding": EMBEDDING_NAME}
+"""The output a model of each kind (`BundleManifest.kind`) answers with."""
 _LEN = struct.Struct("<I")
+
+
+@dataclass(frozen=True)
+class ServedOutput:
+    """What one loaded version answers: its output's wire name, its kind and (a classifier) its labels."""
+
+    name: str
+    kind: str
+    labels: tuple[str, ...]
+    columns: int
+
+    @classmethod
+    def of(cls, manifest: BundleManifest) -> ServedOutput:
+        return cls(name=WIRE_OUTPUTS[manifest.kind], kind=manifest.kind, labels=tuple(manifest.labels),
+                   columns=manifest.columns)
+
+    def native_entry(self) -> tuple[str, list[str]]:
+        """What the native front end's route table takes per version (`Frontend.set_routes`): (output, labels)."""
+        return self.name, list(self.labels)
+
+
+@dataclass(frozen=True)
+class RequestedOutput:
+    name: str
+    classes: int = 0
+    """k of the classification extension; 0: the output tensor itself."""
 
 
 def decode_texts(request: pb.ModelInferRequest, *, max_texts: int) -> list[str]:
@@ -98,7 +136,7 @@ def join_raw_bytes(elements: Sequence[bytes]) -> bytes:
 
 
 def wants_raw_output(request: pb.ModelInferRequest) -> bool:
-    """Raw output unless the caller asked for `binary_data=false` on LOGITS."""
+    """Raw output unless the caller asked for `binary_data=false` on a requested output."""
     for out in request.outputs:
         param = out.parameters.get("binary_data")
         if param is not None and param.WhichOneof("parameter_choice") == "bool_param":
@@ -106,20 +144,102 @@ def wants_raw_output(request: pb.ModelInferRequest) -> bool:
     return True
 
 
-def check_requested_outputs(request: pb.ModelInferRequest) -> None:
+def requested_outputs(request: pb.ModelInferRequest) -> list[RequestedOutput]:
+    """The requested outputs (none: the version's output as a tensor), with the checks that need no model: each
+    name once, `classification` an integer >= 1."""
+    outputs: list[RequestedOutput] = []
+    seen: set[str] = set()
     for out in request.outputs:
-        if out.name != OUTPUT_NAME:
-            raise InvalidArgument(f"unknown output '{out.name}' requested; this model returns '{OUTPUT_NAME}'")
+        if out.name in seen:
+            raise InvalidArgument(f"output '{out.name}' is requested twice")
+        seen.add(out.name)
+        classes = 0
+        param = out.parameters.get(classification.CLASSIFICATION)
+        if param is not None:
+            choice = param.WhichOneof("parameter_choice")
+            if choice not in ("int64_param", "uint64_param"):
+                raise InvalidArgument(
+                    f"output '{out.name}' parameter '{classification.CLASSIFICATION}' must be an integer "
+                    f"(int64_param), got {choice or 'no value'}"
+                )
+            classes = getattr(param, choice)
+            if classes < 1:
+                raise InvalidArgument(
+                    f"output '{out.name}' parameter '{classification.CLASSIFICATION}' must be >= 1 (how many of the "
+                    f"best classes to return), got {classes}"
+                )
+        outputs.append(RequestedOutput(out.name, classes))
+    return outputs
 
 
-def encode_logits(response: pb.ModelInferResponse, logits: np.ndarray, *, raw: bool) -> pb.ModelInferResponse:
-    logits = np.ascontiguousarray(logits, dtype="<f4")
-    out = response.outputs.add(name=OUTPUT_NAME, datatype="FP32", shape=list(logits.shape))
-    if raw:
-        response.raw_output_contents.append(logits.tobytes())
-    else:
-        out.contents.fp32_contents.extend(logits.ravel().tolist())
+def score_mode(request: pb.ModelInferRequest, outputs: Sequence[RequestedOutput]) -> bool:
+    """Whether classification strings report probabilities: the request parameter `scores` = "probabilities" (or
+    "logits", the default). It applies to classification outputs only."""
+    mode = string_parameter(request.parameters, classification.SCORES)
+    if mode is None:
+        return False
+    if mode not in classification.SCORE_MODES:
+        raise InvalidArgument(
+            f"request parameter '{classification.SCORES}' must be "
+            f"{' or '.join(repr(m) for m in classification.SCORE_MODES)}, got {mode!r}"
+        )
+    if not any(out.classes for out in outputs):
+        raise InvalidArgument(
+            f"request parameter '{classification.SCORES}' applies to classification outputs: request "
+            f"'{OUTPUT_NAME}' with the output parameter '{classification.CLASSIFICATION}' = k"
+        )
+    return mode == "probabilities"
+
+
+def check_outputs(outputs: Sequence[RequestedOutput], served: ServedOutput, model: str) -> None:
+    """Every requested output is the one this version answers, and classification only on a classifier."""
+    for out in outputs:
+        if out.name != served.name:
+            raise InvalidArgument(
+                f"unknown output '{out.name}' requested; model '{model}' ({_a(served.kind)}) has outputs "
+                f"['{served.name}']"
+            )
+        if out.classes and served.kind != "classifier":
+            raise InvalidArgument(
+                f"output '{out.name}' does not take parameter '{classification.CLASSIFICATION}': model '{model}' is "
+                f"{_a(served.kind)}; classification applies to a classifier's '{OUTPUT_NAME}'"
+            )
+
+
+def _a(kind: str) -> str:
+    return f"an {kind} model" if kind[0] in "aeiou" else f"a {kind} model"
+
+
+def encode_outputs(response: pb.ModelInferResponse, values: np.ndarray, served: ServedOutput,
+                   outputs: Sequence[RequestedOutput], *, probabilities: bool, raw: bool) -> pb.ModelInferResponse:
+    """The reply's outputs: the version's output tensor when none was requested, else each requested one."""
+    for out in outputs or [RequestedOutput(served.name)]:
+        if out.classes:
+            strings = classification.top_k(values, out.classes, served.labels, probabilities=probabilities)
+            encode_bytes(response, out.name, strings, raw=raw)
+        else:
+            encode_fp32(response, out.name, values, raw=raw)
     return response
+
+
+def encode_fp32(response: pb.ModelInferResponse, name: str, values: np.ndarray, *, raw: bool) -> None:
+    values = np.ascontiguousarray(values, dtype="<f4")
+    out = response.outputs.add(name=name, datatype="FP32", shape=list(values.shape))
+    if raw:
+        response.raw_output_contents.append(values.tobytes())
+    else:
+        out.contents.fp32_contents.extend(values.ravel().tolist())
+
+
+def encode_bytes(response: pb.ModelInferResponse, name: str, rows: Sequence[Sequence[bytes]], *, raw: bool) -> None:
+    """A BYTES [N, k] tensor: raw as length-prefixed elements (what tritonclient reads), else bytes_contents."""
+    width = len(rows[0]) if rows else 0
+    out = response.outputs.add(name=name, datatype="BYTES", shape=[len(rows), width])
+    elements = [element for row in rows for element in row]
+    if raw:
+        response.raw_output_contents.append(join_raw_bytes(elements))
+    else:
+        out.contents.bytes_contents.extend(elements)
 
 
 def string_parameter(params: object, key: str) -> str | None:

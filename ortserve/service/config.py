@@ -56,11 +56,16 @@ class Settings:
         "48-text window served 4-8 percent more texts/s than 1.15 over 24 (docs/benchmarks.md, run 19).",
         default=1.05,
     )
-    max_queue_items: int = _doc("Texts queued per version before RESOURCE_EXHAUSTED.", default=128)
+    max_queue_items: int = _doc(
+        "Most texts queued per version (tokenized, in memory) before RESOURCE_EXHAUSTED, whatever the deadlines. "
+        "Within it, a call with a deadline is admitted when the queued work plus its own should finish before its "
+        "deadline (estimated from the engine's recent texts/s), and refused at once otherwise.",
+        default=4096,
+    )
     max_queue_wait_ms: float = _doc(
-        "Refuse (RESOURCE_EXHAUSTED, with a grpc-retry-pushback-ms trailer) when the queued work would take "
-        "longer than this to clear, estimated from the engine's recent texts/s; 0 turns it off. Lower trades "
-        "throughput under overload for admitted latency (docs/benchmarks.md).",
+        "For calls without a deadline: refuse (RESOURCE_EXHAUSTED, with a grpc-retry-pushback-ms trailer) when the "
+        "queued work would take longer than this to clear, estimated from the engine's recent texts/s; 0 turns it "
+        "off. Lower trades throughput under overload for admitted latency (docs/benchmarks.md).",
         default=250.0,
     )
     max_batch_tokens: int = _doc("Most padded tokens (texts x longest) in one batch.", default=1024)

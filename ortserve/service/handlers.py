@@ -8,6 +8,7 @@ structured log line per request.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -100,7 +101,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         return pb.ModelReadyResponse(ready=self.accepting and self._manager.model_ready(request.name, request.version))
 
     async def ServerMetadata(self, request: pb.ServerMetadataRequest, context: Any) -> pb.ServerMetadataResponse:
-        return pb.ServerMetadataResponse(name="ortserve", version=__version__, extensions=[])
+        return pb.ServerMetadataResponse(name="ortserve", version=__version__, extensions=["classification"])
 
     async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Any) -> pb.ModelMetadataResponse:
         return await _answer(context, lambda: self._model_metadata(request))
@@ -117,10 +118,18 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                 raise Unavailable(f"model '{request.name}' version '{request.version}' failed to load: {failure}")
             raise NotFound(f"model '{request.name}' has no loaded version '{request.version}'")
         version = route.versions[request.version] if request.version else next(iter(route.versions.values()))
-        labels = len(version.classifier.labels) if version.classifier else -1
         meta = pb.ModelMetadataResponse(name=request.name, versions=sorted(route.versions), platform="onnxruntime_onnx")
         meta.inputs.add(name=codec.INPUT_NAME, datatype="BYTES", shape=[-1])
-        meta.outputs.add(name=codec.OUTPUT_NAME, datatype="FP32", shape=[-1, labels])
+        if version.classifier is None:  # closed between the table read and here: describe what it was
+            meta.outputs.add(name=codec.OUTPUT_NAME, datatype="FP32", shape=[-1, -1])
+            return meta
+        served = codec.ServedOutput.of(version.classifier.manifest)
+        meta.outputs.add(name=served.name, datatype="FP32", shape=[-1, served.columns])
+        # An extension of the protocol (MLServer's field number, see the .proto): the model's kind and a classifier's
+        # labels in LOGITS column order, as a JSON array (labels may hold commas); class_count names them per call.
+        meta.parameters["kind"].string_param = served.kind
+        if served.kind == "classifier":
+            meta.parameters["labels"].string_param = json.dumps(list(served.labels), ensure_ascii=False)
         return meta
 
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
@@ -136,7 +145,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         self._metrics.in_flight.inc()
         try:
             texts = codec.decode_texts(request, max_texts=self._max_texts)
-            codec.check_requested_outputs(request)
+            outputs = codec.requested_outputs(request)
+            probabilities = codec.score_mode(request, outputs)
             routing_key = (
                 codec.string_parameter(request.parameters, "routing_key")
                 or str(metadata.get("x-routing-key") or "")
@@ -151,10 +161,13 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
                 lv = lease.version
                 fields.update(version=lv.version, route=lease.route)
                 version_label = lv.version
-                assert lv.batcher is not None  # READY versions always have one
+                assert lv.batcher is not None and lv.classifier is not None  # READY versions always have both
+                served = codec.ServedOutput.of(lv.classifier.manifest)
+                codec.check_outputs(outputs, served, request.model_name)
                 result = await lv.batcher.infer(texts, deadline=deadline)
             response = pb.ModelInferResponse(model_name=request.model_name, model_version=lv.version, id=request.id)
-            codec.encode_logits(response, result.logits, raw=codec.wants_raw_output(request))
+            codec.encode_outputs(response, result.logits, served, outputs, probabilities=probabilities,
+                                 raw=codec.wants_raw_output(request))
             # Trailers, not headers: they travel in the same write as the reply and the status, while an
             # explicit header send costs a separate gRPC batch per call (about a tenth of the loop's time).
             context.set_trailing_metadata((("x-request-id", request_id), ("x-model-version", lv.version)))

@@ -28,7 +28,7 @@ import structlog
 
 from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
 from ortserve.service import router, version_plan
-from ortserve.service.batcher import Batcher
+from ortserve.service.data_plane import VersionBatcher
 from ortserve.service.errors import NotFound, Unavailable
 from ortserve.service.lifecycle import State, check_transition
 from ortserve.service.textmodel import TextClassifier
@@ -40,20 +40,16 @@ class VersionFactory(Protocol):
     def load(self, model: str, spec: DesiredVersion) -> TextClassifier:
         """Fetch, verify, load and warm up; blocking (runs in the loader thread)."""
 
-    def batcher(self, model: str, version: str, classifier: TextClassifier) -> Batcher:
+    def batcher(self, model: str, version: str, classifier: TextClassifier) -> VersionBatcher:
         """Build the version's batcher (on the loop)."""
 
 
-class DataPath(Protocol):
-    """A second data path serving from the manager's table (the native front end). It gets every new table
-    (`publish`, on the loop, right after the swap), adds its queue to status, and drains its own calls to a
-    version before the version's engines close (`retire`, invariant 3)."""
+class TableSubscriber(Protocol):
+    """A second reader of the route table (the native front end): it gets every new table (`publish`, on the loop,
+    right after the swap). Its calls hold the version's native leases, which the version's batcher drains before
+    the engines close (invariant 3)."""
 
     def publish(self, table: RouteTable) -> None: ...
-
-    def queue_depth(self, lv: LoadedVersion) -> int: ...
-
-    async def retire(self, lv: LoadedVersion, timeout_s: float) -> None: ...
 
 
 class LifecycleObserver(Protocol):
@@ -70,7 +66,7 @@ class LoadedVersion:
     state: State = State.NEW
     reason: str = ""
     classifier: TextClassifier | None = None
-    batcher: Batcher | None = None
+    batcher: VersionBatcher | None = None
     leases: int = 0
     released: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -118,7 +114,7 @@ class ModelManager:
         drain_timeout_s: float = 30.0,
         retry_backoff_s: tuple[float, float] = (1.0, 60.0),
         observer: LifecycleObserver | None = None,
-        data_path: DataPath | None = None,
+        data_path: TableSubscriber | None = None,
     ) -> None:
         self._factory = factory
         self._data_path = data_path
@@ -351,8 +347,8 @@ class ModelManager:
                 await asyncio.wait_for(lv.released.wait(), self._drain_timeout_s)
             except TimeoutError:
                 log.warning("drain_timeout", model=lv.model, version=lv.version, leases=lv.leases)
-        if self._data_path is not None:
-            await self._data_path.retire(lv, max(0.0, deadline - time.monotonic()))
+        if lv.batcher is not None:  # the native front end's calls, then whatever is still queued
+            await lv.batcher.close(max(0.0, deadline - time.monotonic()))
         self._observe("drained", lv.model, lv.version)
         if lv.classifier is not None:
             # Engine.close waits for running batches, so it runs off the loop.
@@ -420,8 +416,7 @@ class ModelManager:
                     "state": lv.state.value,
                     "leases": lv.leases,
                     "source": lv.spec.source(),
-                    "queue_depth": (lv.batcher.queue_depth if lv.batcher else 0)
-                    + (self._data_path.queue_depth(lv) if self._data_path is not None else 0),
+                    "queue_depth": lv.batcher.queue_depth if lv.batcher else 0,
                     "tokenizer": lv.classifier.tokenizer.kind if lv.classifier else None,
                     **(lv.classifier.describe() if lv.classifier else {}),
                 }

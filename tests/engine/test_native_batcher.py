@@ -1,6 +1,6 @@
-"""The native batcher on the tiny BERT bundle, real engine and real threads: every reply equals unbatched
-inference of its own texts, queued calls share batches, and admission, deadlines, cancellation, close and drain
-behave as service/batcher.py does.
+"""The batcher on the tiny BERT bundle, real engine and real threads: every reply equals unbatched inference of its
+own texts, queued calls share batches, and admission, deadlines, cancellation, close and drain behave as
+docs/architecture.md states.
 
 Tests that need "the engine is busy" pause the lanes (`NativeLanes.pause`: no thread starts a new task) with one
 blocker call taken by a thread, so what queues behind it never depends on how long a run takes.
@@ -24,7 +24,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ortserve.engine_ext import Engine, EventSink, NativeLanes, NativeTicket, NativeVersion, WordPiece, load_wordpiece
+from ortserve.engine_ext import (
+    BatchEvent,
+    Engine,
+    EventSink,
+    NativeBatcherSettings,
+    NativeLanes,
+    NativeTextModel,
+    NativeTicket,
+    NativeVersion,
+    WordPiece,
+    load_wordpiece,
+)
 from ortserve.service.textmodel import EngineOptions, TextClassifier
 
 WORDS = ["good", "bad", "movie", "the", "plot", "was", "really", "boring", "great", "acting", "fun", "slow",
@@ -74,18 +85,17 @@ def make_version(model: Model, lanes: NativeLanes, events: EventSink, *, narrow:
         "engine_concurrency": 2,
     }
     options.update(overrides)
-    return NativeVersion(
-        "classifier", "1",
+    text_model = NativeTextModel(
         wide=wide if wide is not None else model.classifier.engine,
         narrow=model.classifier.narrow if narrow else None,
         tokenizer=model.tokenizer,
-        labels=labels if labels is not None else len(model.classifier.labels),
+        output="logits",
+        columns=labels if labels is not None else len(model.classifier.labels),
         pad_id=model.tokenizer.pad_id,
         token_types=model.token_types,
-        lanes=lanes,
-        events=events,
-        **options,
     )
+    return NativeVersion("classifier", "1", text_model=text_model, settings=NativeBatcherSettings(**options),
+                         lanes=lanes, events=events)
 
 
 @contextmanager
@@ -97,11 +107,11 @@ def running_lanes(lanes: int = 2, wide_threads: int = 2) -> Iterator[NativeLanes
         pool.stop()  # resumes paused threads first, so no test leaves a call hanging
 
 
-def batches(events: EventSink) -> list[tuple[Any, ...]]:
-    out: list[tuple[Any, ...]] = []
+def batches(events: EventSink) -> list[BatchEvent]:
+    out: list[BatchEvent] = []
     while chunk := events.drain(512, 0.0):
         out.extend(chunk)
-    assert all(e[0] == "batch" for e in out)
+    assert all(isinstance(e, BatchEvent) for e in out)
     return out
 
 
@@ -135,8 +145,9 @@ def test_lone_call_is_not_held_back(model: Model) -> None:
         assert timings["tokenize_s"] > 0
         (batch,) = batches(events)
         tokens = len(model.classifier.tokenize(["a really good movie"])[0])
-        assert batch[:6] == ("batch", "classifier", "1", 1, tokens, tokens)
-        assert batch[7] == "wide"
+        assert (batch.model, batch.version, batch.texts, batch.padded_tokens, batch.real_tokens) == (
+            "classifier", "1", 1, tokens, tokens)
+        assert batch.lane == "wide"
         assert (version.model, version.version, version.queue_depth) == ("classifier", "1", 0)
 
 
@@ -170,7 +181,7 @@ def test_every_reply_equals_unbatched_inference(model: Model, calls: list[list[s
         if blocker is not None:
             check_ok(model, ["the blocker call"], blocker.wait(WAIT))
         runs = batches(events)
-        assert sum(b[3] for b in runs) == sum(map(len, calls)) + (blocker is not None)
+        assert sum(b.texts for b in runs) == sum(map(len, calls)) + (blocker is not None)
         assert version.queue_depth == 0
 
 
@@ -189,9 +200,9 @@ def test_concurrent_submissions_share_a_batch(model: Model) -> None:
             assert reply[3]["queue_s"] > 0
         check_ok(model, ["the blocker call"], blocker.wait(WAIT))
         runs = batches(events)
-        assert [(b[3], b[7]) for b in runs] == [(1, "wide"), (2, "narrow")]
+        assert [(b.texts, b.lane) for b in runs] == [(1, "wide"), (2, "narrow")]
         shared = runs[1]
-        assert shared[4] >= shared[5] > 0  # padded >= real tokens
+        assert shared.padded_tokens >= shared.real_tokens > 0
 
 
 def test_run_here_answers_a_lone_call_before_submit_returns(model: Model) -> None:
@@ -203,7 +214,7 @@ def test_run_here_answers_a_lone_call_before_submit_returns(model: Model) -> Non
         ticket = version.submit(["a really good movie"], run_here=True)
         assert ticket.done  # ran and was answered on this thread
         check_ok(model, ["a really good movie"], ticket.wait(WAIT))
-        assert [(b[3], b[7]) for b in batches(events)] == [(1, "wide")]
+        assert [(b.texts, b.lane) for b in batches(events)] == [(1, "wide")]
         assert version.submit(["good movie"]).wait(WAIT)[0] == "OK"  # without run_here: a wide thread's run
         batches(events)
 
@@ -215,7 +226,7 @@ def test_run_here_answers_a_lone_call_before_submit_returns(model: Model) -> Non
         lanes.resume()
         check_ok(model, ["the held call"], held.wait(WAIT))
         check_ok(model, ["bad movie"], queued.wait(WAIT))
-        assert [(b[3], b[7]) for b in batches(events)] == [(1, "wide"), (1, "narrow")]
+        assert [(b.texts, b.lane) for b in batches(events)] == [(1, "wide"), (1, "narrow")]
         assert version.queue_depth == 0
 
 
@@ -232,7 +243,7 @@ def test_one_session_at_concurrency_one(model: Model, narrow: bool) -> None:
         check_ok(model, ["bad movie", "fun movie"], tickets[1].wait(WAIT))
         blocker.wait(WAIT)
         # One session does everything when only one run goes at a time.
-        assert [(b[3], b[7]) for b in batches(events)] == [(1, "wide"), (3, "wide")]
+        assert [(b.texts, b.lane) for b in batches(events)] == [(1, "wide"), (3, "wide")]
 
 
 def test_queue_full_refuses_at_once(model: Model) -> None:
@@ -288,7 +299,7 @@ def test_expired_deadline_never_reaches_the_engine(model: Model) -> None:
         code, message, logits, _ = late.wait(WAIT)
         assert (code, message, logits) == ("DEADLINE_EXCEEDED", EXPIRED_QUEUED, None)
         blocker.wait(WAIT)
-        assert [b[3] for b in batches(events)] == [1]  # the blocker's run only
+        assert [b.texts for b in batches(events)] == [1]  # the blocker's run only
         assert version.queue_depth == 0
 
 
@@ -308,7 +319,7 @@ def test_cancel_frees_the_queue_and_never_runs(model: Model) -> None:
         check_ok(model, ["the blocker call"], blocker.wait(WAIT))
         blocker.cancel()  # after the answer: nothing changes
         assert blocker.wait(0)[0] == "OK"
-        assert [b[3] for b in batches(events)] == [1, 1]
+        assert [b.texts for b in batches(events)] == [1, 1]
         assert version.queue_depth == 0
 
 
@@ -360,7 +371,7 @@ def test_engine_failures_answer_internal(model: Model) -> None:
         code, message, _, _ = wrong.infer(["x", "y"])
         assert code == "INTERNAL"
         assert message == (f"inference failed: model returned 'logits' of shape [2, {labels - 1}], expected "
-                           f"[2, {labels}] (one row per text, one column per label)")
+                           f"[2, {labels}] (one row per text)")
 
 
 def test_bad_policy_is_a_value_error(model: Model) -> None:

@@ -61,6 +61,31 @@ def test_fetch_unpacks_verified_bundle_and_reverifies_cache(tmp_path: Path) -> N
     assert [p.name for p in (tmp_path / "cache").iterdir()] == [ref.sha256]
 
 
+@pytest.mark.parametrize("name", ["model.onnx", "tokenizer.json", "manifest.json"])
+def test_a_cached_file_with_one_flipped_byte_is_refetched(tmp_path: Path, name: str) -> None:
+    """Same size, same inode, one bit different: only the sha256 of the re-packed entry can tell, and it must."""
+    bundle = build_tiny_bundle(tmp_path / "b")
+    ref = ArtifactStore(tmp_path / "artifacts").upload(bundle)
+    cache = ArtifactCache(tmp_path / "cache", allowed_roots=[tmp_path / "artifacts"])
+    entry = cache.fetch(ref)
+    path = entry / name
+    size = path.stat().st_size
+    with path.open("r+b") as corrupted:  # held open: its inode cannot be reused, and it shows when it is unlinked
+        corrupted.seek(size // 2)
+        byte = corrupted.read(1)[0]
+        corrupted.seek(size // 2)
+        corrupted.write(bytes([byte ^ 0x01]))
+        corrupted.flush()
+        assert path.stat().st_size == size and path.read_bytes() != (bundle / name).read_bytes()
+        assert cache.fetch(ref) == entry
+        # The corrupted file was deleted and a new one unpacked from the store, not patched in place.
+        assert os.fstat(corrupted.fileno()).st_nlink == 0
+        assert path.stat().st_ino != os.fstat(corrupted.fileno()).st_ino
+    for original in bundle.iterdir():
+        assert (entry / original.name).read_bytes() == original.read_bytes()
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [ref.sha256]  # no temporary left behind
+
+
 def test_fetch_rejects_mismatches(tmp_path: Path) -> None:
     bundle = build_tiny_bundle(tmp_path / "b")
     ref = ArtifactStore(tmp_path / "artifacts").upload(bundle)

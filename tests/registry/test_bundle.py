@@ -11,9 +11,9 @@ from pathlib import Path
 import onnx
 import pytest
 from onnx import TensorProto
-from support.tiny_bundle import build_tiny_bundle, tiny_model
+from support.tiny_bundle import build_tiny_bundle, build_tiny_embedding_bundle, tiny_model
 
-from ortserve.registry.bundle import BundleError, BundleManifest, load_manifest, validate_bundle
+from ortserve.registry.bundle import BundleError, BundleManifest, load_manifest, parse_manifest, validate_bundle
 
 
 @pytest.fixture
@@ -101,3 +101,63 @@ def test_not_a_directory(tmp_path: Path) -> None:
     shutil.copy(__file__, tmp_path / "file")
     with pytest.raises(BundleError, match="not a directory"):
         validate_bundle(tmp_path / "file")
+
+
+# ---- embedding bundles, and a graph that does not fit the declared kind ------------------------------------
+
+
+def test_valid_embedding_bundle(tmp_path: Path) -> None:
+    manifest = validate_bundle(build_tiny_embedding_bundle(tmp_path / "e", dim=6))
+    assert manifest == BundleManifest(format="onnx-text-embedding", labels=(), max_seq_len=32,
+                                      notes="tiny embedding test bundle", dim=6)
+    assert (manifest.kind, manifest.output_name, manifest.columns) == ("embedding", "embedding", 6)
+    assert manifest.to_dict() == {"format": "onnx-text-embedding", "dim": 6, "max_seq_len": 32,
+                                  "notes": "tiny embedding test bundle"}
+    assert parse_manifest(manifest.to_dict()) == manifest
+
+
+def test_classifier_manifest_describes_its_output(bundle: Path) -> None:
+    manifest = validate_bundle(bundle)
+    assert (manifest.kind, manifest.output_name, manifest.columns, manifest.dim) == ("classifier", "logits", 2, None)
+
+
+def test_embedding_manifest_over_a_classifier_graph_is_refused(bundle: Path) -> None:
+    _write_manifest(bundle, format="onnx-text-embedding", dim=2, labels=None)
+    with pytest.raises(BundleError) as info:
+        validate_bundle(bundle)
+    message = str(info.value)
+    assert "missing output 'embedding' (outputs: ['logits'])" in message
+    assert "declares format 'onnx-text-embedding'" in message and "the graph is a classifier" in message
+    assert "declare format 'onnx-text-classifier'" in message and "\n" not in message
+
+
+def test_classifier_manifest_over_an_embedding_graph_is_refused(tmp_path: Path) -> None:
+    b = build_tiny_embedding_bundle(tmp_path / "e", dim=2)
+    _write_manifest(b, format="onnx-text-classifier", labels=["a", "b"], dim=None)
+    with pytest.raises(BundleError, match=r"missing output 'logits' \(outputs: \['embedding'\]\).*the graph is an "
+                                          r"embedding \(output 'embedding'\); declare format 'onnx-text-embedding'"):
+        validate_bundle(b)
+
+
+EMBEDDING_BREAKAGES: dict[str, tuple[dict[str, object], str]] = {
+    "no dim": ({"dim": None}, r"dim \(the embedding width\) must be an integer in 1\.\.65536, got None"),
+    "dim zero": ({"dim": 0}, r"must be an integer in 1\.\.65536, got 0"),
+    "dim text": ({"dim": "384"}, r"got '384'"),
+    "dim bool": ({"dim": True}, r"got True"),
+    "labels on an embedding": ({"labels": ["a"]}, r"labels apply to 'onnx-text-classifier' bundles"),
+    "dim on a classifier": ({"format": "onnx-text-classifier", "labels": ["a", "b", "c", "d"]},
+                            r"dim applies to 'onnx-text-embedding' bundles"),
+    "dim disagrees with the graph": ({"dim": 5}, r"output 'embedding' is 4 wide but manifest\.json declares dim 5"),
+    "other format": ({"format": "onnx-text-regression"}, r"format must be 'onnx-text-classifier' or "
+                                                        r"'onnx-text-embedding', got 'onnx-text-regression'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMBEDDING_BREAKAGES))
+def test_broken_embedding_bundles(tmp_path: Path, name: str) -> None:
+    b = build_tiny_embedding_bundle(tmp_path / "e", dim=4)
+    changes, pattern = EMBEDDING_BREAKAGES[name]
+    _write_manifest(b, **changes)
+    with pytest.raises(BundleError, match=pattern) as info:
+        validate_bundle(b)
+    assert "\n" not in str(info.value)

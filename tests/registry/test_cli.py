@@ -17,7 +17,7 @@ from pathlib import Path
 import onnx
 import pytest
 from support.consul_standin import ConsulStandin
-from support.tiny_bundle import build_tiny_bundle, tiny_model
+from support.tiny_bundle import build_tiny_bundle, build_tiny_embedding_bundle, tiny_model
 
 from ortserve.registry.address import open_store
 from ortserve.registry.artifacts import ArtifactStore
@@ -99,6 +99,16 @@ def test_publish_show_list_route_rollback_retire(cli: Cli, registry: Registry, b
     assert set(doc["versions"]) == {"v1"} and doc["routing"]["weights"] == {"v1": 100}
 
 
+def test_publish_and_show_an_embedding_bundle(cli: Cli, registry: Registry, broken_bundles: dict[str, Path]) -> None:
+    out = ok(cli, registry, "publish", "--model", "search", "--version", "v1", "--bundle",
+             str(broken_bundles["embedding"]), "--weight", "100")
+    assert "search" in out
+    record = show(cli, registry, "search")["versions"]["v1"]
+    assert (record["format"], record["dim"], "labels" in record) == ("onnx-text-embedding", 3, False)
+    table = ok(cli, registry, "show", "search")
+    assert "(embedding, dim 3)" in table
+
+
 def test_republish(cli: Cli, registry: Registry, bundles: dict[str, Path], tmp_path: Path) -> None:
     ok(cli, registry, "publish", "--model", "m", "--version", "v1", "--bundle", str(bundles["a"]))
     before = registry.snapshot()
@@ -124,6 +134,12 @@ def broken_bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (out["not-onnx"] / "model.onnx").write_bytes(b"this is not a protobuf \xff\x00" * 20)
     onnx.save(tiny_model(output_name="scores"), str(out["wrong-io"] / "model.onnx"))
     (out["bad-tokenizer"] / "tokenizer.json").write_text('{"version": "1.0", "model": 42}')
+    # Bundles whose graph is the other kind than their manifest declares.
+    out["embedding-manifest-classifier-graph"] = build_tiny_embedding_bundle(
+        root / "embedding-manifest-classifier-graph", dim=2, graph_output="logits")
+    out["classifier-manifest-embedding-graph"] = build_tiny_bundle(root / "classifier-manifest-embedding-graph")
+    onnx.save(tiny_model(output_name="embedding"), str(out["classifier-manifest-embedding-graph"] / "model.onnx"))
+    out["embedding"] = build_tiny_embedding_bundle(root / "embedding", dim=3)
     return out
 
 
@@ -133,6 +149,12 @@ BAD_INPUTS = [
     (["publish", "--model", "m", "--version", "v9", "--bundle", "{b:not-onnx}"], 1, "not an ONNX model"),
     (["publish", "--model", "m", "--version", "v9", "--bundle", "{b:wrong-io}"], 1, "missing output 'logits'"),
     (["publish", "--model", "m", "--version", "v9", "--bundle", "{b:bad-tokenizer}"], 1, "not a loadable"),
+    (["publish", "--model", "m", "--version", "v9", "--bundle", "{b:embedding-manifest-classifier-graph}"], 1,
+     "missing output 'embedding'.*declares format 'onnx-text-embedding'.*the graph is a classifier"),
+    (["publish", "--model", "m", "--version", "v9", "--bundle", "{b:classifier-manifest-embedding-graph}"], 1,
+     "missing output 'logits'.*declares format 'onnx-text-classifier'.*the graph is an embedding"),
+    (["publish", "--model", "m", "--version", "v9", "--bundle", "{b:embedding}", "--optimize", "int8"], 1,
+     "classifier bundles only: publish it without --optimize"),
     (["publish", "--model", "m", "--version", "v9", "--bundle", "/nonexistent"], 1, "not a directory"),
     (["publish", "--model", "m", "--version", "a/b", "--bundle", "{good}"], 2, "invalid version name"),
     (["publish", "--model", "m", "--version", "..", "--bundle", "{good}"], 2, "invalid version name"),

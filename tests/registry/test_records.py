@@ -53,6 +53,17 @@ def test_version_record_round_trip_matches_schema() -> None:
     assert VersionRecord.from_json(RECORD.to_json()) == RECORD
 
 
+def test_embedding_version_record_round_trip() -> None:
+    record = VersionRecord(model="search", version="v1", artifact=RECORD.artifact,
+                           manifest=BundleManifest("onnx-text-embedding", (), 128, "n", dim=384),
+                           created_at=RECORD.created_at, created_by=RECORD.created_by)
+    doc = json.loads(record.to_json())
+    assert set(doc) == {"model", "version", "artifact", "format", "created_at", "created_by", "dim",
+                        "max_seq_len", "notes"}
+    assert (doc["format"], doc["dim"]) == ("onnx-text-embedding", 384)
+    assert VersionRecord.from_json(record.to_json()) == record
+
+
 @pytest.mark.parametrize("change", [
     {"version": "../x"}, {"artifact": {"uri": "u", "sha256": "xyz", "size": 1}}, {"labels": []},
     {"max_seq_len": 1}, {"format": "other"}, {"artifact": None},

@@ -161,7 +161,8 @@ def test_cancelled_calls_free_their_queue_slots(slow_server: ServerProcess) -> N
 
 
 def test_queue_bounded_by_expected_wait(slow_bundle: Path, reference: Reference, frontend: str) -> None:
-    """With a time budget, a deep queue is refused by how long it would take, not by its length."""
+    """Calls without a deadline: with a time budget, a deep queue is refused by how long it would take, not by its
+    length."""
     with running_server(["--bundle", str(slow_bundle), "--frontend", frontend, "--intra-op-threads", "1",
                          "--engine-concurrency", "1",
                          "--max-queue-items", "64",
@@ -169,11 +170,12 @@ def test_queue_bounded_by_expected_wait(slow_bundle: Path, reference: Reference,
         channel, stub = stub_for(server.address)
         with channel:
             stub.ModelInfer(infer_request([LONG[0]]), timeout=60)  # one run measures the engine's rate
-            futures = [stub.ModelInfer.future(infer_request([LONG[i % 4]]), timeout=120) for i in range(16)]
+            futures = [stub.ModelInfer.future(infer_request([LONG[i % 4]])) for i in range(16)]  # no deadline
             refused = []
             for i, f in enumerate(futures):
                 try:
-                    np.testing.assert_allclose(logits_of(f.result()), reference.logits([LONG[i % 4]]), atol=1e-4)
+                    np.testing.assert_allclose(logits_of(f.result(timeout=120)), reference.logits([LONG[i % 4]]),
+                                               atol=1e-4)
                 except grpc.RpcError as e:
                     refused.append(e)
     # A ~200-token text takes milliseconds to tens of milliseconds on one thread (by machine), so 16 at once
@@ -186,3 +188,35 @@ def test_queue_bounded_by_expected_wait(slow_bundle: Path, reference: Reference,
     pushbacks = [int(dict(e.trailing_metadata())["grpc-retry-pushback-ms"]) for e in refused]
     assert all(p > 10 for p in pushbacks), pushbacks
     assert len(refused) < 16
+
+
+def test_a_deadline_is_admission_s_budget(slow_bundle: Path, reference: Reference, frontend: str) -> None:
+    """A call with a deadline is admitted when the work ahead of it plus its own fits before the deadline, whatever
+    max_queue_wait_ms says, and refused at once (RESOURCE_EXHAUSTED, naming its deadline) when it cannot fit."""
+    with running_server(["--bundle", str(slow_bundle), "--frontend", frontend, "--intra-op-threads", "1",
+                         "--engine-concurrency", "1", "--max-queue-items", "64",
+                         "--max-queue-wait-ms", "10", "--max-batch-size", "2"]) as server:
+        channel, stub = stub_for(server.address)
+        with channel:
+            started = time.monotonic()
+            stub.ModelInfer(infer_request([LONG[0]]), timeout=60)  # one run measures the engine's rate
+            one_run_s = time.monotonic() - started
+            # Far more time than 16 texts take: all admitted, although their work is far over the 10 ms budget.
+            futures = [stub.ModelInfer.future(infer_request([LONG[i % 4]]), timeout=120) for i in range(16)]
+            for i, f in enumerate(futures):
+                np.testing.assert_allclose(logits_of(f.result()), reference.logits([LONG[i % 4]]), atol=1e-4)
+            # A backlog of 24 texts, then a call whose deadline is a small part of it: refused at once.
+            backlog = [stub.ModelInfer.future(infer_request([LONG[i % 4]]), timeout=120) for i in range(24)]
+            until = time.monotonic() + 30
+            while metric(server.scrape(), "ortserve_queue_depth") < 16 and time.monotonic() < until:
+                time.sleep(0.01)
+            budget_s = max(0.05, 4 * one_run_s)
+            asked = time.monotonic()
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.ModelInfer(infer_request([LONG[1]]), timeout=budget_s)
+            took = time.monotonic() - asked
+            for f in backlog:
+                f.result()
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused.value.details()
+    assert re.search(r"about \d+ ms of work including this call's, which has \d+ ms left", refused.value.details())
+    assert took < budget_s  # refused at once, not left to expire

@@ -13,6 +13,7 @@ from ortserve.devtools.bert_bundle import build_tiny_bundle
 from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
 from ortserve.service.assembly import VersionFactory
 from ortserve.service.config import Settings
+from ortserve.service.data_plane import DataPlane
 from ortserve.service.errors import NotFound, Unavailable
 from ortserve.service.lifecycle import IllegalTransition, State, check_transition
 from ortserve.service.manager import ModelManager
@@ -48,18 +49,20 @@ def state(bundles: dict[str, Path], weights: dict[str, int], *, versions: list[s
 
 def run(coro_fn) -> None:
     async def main() -> None:
-        tok, eng = ThreadPoolExecutor(1), ThreadPoolExecutor(2)
+        tok = ThreadPoolExecutor(1)
         events: list[tuple[str, str]] = []
-        factory = VersionFactory(Settings(intra_op_threads=1), Metrics(), fetch=None, tokenize_pool=tok,
-                                 engine_pool=eng)
+        settings = Settings(intra_op_threads=1)
+        plane = DataPlane(settings, Metrics(), tokenize_pool=tok)
+        plane.start(asyncio.get_running_loop())
+        factory = VersionFactory(settings, plane, fetch=None)
         manager = ModelManager(factory, drain_timeout_s=5, retry_backoff_s=(0.05, 0.2),
                                observer=lambda event, model, version, **_: events.append((event, version)))
         try:
             await coro_fn(manager, events)
         finally:
             await manager.close()
+            plane.close()
             tok.shutdown()
-            eng.shutdown()
 
     asyncio.run(main())
 

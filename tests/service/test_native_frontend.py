@@ -198,7 +198,8 @@ def test_log_lines_keep_the_time_they_carry_and_stamp_the_rest() -> None:
 def test_health_and_server_ready_stay_not_serving_once_the_shutdown_began() -> None:
     # A swap's health update can still be queued when SIGTERM arrives; it must not turn a draining server ready
     # (the Python side's grpc HealthServicer ignores it the same way after enter_graceful_shutdown).
-    native = NativeFrontend(Settings(host="127.0.0.1", port=0), Metrics(), backend="unix:/nonexistent/backend")
+    native = NativeFrontend(Settings(host="127.0.0.1", port=0), Metrics(), engine_ext.EventSink(),
+                            backend="unix:/nonexistent/backend")
     port = native.start()
     try:
         ch, stub = stub_for(f"127.0.0.1:{port}")
@@ -217,4 +218,3 @@ def test_health_and_server_ready_stay_not_serving_once_the_shutdown_began() -> N
             assert state() == (False, health_pb2.HealthCheckResponse.NOT_SERVING)
     finally:
         asyncio.run(native.shutdown(0))
-        native.close()

@@ -7,7 +7,7 @@ import pytest
 
 from ortserve import engine_ext
 from ortserve.service import config
-from ortserve.service.batch_policy import BatchPolicy
+from ortserve.service.data_plane import batcher_settings
 
 
 def test_the_native_structs_default_to_the_settings() -> None:
@@ -18,11 +18,15 @@ def test_the_native_structs_default_to_the_settings() -> None:
     assert policy.sort_window == config.default("sort_window")
 
 
-def test_the_python_batch_policy_defaults_to_the_settings() -> None:
-    policy = BatchPolicy()
-    assert policy.max_queue_delay_s == pytest.approx(config.default("max_queue_delay_ms") / 1000)
-    for name in ("max_batch_size", "max_padding_ratio", "batch_overhead_tokens", "max_batch_tokens", "sort_window"):
-        assert getattr(policy, name) == config.default(name), name
+def test_the_batcher_gets_every_setting_from_the_settings() -> None:
+    settings = config.Settings(max_batch_size=7, max_queue_delay_ms=3, max_padding_ratio=1.5, batch_overhead_tokens=9,
+                               max_batch_tokens=700, sort_window=5, max_queue_items=11, max_queue_wait_ms=40,
+                               engine_concurrency=3)
+    native = batcher_settings(settings)
+    policy = native.policy
+    assert (policy.max_batch_size, policy.max_queue_delay_s, policy.max_padding_ratio, policy.batch_overhead_tokens,
+            policy.max_batch_tokens, policy.sort_window) == (7, pytest.approx(0.003), 1.5, 9, 700, 5)
+    assert (native.max_queue_items, native.max_queue_wait_s, native.engine_concurrency) == (11, 0.04, 3)
 
 
 @pytest.mark.skipif(not engine_ext.HAS_FRONTEND, reason=f"native front end not built: {engine_ext.FRONTEND_MISSING}")

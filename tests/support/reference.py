@@ -1,4 +1,6 @@
-"""Expected logits computed without ortserve: tokenizers + onnxruntime's own Python session."""
+"""Expected outputs computed without ortserve: tokenizers + onnxruntime's own Python session.
+
+The output is the bundle's: `logits` of a classifier, `embedding` of an embedding bundle (manifest format)."""
 
 from __future__ import annotations
 
@@ -19,10 +21,14 @@ class Reference:
         self.tokenizer.enable_truncation(max_length=manifest["max_seq_len"])
         self.session = ort.InferenceSession(str(bundle / "model.onnx"), providers=["CPUExecutionProvider"])
         self.input_names = {i.name for i in self.session.get_inputs()}
+        self.output = "embedding" if manifest["format"] == "onnx-text-embedding" else "logits"
+        self.labels: list[str] = manifest.get("labels", [])
 
     def logits(self, texts: Sequence[str]) -> np.ndarray:
-        """Each text alone (batch of 1): what unbatched inference returns."""
+        """Each text alone (batch of 1): what unbatched inference returns (an embedding bundle's embeddings)."""
         return np.concatenate([self._run([t]) for t in texts])
+
+    embeddings = logits
 
     def _run(self, texts: Sequence[str]) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(list(texts))
@@ -35,4 +41,4 @@ class Reference:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        return self.session.run(["logits"], feeds)[0]
+        return self.session.run([self.output], feeds)[0]

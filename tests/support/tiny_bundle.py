@@ -33,6 +33,19 @@ def build_tiny_bundle(dest: str | Path, *, labels: Sequence[str] = ("negative", 
     return out
 
 
+def build_tiny_embedding_bundle(dest: str | Path, *, dim: int = 4, seed: int = 0, max_seq_len: int = 32,
+                                notes: str = "tiny embedding test bundle", graph_output: str = "embedding") -> Path:
+    """An embedding bundle (format onnx-text-embedding, output `embedding` FP32 [batch, dim]); `graph_output`
+    names the graph's output instead, for bundles whose graph does not fit their manifest."""
+    out = Path(dest)
+    out.mkdir(parents=True, exist_ok=True)
+    onnx.save(tiny_model(num_labels=dim, seed=seed, output_name=graph_output), str(out / "model.onnx"))
+    tiny_tokenizer().save(str(out / "tokenizer.json"))
+    manifest = {"format": "onnx-text-embedding", "dim": dim, "max_seq_len": max_seq_len, "notes": notes}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return out
+
+
 def tiny_model(*, num_labels: int = 2, seed: int = 0, hidden: int = 4, token_type_ids: bool = False,
                input_type: int = TensorProto.INT64, output_type: int = TensorProto.FLOAT,
                output_name: str = "logits") -> onnx.ModelProto:

@@ -2,33 +2,51 @@
 
 tritonclient registers its own copy of the KServe `inference` protobuf package, which cannot share
 a process with ortserve's, so the tests run this in a subprocess and read JSON from stdout.
-usage: triton_client.py ADDRESS MODEL TEXTS_JSON
+usage: triton_client.py ADDRESS MODEL TEXTS_JSON [--output NAME] [--class-count K] [--scores MODE]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 
 import numpy as np
 import tritonclient.grpc as triton
 
 
 def main() -> None:
-    address, model, texts_path = sys.argv[1:4]
-    with open(texts_path) as f:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("address")
+    parser.add_argument("model")
+    parser.add_argument("texts_path")
+    parser.add_argument("--output", default="LOGITS")
+    parser.add_argument("--class-count", type=int, default=0, help="InferRequestedOutput(..., class_count=K)")
+    parser.add_argument("--scores", help="the request parameter `scores`")
+    args = parser.parse_args()
+    with open(args.texts_path) as f:
         texts = json.load(f)
-    client = triton.InferenceServerClient(url=address)
-    assert client.is_server_live() and client.is_server_ready() and client.is_model_ready(model)
-    meta = client.get_model_metadata(model, as_json=True)
+    client = triton.InferenceServerClient(url=args.address)
+    assert client.is_server_live() and client.is_server_ready() and client.is_model_ready(args.model)
+    meta = client.get_model_metadata(args.model, as_json=True)
     data = np.array([t.encode() for t in texts], dtype=np.object_)
     tensor = triton.InferInput("TEXT", [len(texts)], "BYTES")
     tensor.set_data_from_numpy(data)
-    result = client.infer(model, [tensor], outputs=[triton.InferRequestedOutput("LOGITS")])
-    logits = result.as_numpy("LOGITS")
+    parameters = {"scores": args.scores} if args.scores else None
+    try:
+        result = client.infer(args.model, [tensor], parameters=parameters,
+                              outputs=[triton.InferRequestedOutput(args.output, class_count=args.class_count)])
+    except triton.InferenceServerException as e:
+        print(json.dumps({"error": e.status(), "message": e.message()}))
+        return
+    values = result.as_numpy(args.output)
     response = result.get_response(as_json=True)
-    print(json.dumps({"logits": logits.tolist(), "dtype": str(logits.dtype), "metadata": meta,
-                      "model_version": response["model_version"]}))
+    reply = {"dtype": str(values.dtype), "shape": list(values.shape), "metadata": meta,
+             "model_version": response["model_version"]}
+    if values.dtype == np.object_:
+        reply["classes"] = [[element.decode() for element in row] for row in values]
+    else:
+        reply[args.output.lower()] = values.tolist()
+    print(json.dumps(reply))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,4 @@
-// service/batch_policy.py in C++, line for line: the differential test requires the same indices, so every
-// sort is stable with Python's keys and every comparison uses the same (double) arithmetic.
+// The batch policy (see batch_policy.h). Every sort is stable, so equal keys keep their arrival order.
 #include "batch_policy.h"
 
 #include <algorithm>
@@ -34,7 +33,7 @@ std::vector<size_t> ChooseBatch(const std::vector<PendingText>& pending, double 
     return std::make_tuple(pending[a].length, pending[a].enqueued_at) <
            std::make_tuple(pending[b].length, pending[b].enqueued_at);
   });
-  // Python's min(): the first candidate of least enqueued_at.
+  // The first candidate of least enqueued_at.
   const size_t oldest = *std::min_element(candidates.begin(), candidates.end(), by_age);
   const bool must_include = now - pending[oldest].enqueued_at >= policy.max_queue_delay_s;
 

@@ -30,7 +30,7 @@ struct RequestEvent {
   double ended_unix = 0;  // wall clock (seconds since the epoch) when the reply went out: the log line's time
 };
 
-// One engine run (service/batcher.BatchRun).
+// One engine run.
 struct BatchEvent {
   std::string model;
   std::string version;

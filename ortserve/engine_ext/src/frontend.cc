@@ -282,14 +282,18 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     grpc::CallbackServerContext* ctx;
     grpc::ByteBuffer* response;
     std::unique_ptr<ParsedRequest> parsed;
+    DecodedRequest decoded;  // views into `parsed`
     std::shared_ptr<NativeVersion> version;
+    std::shared_ptr<const RouteTable> table;  // keeps `served` alive
+    const VersionOutput* served = nullptr;
     std::string version_name, route, request_id;
     Clock::time_point arrived;
   };
 
   explicit InferReactor(Setup setup) : s_(std::move(setup)) { s_.impl->in_flight.fetch_add(1); }
 
-  void Start(const std::vector<std::string_view>& texts) {
+  void Start() {
+    const std::vector<std::string_view>& texts = s_.decoded.texts;
     texts_ = static_cast<int>(texts.size());
     raw_ = WantsRawOutput(*s_.parsed->request);
     // may_run_here: a lone call runs on this gRPC thread (Submit's comment says when); the other callback
@@ -325,6 +329,12 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     grpc::CallbackServerContext& ctx = *s_.ctx;
     grpc::Status status;
     ctx.AddTrailingMetadata("x-request-id", s_.request_id);
+    if (result.code == Code::kOk && NeedsLabels() && s_.served->labels.size() != static_cast<size_t>(result.labels)) {
+      result.code = Code::kInternal;
+      result.message = "model '" + s_.parsed->request->model_name() + "' version '" + s_.version_name + "' returned " +
+                       std::to_string(result.labels) + " columns for " + std::to_string(s_.served->labels.size()) +
+                       " labels";
+    }
     if (result.code == Code::kOk) {
       const auto& request = *s_.parsed->request;
       google::protobuf::Arena arena;
@@ -332,7 +342,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       reply->set_model_name(request.model_name());
       reply->set_model_version(s_.version_name);
       reply->set_id(request.id());
-      EncodeLogits(*reply, result.logits.data(), result.rows, result.labels, raw_);
+      EncodeOutputs(*reply, s_.decoded, *s_.served, result.logits.data(), result.rows, result.labels, raw_);
       bool own = false;
       status = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(*reply, s_.response, &own);
       ctx.AddTrailingMetadata("x-model-version", s_.version_name);
@@ -365,6 +375,13 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     Finish(status);  // last: OnDone may delete this at once
   }
 
+  bool NeedsLabels() const {
+    for (const RequestedOutput& out : s_.decoded.outputs) {
+      if (out.classes > 0) return true;
+    }
+    return false;
+  }
+
   Setup s_;
   int texts_ = 0;
   bool raw_ = true;
@@ -384,8 +401,8 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
   const std::shared_ptr<const RouteTable> table = routes.Load();
   const auto model = table->models.find(req.model_name());
   if (model == table->models.end()) return PassOn(Passthrough::kModelNotNative, ctx, request, response);
-  auto texts = DecodeTexts(req, options.max_texts);
-  if (!texts) return PassOn(Passthrough::kBadInput, ctx, request, response);
+  auto decoded = DecodeRequest(req, options.max_texts);
+  if (!decoded) return PassOn(Passthrough::kBadInput, ctx, request, response);
 
   std::string request_id(ClientHeader(*ctx, "x-request-id"));
   if (request_id.empty()) request_id = RandomRequestId();
@@ -408,12 +425,16 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
   if (version == route.versions.end() || !version->second) {
     return PassOn(Passthrough::kVersionNotNative, ctx, request, response);
   }
+  // Outputs this version does not answer, or classification without its labels: Python names the error, or serves
+  // what the native table cannot (on the same version for a pin or a routing key).
+  const VersionOutput& served = route.OutputOf(version_name);
+  if (!OutputsFit(*decoded, served)) return PassOn(Passthrough::kBadInput, ctx, request, response);
   if (!version->second->Acquire()) return PassOn(Passthrough::kVersionDraining, ctx, request, response);
 
-  auto* reactor = new InferReactor(InferReactor::Setup{this, ctx, response, std::move(parsed), version->second,
-                                                       std::move(version_name), std::move(route_name),
-                                                       std::move(request_id), arrived});
-  reactor->Start(*texts);
+  auto* reactor = new InferReactor(InferReactor::Setup{this, ctx, response, std::move(parsed), std::move(*decoded),
+                                                       version->second, table, &served, std::move(version_name),
+                                                       std::move(route_name), std::move(request_id), arrived});
+  reactor->Start();
   return reactor;
 }
 

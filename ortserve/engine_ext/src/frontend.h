@@ -26,7 +26,7 @@ namespace ortserve {
 enum class Passthrough : size_t {
   kUnparsable,         // the body is not a ModelInferRequest (Python answers INVALID_ARGUMENT)
   kModelNotNative,     // unknown, still loading, or every version on the HF tokenizer
-  kBadInput,           // the TEXT input does not decode (Python names the field)
+  kBadInput,           // the TEXT input does not decode, or the outputs do not fit the version (Python names it)
   kNoRoutableVersion,  // the split routes the key nowhere
   kVersionNotNative,   // the pinned or picked version is not on the native path
   kVersionDraining,    // the version stopped taking calls between the route lookup and the lease

@@ -2,12 +2,18 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <string>
+
+#include "classification.h"
 
 namespace ortserve {
 namespace {
 
 constexpr const char* kInput = "TEXT";
-constexpr const char* kOutput = "LOGITS";
+constexpr const char* kClassification = "classification";  // classification.CLASSIFICATION
+constexpr const char* kScores = "scores";                  // classification.SCORES
+constexpr int kMaxOutputs = 8;
 
 bool LittleEndianHost() {
   const uint32_t one = 1;
@@ -72,8 +78,7 @@ bool IsValidUtf8(std::string_view bytes) {
   return true;
 }
 
-std::optional<std::vector<std::string_view>> DecodeTexts(const inference::ModelInferRequest& request,
-                                                         long long max_texts) {
+std::optional<DecodedRequest> DecodeRequest(const inference::ModelInferRequest& request, long long max_texts) {
   if (request.inputs_size() != 1) return std::nullopt;
   const auto& tensor = request.inputs(0);
   if (tensor.name() != kInput || tensor.datatype() != "BYTES") return std::nullopt;
@@ -82,7 +87,8 @@ std::optional<std::vector<std::string_view>> DecodeTexts(const inference::ModelI
   const int64_t count = shape[0];
   if (count < 1 || count > max_texts) return std::nullopt;
 
-  std::vector<std::string_view> texts;
+  DecodedRequest decoded;
+  std::vector<std::string_view>& texts = decoded.texts;
   texts.reserve(static_cast<size_t>(count));
   if (request.raw_input_contents_size() > 0) {
     if (tensor.has_contents() || request.raw_input_contents_size() != 1) return std::nullopt;
@@ -94,15 +100,57 @@ std::optional<std::vector<std::string_view>> DecodeTexts(const inference::ModelI
   for (std::string_view text : texts) {
     if (!IsValidUtf8(text)) return std::nullopt;
   }
+
+  // codec.requested_outputs. A version answers one output, so more than a few are never served: Python answers
+  // those (and the duplicate check below stays cheap).
+  if (request.outputs_size() > kMaxOutputs) return std::nullopt;
+  bool any_classification = false;
   for (const auto& out : request.outputs()) {
-    if (out.name() != kOutput) return std::nullopt;
+    for (const RequestedOutput& seen : decoded.outputs) {
+      if (seen.name == out.name()) return std::nullopt;  // requested twice
+    }
+    RequestedOutput wanted{out.name(), 0};
+    const auto param = out.parameters().find(kClassification);
+    if (param != out.parameters().end()) {
+      const auto& value = param->second;
+      if (value.parameter_choice_case() == inference::InferParameter::kInt64Param) {
+        wanted.classes = value.int64_param();
+      } else if (value.parameter_choice_case() == inference::InferParameter::kUint64Param) {
+        const uint64_t k = value.uint64_param();
+        wanted.classes = k > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                             ? std::numeric_limits<int64_t>::max()
+                             : static_cast<int64_t>(k);
+      } else {
+        return std::nullopt;
+      }
+      if (wanted.classes < 1) return std::nullopt;
+      any_classification = true;
+    }
+    decoded.outputs.push_back(wanted);
+  }
+  // codec.score_mode
+  const auto scores = request.parameters().find(kScores);
+  if (scores != request.parameters().end()) {
+    if (scores->second.parameter_choice_case() != inference::InferParameter::kStringParam) return std::nullopt;
+    const std::string& mode = scores->second.string_param();
+    if (mode != "logits" && mode != "probabilities") return std::nullopt;
+    if (!any_classification) return std::nullopt;
+    decoded.probabilities = mode == "probabilities";
   }
   const auto key = request.parameters().find("routing_key");
   if (key != request.parameters().end() &&
       key->second.parameter_choice_case() != inference::InferParameter::kStringParam) {
     return std::nullopt;
   }
-  return texts;
+  return decoded;
+}
+
+bool OutputsFit(const DecodedRequest& request, const VersionOutput& served) {
+  for (const RequestedOutput& out : request.outputs) {
+    if (out.name != served.name) return false;
+    if (out.classes > 0 && served.labels.empty()) return false;
+  }
+  return true;
 }
 
 bool WantsRawOutput(const inference::ModelInferRequest& request) {
@@ -125,29 +173,76 @@ std::string_view RoutingKeyParam(const inference::ModelInferRequest& request) {
   return key->second.string_param();
 }
 
-void EncodeLogits(inference::ModelInferResponse& response, const float* logits, int rows, int labels, bool raw) {
+namespace {
+
+void EncodeFp32(inference::ModelInferResponse& response, std::string_view name, const float* values, int rows,
+                int columns, bool raw) {
   auto* out = response.add_outputs();
-  out->set_name(kOutput);
+  out->set_name(std::string(name));
   out->set_datatype("FP32");
   out->add_shape(rows);
-  out->add_shape(labels);
-  const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(labels);
+  out->add_shape(columns);
+  const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(columns);
   if (raw) {
     std::string* bytes = response.add_raw_output_contents();
     bytes->resize(count * 4);
     if (LittleEndianHost()) {
-      if (count > 0) std::memcpy(bytes->data(), logits, count * 4);
+      if (count > 0) std::memcpy(bytes->data(), values, count * 4);
     } else {
       for (size_t i = 0; i < count; ++i) {
         uint32_t v;
-        std::memcpy(&v, &logits[i], 4);
+        std::memcpy(&v, &values[i], 4);
         for (int b = 0; b < 4; ++b) (*bytes)[i * 4 + b] = static_cast<char>((v >> (8 * b)) & 0xFF);
       }
     }
   } else {
-    auto* values = out->mutable_contents()->mutable_fp32_contents();
-    values->Reserve(static_cast<int>(count));
-    for (size_t i = 0; i < count; ++i) values->Add(logits[i]);
+    auto* contents = out->mutable_contents()->mutable_fp32_contents();
+    contents->Reserve(static_cast<int>(count));
+    for (size_t i = 0; i < count; ++i) contents->Add(values[i]);
+  }
+}
+
+// codec.encode_bytes: BYTES [rows, width], length-prefixed in raw_output_contents or in bytes_contents.
+void EncodeBytes(inference::ModelInferResponse& response, std::string_view name, std::vector<std::string>&& elements,
+                 int rows, bool raw) {
+  const size_t width = rows > 0 ? elements.size() / static_cast<size_t>(rows) : 0;
+  auto* out = response.add_outputs();
+  out->set_name(std::string(name));
+  out->set_datatype("BYTES");
+  out->add_shape(rows);
+  out->add_shape(static_cast<int64_t>(width));
+  if (raw) {
+    size_t total = 0;
+    for (const std::string& e : elements) total += 4 + e.size();
+    std::string* bytes = response.add_raw_output_contents();
+    bytes->reserve(total);
+    for (const std::string& e : elements) {
+      const auto size = static_cast<uint32_t>(e.size());
+      for (int b = 0; b < 4; ++b) bytes->push_back(static_cast<char>((size >> (8 * b)) & 0xFF));
+      bytes->append(e);
+    }
+  } else {
+    auto* contents = out->mutable_contents()->mutable_bytes_contents();
+    contents->Reserve(static_cast<int>(elements.size()));
+    for (std::string& e : elements) contents->Add(std::move(e));
+  }
+}
+
+}  // namespace
+
+void EncodeOutputs(inference::ModelInferResponse& response, const DecodedRequest& request,
+                   const VersionOutput& served, const float* values, int rows, int columns, bool raw) {
+  if (request.outputs.empty()) {
+    EncodeFp32(response, served.name, values, rows, columns, raw);
+    return;
+  }
+  for (const RequestedOutput& out : request.outputs) {
+    if (out.classes > 0) {
+      EncodeBytes(response, out.name, TopKClasses(values, rows, served.labels, out.classes, request.probabilities),
+                  rows, raw);
+    } else {
+      EncodeFp32(response, out.name, values, rows, columns, raw);
+    }
   }
 }
 

@@ -1,7 +1,5 @@
-// The native batcher (see native_batcher.h). One mutex per version guards everything the Python Batcher keeps
-// on its event loop (pending texts, admitted count, lane load, throughput); engine runs and done callbacks
-// happen with no lock held. Every state change is the Python method of the same name: _admit, _lane, _start,
-// _stop, _dispatch, _expire, _finish, _run_alone.
+// The batcher (see native_batcher.h). One mutex per version guards the pending texts, admitted count, lane load
+// and throughput; engine runs and done callbacks happen with no lock held.
 #include "native_batcher.h"
 
 #include <algorithm>
@@ -40,13 +38,12 @@ constexpr char kShuttingDown[] = "model version is shutting down; retry";
 constexpr char kExpiredQueued[] = "deadline exceeded while queued; the request never reached the engine";
 constexpr char kExpiredBefore[] = "deadline exceeded before the request reached the engine";
 constexpr char kCancelled[] = "call cancelled by the client";
-constexpr char kOutput[] = "logits";
 
 double Seconds(Clock::time_point t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
 double NowS() { return Seconds(Clock::now()); }
 
 std::string Format(const char* format, double a, double b) {
-  char buffer[64];
+  char buffer[160];
   std::snprintf(buffer, sizeof buffer, format, a, b);
   return buffer;
 }
@@ -57,10 +54,11 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return text + "]";
 }
 
-// textmodel.TextClassifier.run: pad to the longest text (then up to the shape ladder, when there is one) with pad_id,
-// mask 1/0 (a ladder's extra rows attend to their first token, so no row is all padding), token_type_ids zeros when
-// the graph takes them; logits float32 [rows, labels]. Throws (std::exception) what the engine throws.
-std::vector<float> RunEngine(const TextModel& model, bool narrow, const std::vector<const std::vector<int64_t>*>& rows) {
+}  // namespace
+
+// A ladder's extra rows attend to their first token, so that no row is all padding; their output is dropped.
+std::vector<float> RunEngine(const TextModel& model, bool narrow,
+                             const std::vector<const std::vector<int64_t>*>& rows) {
   const size_t n = rows.size();
   size_t longest = 0;
   for (const auto* ids : rows) longest = std::max(longest, ids->size());
@@ -90,21 +88,22 @@ std::vector<float> RunEngine(const TextModel& model, bool narrow, const std::vec
   const Engine& engine = narrow && model.narrow != nullptr ? *model.narrow : *model.wide;
   std::vector<OutputTensor> outputs = engine.Run(feeds);
   for (OutputTensor& output : outputs) {
-    if (output.name != kOutput) continue;
-    const std::vector<int64_t> expected{static_cast<int64_t>(padded_rows), model.labels};
+    if (output.name != model.output) continue;
+    const std::vector<int64_t> expected{static_cast<int64_t>(padded_rows), model.columns};
     if (output.shape != expected) {
-      throw EngineError(std::string("model returned '") + kOutput + "' of shape " + ShapeText(output.shape) +
-                        ", expected " + ShapeText(expected) + " (one row per text, one column per label)");
+      throw EngineError("model returned '" + model.output + "' of shape " + ShapeText(output.shape) + ", expected " +
+                        ShapeText(expected) + " (one row per text)");
     }
     if (output.dtype != "float32") {
-      throw EngineError(std::string("model returned '") + kOutput + "' of dtype " + output.dtype +
-                        ", expected float32");
+      throw EngineError("model returned '" + model.output + "' of dtype " + output.dtype + ", expected float32");
     }
     const auto* data = reinterpret_cast<const float*>(output.data.get());
-    return std::vector<float>(data, data + n * static_cast<size_t>(model.labels));  // the ladder's rows dropped
+    return std::vector<float>(data, data + n * static_cast<size_t>(model.columns));  // the ladder's rows dropped
   }
-  throw EngineError(std::string("model has no '") + kOutput + "' output");
+  throw EngineError("model has no '" + model.output + "' output");
 }
+
+namespace {
 
 // One engine run as a batch path sees it: the logits or the engine's error, how long it took, and the padded and
 // real token counts its BatchEvent reports.
@@ -381,7 +380,11 @@ struct NativeBatcher::State {
 
   bool Idle() const { return in_flight == 0 && submitting == 0 && delivering == 0; }
 
-  // _lane: the session of the next run (true: narrow), or nullopt while the engine has no room for it.
+  // The session of the next run (true: narrow), or nullopt while the engine has no room for it. A call that finds
+  // the engine idle and nothing queued runs alone on the wide (multi-threaded) session, which sets unloaded
+  // latency; anything that had to queue runs on the narrow one, up to engine_concurrency runs side by side. Under
+  // load that keeps every core on its own batch: runs of a multi-threaded session wait at every operator for
+  // whichever of their threads was preempted, and leave the other core idle.
   std::optional<bool> Lane(bool queued) const {
     if (wide_running) return std::nullopt;
     const int concurrency = settings.engine_concurrency;
@@ -452,7 +455,7 @@ struct NativeBatcher::State {
     return best;
   }
 
-  // _dispatch: batches for every lane with room. Under `mutex`.
+  // Batches for every lane with room. Under `mutex`.
   void Dispatch(const std::shared_ptr<NativeBatcher>& self, Answers& answers) {
     std::optional<bool> lane;
     while (!pending.empty() && (lane = Lane(true))) {
@@ -506,7 +509,7 @@ struct NativeBatcher::State {
     if (Idle()) idle.notify_all();
   }
 
-  // _run_batch + _finish, on a lane (or wide) thread.
+  // One queued batch, on a lane (or wide) thread: run it, answer the calls it completed, dispatch the next.
   void RunBatch(const std::shared_ptr<NativeBatcher>& self, Batch& batch) {
     Answers answers;
     std::vector<const Item*> kept;
@@ -539,7 +542,7 @@ struct NativeBatcher::State {
       const int texts = static_cast<int>(kept.size());
       throughput.Observe(texts, engine_s);
       Event(texts, run.padded_tokens, run.real_tokens, engine_s, batch.narrow);
-      const auto labels = static_cast<size_t>(model.labels);
+      const auto columns = static_cast<size_t>(model.columns);
       std::unordered_set<const Call*> seen;
       for (size_t row = 0; row < kept.size(); ++row) {
         const Item& item = *kept[row];
@@ -547,8 +550,8 @@ struct NativeBatcher::State {
         if (call.finished) continue;
         // Queued until the engine started it: a batch queued behind a lane's running one waits there too.
         call.result.queue_s = std::max(call.result.queue_s, started - item.enqueued_at);
-        std::copy_n(run.logits.begin() + static_cast<std::ptrdiff_t>(row * labels), labels,
-                    call.result.logits.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(item.row) * labels));
+        std::copy_n(run.logits.begin() + static_cast<std::ptrdiff_t>(row * columns), columns,
+                    call.result.logits.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(item.row) * columns));
         if (seen.insert(&call).second) {  // a call split over batches pays each batch once
           call.result.engine_s += engine_s;
           call.result.batch_size = std::max(call.result.batch_size, texts);
@@ -562,7 +565,7 @@ struct NativeBatcher::State {
     DispatchAndDeliver(self, lock, answers);
   }
 
-  // _run_alone on a wide thread: nothing queued, so nothing to batch with. `on_caller`: on the submitting thread
+  // A lone call on a wide thread: nothing queued, so nothing to batch with. `on_caller`: on the submitting thread
   // instead (Submit's may_run_here), whose slot goes back before the answer, so that the caller's next call,
   // which may come as soon as it has the answer, can take it again.
   void RunAlone(const std::shared_ptr<NativeBatcher>& self, const CallHandle& call,
@@ -595,23 +598,37 @@ struct NativeBatcher::State {
     DispatchAndDeliver(self, lock, answers);
   }
 
-  // _admit: refuses (a message) past the queue's bound in texts or in expected wait. An empty queue always
-  // admits: the per-request maximum, not the queue size, bounds what one call may send.
-  std::optional<InferResult> Admit(int n) const {
+  // A refusal (RESOURCE_EXHAUSTED, with the queued work's drain time as the retry hint), or nullopt to admit n
+  // texts. An empty queue always admits: the per-request maximum, not the queue, bounds what one call may send.
+  // max_queue_items bounds the texts held in memory; within it, a call with a deadline is admitted when the
+  // work ahead of it plus its own should finish before the deadline, one without when the work ahead is under
+  // max_queue_wait_s. The expected work is the queued and running texts over the measured rate, shared by
+  // engine_concurrency lanes.
+  std::optional<InferResult> Admission(int n, std::optional<Clock::time_point> deadline, Clock::time_point now) const {
     if (admitted == 0) return std::nullopt;
-    // Batches run engine_concurrency at a time, so the queue drains that much faster.
-    const double wait = throughput.WaitS(admitted + running_texts) / settings.engine_concurrency;
+    const double ahead_s = throughput.WaitS(admitted + running_texts) / settings.engine_concurrency;
     InferResult refusal;
     refusal.code = Code::kResourceExhausted;
-    refusal.retry_after_s = wait;
+    refusal.retry_after_s = ahead_s;
+    const std::string queued = "server busy: " + std::to_string(admitted) + " texts queued for this model version";
     if (admitted + n > settings.max_queue_items) {
-      refusal.message = "server busy: " + std::to_string(admitted) + " texts queued for this model version (limit " +
-                        std::to_string(settings.max_queue_items) + "); retry with backoff";
+      refusal.message = queued + " (limit " + std::to_string(settings.max_queue_items) + "); retry with backoff";
       return refusal;
     }
-    if (settings.max_queue_wait_s != 0 && wait > settings.max_queue_wait_s) {
-      refusal.message = "server busy: " + std::to_string(admitted) + " texts queued for this model version, " +
-                        Format("about %.0f ms of work (limit %.0f ms)", wait * 1000, settings.max_queue_wait_s * 1000) +
+    if (deadline) {
+      const double left_s = std::chrono::duration<double>(*deadline - now).count();
+      const double done_s = ahead_s + throughput.WaitS(n) / settings.engine_concurrency;
+      if (done_s <= left_s) return std::nullopt;
+      refusal.message = queued + ", " +
+                        Format("about %.0f ms of work including this call's, which has %.0f ms left", done_s * 1000,
+                               std::max(left_s, 0.0) * 1000) +
+                        "; retry with backoff or a longer deadline";
+      return refusal;
+    }
+    if (settings.max_queue_wait_s != 0 && ahead_s > settings.max_queue_wait_s) {
+      refusal.message = queued + ", " +
+                        Format("about %.0f ms of work (limit %.0f ms)", ahead_s * 1000,
+                               settings.max_queue_wait_s * 1000) +
                         "; retry with backoff";
       return refusal;
     }
@@ -626,10 +643,9 @@ NativeBatcher::NativeBatcher(std::string model, std::string version, TextModel m
   if (settings.engine_concurrency < 1) throw OptionError("engine_concurrency must be >= 1");
   if (settings.max_queue_items < 1) throw OptionError("max_queue_items must be >= 1");
   if (settings.max_queue_wait_s < 0) throw OptionError("max_queue_wait_s must be >= 0");
-  if (model_ref.wide == nullptr || model_ref.tokenizer == nullptr) {
-    throw OptionError("a native batcher needs a wide engine and a tokenizer");
-  }
-  if (model_ref.labels < 1) throw OptionError("labels must be >= 1");
+  if (model_ref.wide == nullptr) throw OptionError("a native batcher needs a wide engine");
+  if (model_ref.columns < 1) throw OptionError("columns must be >= 1");
+  if (model_ref.output.empty()) throw OptionError("a native batcher needs the name of the model's output");
   if (!lanes || !events) throw OptionError("a native batcher needs lanes and an event sink");
   State& s = *state_;
   s.model_name = model_;
@@ -651,11 +667,43 @@ NativeBatcher::~NativeBatcher() { Close(); }
 NativeBatcher::CallHandle NativeBatcher::Submit(const std::vector<std::string_view>& texts,
                                                 std::optional<Clock::time_point> deadline, InferDone done,
                                                 bool may_run_here) {
+  if (state_->model.tokenizer == nullptr && !texts.empty()) {
+    InferResult refusal;
+    refusal.code = Code::kInternal;
+    refusal.message = "model version " + version_ + " has no native tokenizer: its texts must come as token ids";
+    done(std::move(refusal));
+    return nullptr;
+  }
+  std::optional<Admitted> admitted = Admit(static_cast<int>(texts.size()), deadline, std::move(done));
+  if (!admitted) return nullptr;
+  CallHandle call = admitted->call;
+  const Clock::time_point started = Clock::now();
+  std::vector<std::vector<int64_t>> ids(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) state_->model.tokenizer->Encode(texts[i], ids[i]);
+  const double tokenize_s = std::chrono::duration<double>(Clock::now() - started).count();
+  Enqueue(std::move(*admitted), std::move(ids), tokenize_s, may_run_here);
+  return call;
+}
+
+NativeBatcher::CallHandle NativeBatcher::SubmitIds(std::vector<std::vector<int64_t>> ids,
+                                                   std::optional<Clock::time_point> deadline, InferDone done,
+                                                   double tokenize_s) {
+  for (auto& row : ids) {
+    if (row.empty()) row.push_back(state_->model.pad_id);  // the engine needs one token per row
+  }
+  std::optional<Admitted> admitted = Admit(static_cast<int>(ids.size()), deadline, std::move(done));
+  if (!admitted) return nullptr;
+  CallHandle call = admitted->call;
+  Enqueue(std::move(*admitted), std::move(ids), tokenize_s, /*may_run_here=*/false);
+  return call;
+}
+
+std::optional<NativeBatcher::Admitted> NativeBatcher::Admit(int n, std::optional<Clock::time_point> deadline,
+                                                            InferDone done) {
   State& s = *state_;
   auto call = std::make_shared<Call>();
   call->done = std::move(done);
   call->deadline = deadline;
-  const int n = static_cast<int>(texts.size());
   std::optional<bool> lone;
   std::optional<InferResult> refusal;
   {
@@ -666,9 +714,9 @@ NativeBatcher::CallHandle NativeBatcher::Submit(const std::vector<std::string_vi
       refusal->message = kShuttingDown;
     } else if (n == 0) {
       refusal = InferResult{};  // nothing to run: an empty OK answer
-      refusal->labels = s.model.labels;
+      refusal->labels = s.model.columns;
     } else {
-      refusal = s.Admit(n);
+      refusal = s.Admission(n, deadline, Clock::now());
     }
     if (!refusal) {
       if (s.admitted == 0) lone = s.Lane(false);
@@ -683,22 +731,27 @@ NativeBatcher::CallHandle NativeBatcher::Submit(const std::vector<std::string_vi
   if (refusal) {
     call->finished = true;
     call->done(std::move(*refusal));  // on the caller's thread, no lock held
-    return call;
+    return std::nullopt;
   }
+  return Admitted{std::move(call), lone};
+}
 
-  const Clock::time_point tokenize_start = Clock::now();
-  std::vector<std::vector<int64_t>> ids(texts.size());
-  for (size_t i = 0; i < texts.size(); ++i) s.model.tokenizer->Encode(texts[i], ids[i]);
+void NativeBatcher::Enqueue(Admitted admitted, std::vector<std::vector<int64_t>> ids, double tokenize_s,
+                            bool may_run_here) {
+  State& s = *state_;
+  const CallHandle& call = admitted.call;
+  const std::optional<bool> lone = admitted.lone;
+  const int n = static_cast<int>(ids.size());
   const Clock::time_point tokenized = Clock::now();
   const double now = Seconds(tokenized);
 
   Answers answers;
   std::unique_lock<std::mutex> lock(s.mutex);
   --s.submitting;
-  call->result.tokenize_s = std::chrono::duration<double>(tokenized - tokenize_start).count();
+  call->result.tokenize_s = tokenize_s;
   call->result.rows = n;
-  call->result.labels = s.model.labels;
-  call->result.logits.assign(static_cast<size_t>(n) * static_cast<size_t>(s.model.labels), 0.0f);
+  call->result.labels = s.model.columns;
+  call->result.logits.assign(static_cast<size_t>(n) * static_cast<size_t>(s.model.columns), 0.0f);
   call->remaining = n;
   auto refuse = [&](Code code, const char* message) {
     if (lone) {
@@ -711,17 +764,18 @@ NativeBatcher::CallHandle NativeBatcher::Submit(const std::vector<std::string_vi
   };
   if (s.closed) {
     refuse(Code::kUnavailable, kShuttingDown);
+  } else if (call->finished) {
+    refuse(Code::kCancelled, kCancelled);  // cancelled while its texts were tokenized: nothing left to answer
   } else if (call->Expired(tokenized)) {
     refuse(Code::kDeadlineExceeded, kExpiredBefore);
   } else if (lone) {
     auto self = shared_from_this();
     const bool narrow = *lone;
     if (may_run_here && !narrow && s.lanes->impl()->ClaimCallerRun()) {
-      // Measured on the tiny model at c=1 (the engine ~0.1 ms): the served P50 0.18 ms lower than with the
-      // hand-off to a wide thread, which has to be woken on an idle vCPU for every lone call.
+      // Saves waking a sleeping wide thread on an idle vCPU for every lone call (0.18 ms at c=1, tiny model).
       lock.unlock();
       s.RunAlone(self, call, ids, narrow, /*on_caller=*/true);
-      return call;
+      return;
     }
     auto shared_ids = std::make_shared<std::vector<std::vector<int64_t>>>(std::move(ids));
     State* state = &s;
@@ -739,7 +793,6 @@ NativeBatcher::CallHandle NativeBatcher::Submit(const std::vector<std::string_vi
   if (s.Idle()) s.idle.notify_all();
   lock.unlock();
   Deliver(answers);
-  return call;
 }
 
 void NativeBatcher::Cancel(const CallHandle& call) {

@@ -1,16 +1,20 @@
-// The native batcher: service/batcher.py's policy in C++, for the native front end. One NativeBatcher per
-// loaded version; lane threads shared by every version (Lanes), like the Python server's lane pools.
+// The batcher: the process's one queue, batch policy, admission, lanes and deadlines. Every ModelInfer reaches
+// it, whichever front end received it: the native front end submits texts (tokenized here by the C++ WordPiece),
+// the Python front end texts or token ids (a version on the HF tokenizer). One NativeBatcher per loaded version;
+// lane threads shared by every version (Lanes).
 //
 //   auto call = batcher->Submit(texts, deadline, done);   // tokenizes here, admits or refuses, queues
+//   auto call = batcher->SubmitIds(ids, deadline, done);  // already tokenized
 //   batcher->Cancel(call);                                // the client went away: its texts leave the queue
 //   batcher->Close();                                     // queued calls get UNAVAILABLE; waits running batches
 //
-// Same behaviour as the Python Batcher (the tests run both): a call that finds the engine idle and nothing
-// queued runs alone on the wide (multi-threaded) session at once; anything that had to queue runs on the
-// narrow (one-thread) session, up to engine_concurrency batches side by side, chosen by ChooseBatch; a lane
-// that finishes a batch picks its next one itself before answering the finished one. Admission: past
-// max_queue_items texts or max_queue_wait_s of expected work, RESOURCE_EXHAUSTED at once with the Python
-// message; an empty queue always admits. Deadlines and cancellation: such texts never reach the engine.
+// A call that finds the engine idle and nothing queued runs alone on the wide (multi-threaded) session at once,
+// split into the runs SplitRows allows; anything that had to queue runs on the narrow (one-thread) session, up to
+// engine_concurrency batches side by side, chosen by ChooseBatch; a lane that finishes a batch picks its next one
+// itself before answering the finished one. Admission (Admission()): an empty queue always admits; otherwise a call
+// with a deadline is admitted when the work ahead of it plus its own would finish before its deadline, a call
+// without one when that work is under max_queue_wait_s; max_queue_items bounds the queued texts either way.
+// Deadlines and cancellation: such texts never reach the engine. docs/architecture.md states the contract.
 #pragma once
 
 #include <atomic>
@@ -39,22 +43,29 @@ enum class Code : int { kOk = 0, kCancelled = 1, kDeadlineExceeded = 4, kResourc
                         kUnavailable = 14 };
 const char* CodeName(Code code);  // "OK", "CANCELLED", ...
 
-// What one version's batches run on. Borrowed: the owner (Python's NativeVersion object) keeps them alive
+// What one version's batches run on. Borrowed: the owner (Python's NativeTextModel object) keeps them alive
 // until Close() returned.
 struct TextModel {
   const Engine* wide = nullptr;
-  const Engine* narrow = nullptr;  // nullptr: one session does everything
-  const WordPiece* tokenizer = nullptr;
-  int labels = 0;
+  const Engine* narrow = nullptr;      // nullptr: one session does everything
+  const WordPiece* tokenizer = nullptr;  // nullptr: the version takes token ids only (SubmitIds)
+  std::string output = "logits";        // the graph output every call gets, float32 [rows, columns]
+  int columns = 0;                      // its width: the labels of a classifier, the dimension of an embedding
   int64_t pad_id = 0;
   bool token_types = false;  // the graph takes token_type_ids (zeros)
   ShapeBuckets buckets;      // pad each batch up to this ladder (GPU); empty: to its longest text only
 };
 
+// One batch through the engine, the one padding rule of every run: each row padded with pad_id to the longest
+// (then up to the shape ladder), mask 1/0, token_type_ids zeros when the graph takes them. Returns the model's
+// output for the rows, float32 [rows, columns] row-major. Throws what the engine throws (EngineError, ...).
+std::vector<float> RunEngine(const TextModel& model, bool narrow,
+                             const std::vector<const std::vector<int64_t>*>& rows);
+
 // Defaults: service/config.Settings' (held equal by tests/service/test_settings_defaults.py).
 struct BatcherSettings {
   BatchPolicy policy;
-  int max_queue_items = 128;
+  int max_queue_items = 4096;
   double max_queue_wait_s = 0.25;  // 0: no bound on expected wait
   int engine_concurrency = 2;
 };
@@ -65,7 +76,7 @@ struct InferResult {
   double retry_after_s = 0;   // RESOURCE_EXHAUSTED: the queued work's drain time
   std::vector<float> logits;  // rows x labels, row-major, in the call's text order
   int rows = 0;
-  int labels = 0;
+  int labels = 0;             // columns per row (TextModel::columns)
   double tokenize_s = 0, queue_s = 0, engine_s = 0;
   int batch_size = 0;
 };
@@ -111,6 +122,9 @@ class NativeBatcher : public std::enable_shared_from_this<NativeBatcher> {
   // they are paused or stopping. For callers whose thread may block for one run (the gRPC front end).
   CallHandle Submit(const std::vector<std::string_view>& texts, std::optional<Clock::time_point> deadline,
                     InferDone done, bool may_run_here = false);
+  // Submit for texts tokenized by the caller (`tokenize_s`: what that took, reported in the result).
+  CallHandle SubmitIds(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
+                       InferDone done, double tokenize_s = 0);
   // The call ended on the client's side: its queued texts leave the queue; done(CANCELLED) unless done already.
   void Cancel(const CallHandle& call);
   // Refuses new calls (UNAVAILABLE), answers queued ones UNAVAILABLE, waits for running batches (and for their
@@ -124,6 +138,14 @@ class NativeBatcher : public std::enable_shared_from_this<NativeBatcher> {
   struct State;  // implementation-defined (pending items, lane load, throughput), guarded by one mutex
 
  private:
+  // Submit's two halves: admission (nullopt: refused, done already called) and, once tokenized, queueing.
+  struct Admitted {
+    CallHandle call;
+    std::optional<bool> lone;  // set: runs alone at once (true: on the narrow session)
+  };
+  std::optional<Admitted> Admit(int n, std::optional<Clock::time_point> deadline, InferDone done);
+  void Enqueue(Admitted admitted, std::vector<std::vector<int64_t>> ids, double tokenize_s, bool may_run_here);
+
   const std::string model_;
   const std::string version_;
   std::unique_ptr<State> state_;

@@ -1,5 +1,6 @@
-// Python bindings for the native batcher: EventSink, NativeLanes, NativeVersion (with its tickets), and the
-// batch policy's functions for the differential tests. Every wait releases the GIL; the C++ side never takes it.
+// Python bindings for the batcher: its settings and text model, NativeVersion (with its tickets and the event
+// loop's completions), NativeLanes, EventSink, and the batch policy's pure functions. Every wait releases the GIL;
+// the C++ side never takes it.
 #include "native_bindings.h"
 
 #include <nanobind/ndarray.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "batch_policy.h"
+#include "completions.h"
 #include "errors.h"
 #include "py_text.h"
 
@@ -35,13 +37,28 @@ struct PyLanes {
   std::shared_ptr<Lanes> lanes;
 };
 
+// The engines and tokenizer a version's batches run on, borrowed from their Python objects (nb::keep_alive).
+struct PyTextModel {
+  TextModel model;
+};
+
 struct PyNativeVersion {
   std::shared_ptr<NativeVersion> version;
-  // The engines and tokenizer are borrowed from Python objects (kept alive by nb::keep_alive, released after
-  // this destructor): close first, so that no run or tokenize can outlive them. Close never needs the GIL.
+  // The text model is borrowed from a Python object (kept alive by nb::keep_alive, released after this
+  // destructor): close first, so that no run or tokenize can outlive it. Close never needs the GIL.
   ~PyNativeVersion() {
     if (version) version->batcher().Close();
   }
+};
+
+struct PyCompletions {
+  std::shared_ptr<Completions> completions;
+};
+
+// A call submitted for the event loop: only its cancellation is left to Python.
+struct PyCall {
+  std::shared_ptr<NativeVersion> version;
+  NativeBatcher::CallHandle call;
 };
 
 // One submitted call: the done callback stores the result here; Python waits for it.
@@ -109,13 +126,22 @@ nb::tuple ResultTuple(InferResult& result) {
   return nb::make_tuple(CodeName(result.code), result.message, logits, timings);
 }
 
-nb::object EventTuple(const Event& event) {
-  if (const auto* r = std::get_if<RequestEvent>(&event)) {
-    return nb::make_tuple("request", r->request_id, r->model, r->version, r->route, r->texts, r->batch_size,
-                          r->queue_s, r->tokenize_s, r->engine_s, r->total_s, r->status, r->error, r->ended_unix);
+nb::object EventObject(Event&& event) {
+  if (auto* r = std::get_if<RequestEvent>(&event)) return nb::cast(std::move(*r));
+  return nb::cast(std::move(std::get<BatchEvent>(event)));
+}
+
+std::vector<std::vector<int64_t>> IdRows(nb::handle rows) {
+  std::vector<std::vector<int64_t>> ids;
+  for (nb::handle row : rows) {
+    auto array = nb::cast<nb::ndarray<const int64_t, nb::ndim<1>, nb::device::cpu>>(row);
+    const int64_t* data = array.data();
+    const size_t n = array.shape(0);
+    const int64_t stride = array.stride(0);
+    std::vector<int64_t>& out = ids.emplace_back(n);
+    for (size_t i = 0; i < n; ++i) out[i] = data[static_cast<int64_t>(i) * stride];
   }
-  const auto& b = std::get<BatchEvent>(event);
-  return nb::make_tuple("batch", b.model, b.version, b.texts, b.padded_tokens, b.real_tokens, b.engine_s, b.lane);
+  return ids;
 }
 
 BatchPolicy MakePolicy(int max_batch_size, double max_queue_delay_s, double max_padding_ratio,
@@ -211,6 +237,29 @@ void BindNative(nb::module_& m) {
       .def("wait_s", &Throughput::WaitS, "texts_ahead"_a)
       .def_prop_ro("texts_per_s", &Throughput::texts_per_s);
 
+  nb::class_<RequestEvent>(m, "RequestEvent", "One ModelInfer the native front end answered (its log line).")
+      .def_ro("request_id", &RequestEvent::request_id)
+      .def_ro("model", &RequestEvent::model)
+      .def_ro("version", &RequestEvent::version, "\"\" when none was chosen")
+      .def_ro("route", &RequestEvent::route, "\"pin\", \"bucket N\" or \"\"")
+      .def_ro("texts", &RequestEvent::texts)
+      .def_ro("batch_size", &RequestEvent::batch_size)
+      .def_ro("queue_s", &RequestEvent::queue_s)
+      .def_ro("tokenize_s", &RequestEvent::tokenize_s)
+      .def_ro("engine_s", &RequestEvent::engine_s)
+      .def_ro("total_s", &RequestEvent::total_s)
+      .def_ro("status", &RequestEvent::status, "gRPC status code name")
+      .def_ro("error", &RequestEvent::error, "the message sent to the caller, \"\" on OK")
+      .def_ro("ended_unix", &RequestEvent::ended_unix, "when the reply went out (seconds since the epoch)");
+  nb::class_<BatchEvent>(m, "BatchEvent", "One engine run of the batcher.")
+      .def_ro("model", &BatchEvent::model)
+      .def_ro("version", &BatchEvent::version)
+      .def_ro("texts", &BatchEvent::texts)
+      .def_ro("padded_tokens", &BatchEvent::padded_tokens)
+      .def_ro("real_tokens", &BatchEvent::real_tokens)
+      .def_ro("engine_s", &BatchEvent::engine_s)
+      .def_ro("lane", &BatchEvent::lane, "\"wide\" (the multi-threaded session) or \"narrow\"");
+
   nb::class_<PyEventSink>(m, "EventSink", "Bounded queue of request and batch records from the native path.")
       .def(
           "__init__",
@@ -225,13 +274,12 @@ void BindNative(nb::module_& m) {
               events = self.sink->Drain(max, timeout_s);
             }
             nb::list out;
-            for (const Event& event : events) out.append(EventTuple(event));
+            for (Event& event : events) out.append(EventObject(std::move(event)));
             return out;
           },
           "max"_a = 512, "timeout_s"_a = 0.2,
-          "Up to max records, waiting up to timeout_s for the first: ('request', request_id, model, version, route, "
-          "texts, batch_size, queue_s, tokenize_s, engine_s, total_s, status, error, ended_unix) or ('batch', model, "
-          "version, texts, padded_tokens, real_tokens, engine_s, lane). Empty on timeout or once closed.")
+          "Up to max records (RequestEvent or BatchEvent), waiting up to timeout_s for the first. Empty on timeout "
+          "or once closed.")
       .def("close", [](PyEventSink& self) { self.sink->Close(); }, "Wakes drain() for good; later records drop.")
       .def_prop_ro("dropped", [](const PyEventSink& self) { return self.sink->dropped(); })
       .def_prop_ro("pushed", [](const PyEventSink& self) { return self.sink->pushed(); },
@@ -249,6 +297,93 @@ void BindNative(nb::module_& m) {
       .def("pause", [](PyLanes& self) { self.lanes->Pause(); },
            "No thread starts a new task until resume() (tests: hold the engine busy deterministically).")
       .def("resume", [](PyLanes& self) { self.lanes->Resume(); });
+
+  nb::class_<BatcherSettings>(m, "NativeBatcherSettings",
+                              "Every batching setting, built from service/config.Settings (batcher_settings()).")
+      .def(
+          "__init__",
+          [](BatcherSettings* self, int max_batch_size, double max_queue_delay_s, double max_padding_ratio,
+             int batch_overhead_tokens, int max_batch_tokens, int sort_window, int max_queue_items,
+             double max_queue_wait_s, int engine_concurrency) {
+            BatcherSettings settings;
+            settings.policy = MakePolicy(max_batch_size, max_queue_delay_s, max_padding_ratio, batch_overhead_tokens,
+                                         max_batch_tokens, sort_window);
+            settings.max_queue_items = max_queue_items;
+            settings.max_queue_wait_s = max_queue_wait_s;
+            settings.engine_concurrency = engine_concurrency;
+            new (self) BatcherSettings(settings);
+          },
+          nb::kw_only(), "max_batch_size"_a, "max_queue_delay_s"_a, "max_padding_ratio"_a, "batch_overhead_tokens"_a,
+          "max_batch_tokens"_a, "sort_window"_a, "max_queue_items"_a, "max_queue_wait_s"_a, "engine_concurrency"_a)
+      .def_prop_ro("policy", [](const BatcherSettings& self) { return self.policy; })
+      .def_ro("max_queue_items", &BatcherSettings::max_queue_items)
+      .def_ro("max_queue_wait_s", &BatcherSettings::max_queue_wait_s)
+      .def_ro("engine_concurrency", &BatcherSettings::engine_concurrency);
+
+  nb::class_<PyTextModel>(m, "NativeTextModel", "What one version's batches run on: sessions, tokenizer, output.")
+      .def(
+          "__init__",
+          [](PyTextModel* self, const Engine& wide, const Engine* narrow, const WordPiece* tokenizer,
+             std::string output, int columns, int64_t pad_id, bool token_types, std::vector<int> bucket_rows,
+             std::vector<int> bucket_tokens) {
+            new (self) PyTextModel{TextModel{&wide, narrow, tokenizer, std::move(output), columns, pad_id,
+                                             token_types,
+                                             ShapeBuckets{std::move(bucket_rows), std::move(bucket_tokens)}}};
+          },
+          nb::kw_only(), "wide"_a, "narrow"_a.none(), "tokenizer"_a.none(), "output"_a, "columns"_a, "pad_id"_a,
+          "token_types"_a, "bucket_rows"_a = std::vector<int>{}, "bucket_tokens"_a = std::vector<int>{},
+          // Argument 1 is self: the sessions and the tokenizer live at least as long as this object.
+          nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(), nb::keep_alive<1, 4>())
+      .def(
+          "run",
+          [](const PyTextModel& self, nb::handle ids, bool narrow) {
+            const std::vector<std::vector<int64_t>> rows = IdRows(ids);
+            if (rows.empty()) throw nb::value_error("run needs at least one row of token ids");
+            std::vector<const std::vector<int64_t>*> views;
+            for (const auto& row : rows) {
+              if (row.empty()) throw nb::value_error("every row needs at least one token id");
+              views.push_back(&row);
+            }
+            auto* out = new std::vector<float>();
+            nb::capsule owner(out, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+            {
+              nb::gil_scoped_release release;
+              *out = RunEngine(self.model, narrow, views);
+            }
+            const size_t shape[2] = {rows.size(), static_cast<size_t>(self.model.columns)};
+            return nb::ndarray<nb::numpy, float, nb::ndim<2>>(out->data(), 2, shape, owner);
+          },
+          "ids"_a, "narrow"_a = false,
+          "One batch through the engine, padded as the batcher pads every run (GIL released): the output float32 "
+          "[rows, columns] for token-id rows (int64 arrays). For warm-up and tests.")
+      .def_prop_ro("output", [](const PyTextModel& self) { return self.model.output; })
+      .def_prop_ro("columns", [](const PyTextModel& self) { return self.model.columns; })
+      .def_prop_ro("tokenizes", [](const PyTextModel& self) { return self.model.tokenizer != nullptr; },
+                   "Whether the batcher tokenizes texts itself (the C++ WordPiece) or takes token ids.");
+
+  nb::class_<PyCompletions>(m, "NativeCompletions",
+                            "Answers for an event loop: watch `fd` with loop.add_reader, then drain().")
+      .def("__init__", [](PyCompletions* self) { new (self) PyCompletions{std::make_shared<Completions>()}; })
+      .def_prop_ro("fd", [](const PyCompletions& self) { return self.completions->fd(); })
+      .def(
+          "drain",
+          [](PyCompletions& self) {
+            auto done = self.completions->Drain();
+            nb::list out;
+            for (auto& [token, result] : done) out.append(nb::make_tuple(token, ResultTuple(result)));
+            return out;
+          },
+          "Every answer queued so far: [(token, (code name, message, output float32 [n, columns] | None, "
+          "timings))], oldest first.");
+
+  nb::class_<PyCall>(m, "NativeCall", "A call submitted with a completion token.")
+      .def(
+          "cancel",
+          [](PyCall& self) {
+            nb::gil_scoped_release release;
+            self.version->batcher().Cancel(self.call);
+          },
+          "The caller went away: its queued texts leave the queue; answers CANCELLED unless done already.");
 
   nb::class_<PyTicket>(m, "NativeTicket", "One submitted call of a NativeVersion.")
       .def("cancel",
@@ -279,35 +414,46 @@ void BindNative(nb::module_& m) {
         return self.state->result.has_value();
       });
 
-  nb::class_<PyNativeVersion>(m, "NativeVersion", "One loaded version on the native batcher.")
+  nb::class_<PyNativeVersion>(m, "NativeVersion", "One loaded version on the batcher.")
       .def(
           "__init__",
-          [](PyNativeVersion* self, std::string model, std::string version, const Engine& wide, const Engine* narrow,
-             const WordPiece& tokenizer, int labels, int64_t pad_id, bool token_types, PyLanes& lanes,
-             PyEventSink& events, int max_batch_size, double max_queue_delay_s, double max_padding_ratio,
-             int batch_overhead_tokens, int max_batch_tokens, int sort_window, int max_queue_items,
-             double max_queue_wait_s, int engine_concurrency, std::vector<int> bucket_rows,
-             std::vector<int> bucket_tokens) {
-            TextModel text_model{&wide, narrow, &tokenizer, labels, pad_id, token_types,
-                                 ShapeBuckets{std::move(bucket_rows), std::move(bucket_tokens)}};
-            BatcherSettings settings;
-            settings.policy = MakePolicy(max_batch_size, max_queue_delay_s, max_padding_ratio, batch_overhead_tokens,
-                                         max_batch_tokens, sort_window);
-            settings.max_queue_items = max_queue_items;
-            settings.max_queue_wait_s = max_queue_wait_s;
-            settings.engine_concurrency = engine_concurrency;
-            auto batcher = std::make_shared<NativeBatcher>(model, version, text_model, settings, lanes.lanes,
+          [](PyNativeVersion* self, std::string model, std::string version, const PyTextModel& text_model,
+             const BatcherSettings& settings, PyLanes& lanes, PyEventSink& events) {
+            auto batcher = std::make_shared<NativeBatcher>(model, version, text_model.model, settings, lanes.lanes,
                                                            events.sink);
             new (self) PyNativeVersion{std::make_shared<NativeVersion>(std::move(batcher))};
           },
-          "model"_a, "version"_a, nb::kw_only(), "wide"_a, "narrow"_a.none(), "tokenizer"_a, "labels"_a, "pad_id"_a,
-          "token_types"_a, "lanes"_a, "events"_a, "max_batch_size"_a, "max_queue_delay_s"_a, "max_padding_ratio"_a,
-          "batch_overhead_tokens"_a, "max_batch_tokens"_a, "sort_window"_a, "max_queue_items"_a,
-          "max_queue_wait_s"_a, "engine_concurrency"_a, "bucket_rows"_a = std::vector<int>{},
-          "bucket_tokens"_a = std::vector<int>{},
-          // Argument 1 is self: the engines, tokenizer, lanes and sink live at least as long as this object.
-          nb::keep_alive<1, 4>(), nb::keep_alive<1, 5>(), nb::keep_alive<1, 6>(), nb::keep_alive<1, 10>(),
-          nb::keep_alive<1, 11>())
+          "model"_a, "version"_a, nb::kw_only(), "text_model"_a, "settings"_a, "lanes"_a, "events"_a,
+          // Argument 1 is self: the text model (and through it the sessions) outlives this object.
+          nb::keep_alive<1, 4>())
+      .def(
+          "submit_async",
+          [](PyNativeVersion& self, nb::handle texts, std::optional<double> timeout_s, PyCompletions& completions,
+             uint64_t token) {
+            std::vector<nb::object> keep;
+            const std::vector<std::string_view> views = ortserve::TextViews(texts, keep);
+            PyCall call{self.version, nullptr};
+            nb::gil_scoped_release release;
+            call.call = self.version->batcher().Submit(views, DeadlineIn(timeout_s),
+                                                       Completions::Callback(completions.completions, token));
+            return call;
+          },
+          "texts"_a, "timeout_s"_a.none(), "completions"_a, "token"_a,
+          "Tokenize (GIL released) and queue; the answer arrives in `completions` under `token`.")
+      .def(
+          "submit_ids_async",
+          [](PyNativeVersion& self, nb::handle ids, std::optional<double> timeout_s, PyCompletions& completions,
+             uint64_t token, double tokenize_s) {
+            std::vector<std::vector<int64_t>> rows = IdRows(ids);
+            PyCall call{self.version, nullptr};
+            nb::gil_scoped_release release;
+            call.call = self.version->batcher().SubmitIds(std::move(rows), DeadlineIn(timeout_s),
+                                                          Completions::Callback(completions.completions, token),
+                                                          tokenize_s);
+            return call;
+          },
+          "ids"_a, "timeout_s"_a.none(), "completions"_a, "token"_a, "tokenize_s"_a = 0.0,
+          "Queue texts tokenized by the caller (one int64 array per text); the answer arrives in `completions`.")
       .def(
           "infer",
           [](PyNativeVersion& self, nb::handle texts, std::optional<double> timeout_s) {

@@ -117,6 +117,12 @@ const std::string* Split::Pick(int bucket) const {
   return nullptr;
 }
 
+const VersionOutput& ModelRoute::OutputOf(const std::string& version) const {
+  static const VersionOutput kLogits;
+  const auto found = outputs.find(version);
+  return found != outputs.end() && found->second ? *found->second : kLogits;
+}
+
 std::shared_ptr<const RouteTable> RouteHolder::Load() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return table_;

@@ -29,9 +29,20 @@ struct Split {
   const std::string* Pick(int bucket) const;  // nullptr when no version owns it
 };
 
+// What a version's replies carry (service/codec.ServedOutput): its output's name ("LOGITS" for a classifier,
+// "EMBEDDING" for an embedding model) and a classifier's labels, for the classification extension. A version
+// without labels sends classification requests to the Python server (which answers them or names the error).
+struct VersionOutput {
+  std::string name = "LOGITS";
+  std::vector<std::string> labels;
+};
+
 struct ModelRoute {
   std::map<std::string, std::shared_ptr<NativeVersion>> versions;  // READY versions, by name
+  // By version; a version not listed answers LOGITS without labels (a route table set without outputs).
+  std::map<std::string, std::shared_ptr<const VersionOutput>> outputs;
   Split split;
+  const VersionOutput& OutputOf(const std::string& version) const;
 };
 
 struct RouteTable {

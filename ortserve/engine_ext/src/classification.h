@@ -1,0 +1,19 @@
+// The KServe/Triton classification extension for the native front end: scores -> top-k "score:index:label".
+// The same function as ortserve/service/classification.py, byte for byte (a hypothesis test holds them equal), so
+// the same sequence of IEEE operations: rank by raw score (higher first, ties by lower index, NaN last);
+// probabilities = softmax in double (max with NaN skipped, std::exp(x - max), summed left to right, divided);
+// the score printed as C's "%.6f" (Triton's std::to_string), "nan" for any NaN.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ortserve {
+
+// Per row of `scores` (row-major, rows x labels.size()), its min(k, labels) best classes as "score:index:label",
+// best first: rows x min(k, labels) strings, row-major. k >= 1 (the caller checked it).
+std::vector<std::string> TopKClasses(const float* scores, int rows, const std::vector<std::string>& labels, int64_t k,
+                                     bool probabilities);
+
+}  // namespace ortserve

@@ -1,0 +1,258 @@
+"""The data plane's Python side: every ModelInfer runs on the one C++ batcher, whichever front end received it.
+
+`DataPlane` owns what the process has once: the lane threads every version's batches run on, the event sink (one
+record per engine run and per natively answered call, turned into metrics and log lines on its own thread) and
+the completion queue through which answers reach the event loop (an eventfd the loop watches, so no C++ thread
+ever takes the GIL). `VersionBatcher` is one loaded version's handle: the Python front end's calls submit through
+it, texts when the C++ tokenizer runs the version and token ids otherwise (the HF tokenizer tokenizes here, in the
+tokenizer pool when the texts are long); the native front end submits into the same `NativeVersion` directly.
+
+    ModelInfer ─► VersionBatcher.infer ─► NativeVersion.submit_async ─► [C++: admit, tokenize, queue, batch, run]
+        ◄── future resolved on the loop ◄── NativeCompletions (eventfd, loop.add_reader) ◄── done callback
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import structlog
+
+from ortserve import engine_ext
+from ortserve.service.config import Settings
+from ortserve.service.errors import Cancelled, DeadlineExceeded, Internal, ResourceExhausted, ServiceError, Unavailable
+from ortserve.service.logs import iso_utc
+from ortserve.service.metrics import Metrics
+from ortserve.service.request_log import finish_request, ms
+from ortserve.service.textmodel import TextClassifier
+
+server_log = structlog.get_logger("ortserve.server")
+
+
+def batcher_settings(settings: Settings) -> engine_ext.NativeBatcherSettings:
+    """The batcher's settings, from their one definition (`config.Settings`)."""
+    return engine_ext.NativeBatcherSettings(
+        max_batch_size=settings.max_batch_size,
+        max_queue_delay_s=settings.max_queue_delay_ms / 1000,
+        max_padding_ratio=settings.max_padding_ratio,
+        batch_overhead_tokens=settings.batch_overhead_tokens,
+        max_batch_tokens=settings.max_batch_tokens,
+        sort_window=settings.sort_window,
+        max_queue_items=settings.max_queue_items,
+        max_queue_wait_s=settings.max_queue_wait_ms / 1000,
+        engine_concurrency=settings.engine_concurrency,
+    )
+
+
+@dataclass(slots=True)
+class InferResult:
+    logits: np.ndarray
+    """float32 [texts, columns]: the version's output for each text, in call order."""
+    tokenize_s: float
+    queue_s: float
+    """Longest time any of the call's texts waited between tokenized and engine start."""
+    engine_s: float
+    """Engine time of the runs the call's texts were in (summed when split)."""
+    batch_size: int
+    """Largest run any of the call's texts was in."""
+
+
+def _failure(code: str, message: str, retry_after_s: float) -> ServiceError:
+    if code == "RESOURCE_EXHAUSTED":
+        return ResourceExhausted(message, retry_after_s=retry_after_s)
+    if code == "DEADLINE_EXCEEDED":
+        return DeadlineExceeded(message)
+    if code == "UNAVAILABLE":
+        return Unavailable(message)
+    if code == "CANCELLED":
+        return Cancelled(message)
+    return Internal(message)
+
+
+_Answer = tuple[str, str, np.ndarray | None, dict[str, float]]
+
+
+class DataPlane:
+    """The process's batching resources and the loop's side of them. Built before the loop runs; `start` on it."""
+
+    def __init__(self, settings: Settings, metrics: Metrics, *, tokenize_pool: Executor) -> None:
+        self._metrics = metrics
+        self.tokenize_pool = tokenize_pool
+        self.settings = batcher_settings(settings)
+        # One lane thread per unit of engine_concurrency, shared by every version (a canary's two versions take
+        # turns on the cores), plus a thread per loadable version for lone calls on the wide session.
+        self.lanes = engine_ext.NativeLanes(settings.engine_concurrency, settings.max_loaded_versions + 1)
+        self.events = engine_ext.EventSink()
+        self.completions = engine_ext.NativeCompletions()
+        self._waiting: dict[int, asyncio.Future[_Answer]] = {}  # loop thread only
+        self._tokens = itertools.count(1)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._drainer = threading.Thread(target=self._drain_events, name="ortserve-events", daemon=True)
+        self._processed = 0  # events handled by the drain thread (it alone writes it)
+        self._caught_up = threading.Condition()
+        metrics.before_scrape(self.flush)
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        loop.add_reader(self.completions.fd, self._answered)
+        self._drainer.start()
+
+    def version(self, model: str, version: str, classifier: TextClassifier) -> VersionBatcher:
+        """The version's batcher over its sessions and tokenizer (on the loop, once it is warm)."""
+        tokenizer = classifier.tokenizer.native
+        text_model = engine_ext.NativeTextModel(
+            wide=classifier.engine,
+            narrow=classifier.narrow,
+            tokenizer=tokenizer,
+            output=classifier.output,
+            columns=classifier.columns,
+            pad_id=classifier.tokenizer.pad_id,
+            token_types=classifier.wants_token_types,
+            bucket_rows=list(classifier.ladder.rows),
+            bucket_tokens=list(classifier.ladder.tokens),
+        )
+        native = engine_ext.NativeVersion(model, version, text_model=text_model, settings=self.settings,
+                                          lanes=self.lanes, events=self.events)
+        return VersionBatcher(self, native, classifier)
+
+    def close(self) -> None:
+        """After every version closed: stop the lane threads, then the event thread (its last records logged)."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self.completions.fd)
+        self.lanes.stop()
+        self.flush()
+        self.events.close()
+        if self._drainer.is_alive():
+            self._drainer.join(timeout=5)
+        if self.events.dropped:
+            server_log.warning("events_dropped", dropped=self.events.dropped)
+
+    # ---- answers -> the loop ----------------------------------------------------------------------
+
+    def submit(self, send: Callable[[int], Any]) -> tuple[asyncio.Future[_Answer], Any]:
+        """Register a future under a fresh token and submit with it (`send(token)` returns the call)."""
+        assert self._loop is not None, "DataPlane.start() first"
+        token = next(self._tokens)
+        future: asyncio.Future[_Answer] = self._loop.create_future()
+        self._waiting[token] = future
+        try:
+            return future, send(token)
+        except BaseException:
+            del self._waiting[token]
+            raise
+
+    def _answered(self) -> None:
+        for token, answer in self.completions.drain():
+            future = self._waiting.pop(token, None)
+            if future is not None and not future.done():
+                future.set_result(answer)
+
+    # ---- events -> logs and metrics (own thread) --------------------------------------------------
+
+    def flush(self, timeout_s: float = 2.0) -> None:
+        """Wait until every event pushed so far is logged and counted (a scrape right after a reply sees it)."""
+        target = self.events.pushed
+        with self._caught_up:
+            self._caught_up.wait_for(lambda: self._processed >= target or not self._drainer.is_alive(), timeout_s)
+
+    def _drain_events(self) -> None:
+        observers: dict[tuple[str, str], Callable[[Any], None]] = {}
+        while True:
+            events = self.events.drain(512, 0.5)
+            if not events:
+                if self.events.closed:
+                    return
+                continue
+            for event in events:
+                self._handle(event, observers)
+            with self._caught_up:
+                self._processed += len(events)
+                self._caught_up.notify_all()
+
+    def _handle(self, event: Any, observers: dict[tuple[str, str], Callable[[Any], None]]) -> None:
+        try:
+            if isinstance(event, engine_ext.RequestEvent):
+                self._log_request(event)
+                return
+            observe = observers.get((event.model, event.version))
+            if observe is None:
+                observe = observers[(event.model, event.version)] = self._metrics.batch_observer(
+                    event.model, event.version)
+            observe(event)
+        except Exception:  # a bad record must not stop the logs of every later call
+            server_log.exception("event_failed", event=repr(event)[:200])
+
+    def _log_request(self, event: Any) -> None:
+        fields: dict[str, Any] = {"request_id": event.request_id, "model": event.model,
+                                  "version": event.version or None}
+        if event.route:
+            fields["route"] = event.route
+        fields["texts"] = event.texts
+        if event.status == "OK":
+            fields.update(batch_size=event.batch_size, queue_ms=ms(event.queue_s), tokenize_ms=ms(event.tokenize_s),
+                          engine_ms=ms(event.engine_s))
+        extra: Mapping[str, Any] = {"error": event.error} if event.error else {}
+        # Stamped with when the reply went out, not when this thread got to it (a moment later under load).
+        finish_request(self._metrics, fields, event.status, event.version or "none", event.total_s,
+                       queue_s=event.queue_s, tokenize_s=event.tokenize_s, frontend="native",
+                       timestamp=iso_utc(event.ended_unix), **extra)
+
+
+class VersionBatcher:
+    """One loaded version on the batcher, as the Python front end and the manager use it."""
+
+    def __init__(self, plane: DataPlane, native: Any, classifier: TextClassifier) -> None:
+        self._plane = plane
+        self.native = native
+        """The engine_ext.NativeVersion: the native front end routes to it, leases included."""
+        self._classifier = classifier
+        self._tokenizes = classifier.tokenizer.native is not None
+
+    @property
+    def queue_depth(self) -> int:
+        return int(self.native.queue_depth)
+
+    async def infer(self, texts: Sequence[str], *, deadline: float | None = None) -> InferResult:
+        """The version's output for `texts`, in order. `deadline` is in `time.monotonic()` seconds."""
+        native, classifier = self.native, self._classifier
+        if self._tokenizes and classifier.tokenizes_inline(texts):  # microseconds: cheaper here than a thread hop
+            future, call = self._plane.submit(
+                lambda token: native.submit_async(texts, _left(deadline), self._plane.completions, token))
+        else:
+            started = time.monotonic()
+            ids = await asyncio.get_running_loop().run_in_executor(
+                self._plane.tokenize_pool, classifier.tokenize, texts)
+            tokenize_s = time.monotonic() - started
+            future, call = self._plane.submit(
+                lambda token: native.submit_ids_async(ids, _left(deadline), self._plane.completions, token,
+                                                      tokenize_s))
+        try:
+            code, message, output, timings = await future
+        except asyncio.CancelledError:
+            call.cancel()  # its texts leave the queue; a running batch finishes and its answer is dropped
+            raise
+        if output is None:
+            raise _failure(code, message, timings["retry_after_s"])
+        return InferResult(logits=output, tokenize_s=timings["tokenize_s"], queue_s=timings["queue_s"],
+                           engine_s=timings["engine_s"], batch_size=int(timings["batch_size"]))
+
+    async def close(self, drain_timeout_s: float) -> None:
+        """After the manager's leases drained: the native front end's leases drain (bounded), then queued calls
+        are answered UNAVAILABLE and running batches finish; the sessions may close after this."""
+        loop = asyncio.get_running_loop()
+        native = self.native
+        if not await loop.run_in_executor(None, native.drain, drain_timeout_s):
+            server_log.warning("drain_timeout", model=native.model, version=native.version,
+                               native_in_flight=native.in_flight)
+        await loop.run_in_executor(None, native.close)
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else deadline - time.monotonic()
