@@ -98,6 +98,14 @@ void ForwardToClient(const std::multimap<grpc::string_ref, grpc::string_ref>& me
 void StartProxy(grpc::GenericStub& stub, const std::string& method, grpc::ServerContextBase& ctx,
                 const std::shared_ptr<ProxyCall>& call, const grpc::ByteBuffer* request, grpc::ByteBuffer* response,
                 std::function<void(grpc::Status)> done) {
+  if (!request->Valid()) {
+    // No request message was read: the call ended (its deadline passed, or the client cancelled) before it arrived.
+    // Sending the empty buffer on would be an API misuse that aborts the process.
+    const bool expired = ctx.deadline() <= std::chrono::system_clock::now();
+    done(expired ? grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline exceeded before the request was read")
+                 : grpc::Status(grpc::StatusCode::CANCELLED, "the call ended before its request was read"));
+    return;
+  }
   for (const auto& [key, value] : ctx.client_metadata()) {
     if (Forwardable(View(key), /*to_client=*/false)) {
       call->client.AddMetadata(std::string(key.data(), key.size()), std::string(value.data(), value.size()));
@@ -396,6 +404,7 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
                                                      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
   const auto arrived = Clock::now();
   auto parsed = std::make_unique<ParsedRequest>();
+  if (!request->Valid()) return Proxy("ModelInfer", ctx, request, response);  // no message: answered there, not sent
   if (!Parse(request, parsed->request)) return PassOn(Passthrough::kUnparsable, ctx, request, response);
   const inference::ModelInferRequest& req = *parsed->request;
   const std::shared_ptr<const RouteTable> table = routes.Load();
