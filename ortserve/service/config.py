@@ -58,8 +58,8 @@ class Settings:
     )
     max_queue_items: int = _doc(
         "Most texts queued per version (tokenized, in memory) before RESOURCE_EXHAUSTED, whatever the deadlines. "
-        "Within it, a call with a deadline is admitted when the queued work plus its own should finish before its "
-        "deadline (estimated from the engine's recent texts/s), and refused at once otherwise.",
+        "Within it, a call with a deadline is admitted when the queued work plus its own should finish within three "
+        "quarters of the time it has left (estimated from the engine's recent texts/s), and refused at once otherwise.",
         default=4096,
     )
     max_queue_wait_ms: float = _doc(

@@ -38,6 +38,10 @@ constexpr char kShuttingDown[] = "model version is shutting down; retry";
 constexpr char kExpiredQueued[] = "deadline exceeded while queued; the request never reached the engine";
 constexpr char kExpiredBefore[] = "deadline exceeded before the request reached the engine";
 constexpr char kCancelled[] = "call cancelled by the client";
+// A call with a deadline is admitted when its expected completion is within this share of the time it has left: the
+// rest absorbs the estimate's error (batch sizes and CPU vary) and the reply's way back. Admitting up to the deadline
+// itself let calls at the edge finish just late, their engine time wasted.
+constexpr double kDeadlineShare = 0.75;
 
 double Seconds(Clock::time_point t) { return std::chrono::duration<double>(t.time_since_epoch()).count(); }
 double NowS() { return Seconds(Clock::now()); }
@@ -618,7 +622,7 @@ struct NativeBatcher::State {
     if (deadline) {
       const double left_s = std::chrono::duration<double>(*deadline - now).count();
       const double done_s = ahead_s + throughput.WaitS(n) / settings.engine_concurrency;
-      if (done_s <= left_s) return std::nullopt;
+      if (done_s <= kDeadlineShare * left_s) return std::nullopt;
       refusal.message = queued + ", " +
                         Format("about %.0f ms of work including this call's, which has %.0f ms left", done_s * 1000,
                                std::max(left_s, 0.0) * 1000) +
