@@ -34,12 +34,17 @@ def registry_source(settings: Settings) -> tuple[StateSource, ArtifactFetcher]:
     async def run(apply: Callable[[DesiredState], None], metrics: Metrics) -> None:
         loop = asyncio.get_running_loop()
         stop = threading.Event()
+        # The watcher thread may sit in a blocking query past the server's stop: it reaches the server only through
+        # this list, emptied at the end, so that it does not keep the stopped server (and its engine objects) alive.
+        server: list[tuple[Callable[[DesiredState], None], Metrics]] = [(apply, metrics)]
 
         def on_state(state: DesiredState) -> None:
-            loop.call_soon_threadsafe(apply, state)
+            for apply_state, _ in server[:1]:
+                loop.call_soon_threadsafe(apply_state, state)
 
         def on_health(ok: bool, why: str) -> None:
-            loop.call_soon_threadsafe(metrics.watcher_connected.set, 1 if ok else 0)
+            for _, server_metrics in server[:1]:
+                loop.call_soon_threadsafe(server_metrics.watcher_connected.set, 1 if ok else 0)
 
         watcher = Watcher(store, on_state=on_state, on_health=on_health, models=settings.models, wait_s=10.0)
         # A plain daemon thread, not the loop's executor: a blocking query may hold it for `wait_s`,
@@ -50,6 +55,7 @@ def registry_source(settings: Settings) -> tuple[StateSource, ArtifactFetcher]:
             await asyncio.Event().wait()
         finally:
             stop.set()
+            server.clear()
             store.close()
 
     return run, cache.fetch

@@ -7,19 +7,21 @@ port; a `registry route` made after the restart must reach the server.
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from reload_harness import (
     LoadClient,
+    Registry,
     make_registry,
     wait_routing,
     wait_until,
     wait_version_state,
 )
 from support.prometheus_text import metric, scrape
-from support.server_process import running_server
+from support.server_process import infer_request, running_server, stub_for
 
 MODEL = "sentiment"
 DOWN_S = 10.0
@@ -62,3 +64,17 @@ def test_store_outage_keeps_serving_and_picks_up_changes_after(bundle: Callable[
                   f"route picked up {picked_up:.2f}s after `registry route` returned")
     finally:
         gen.close()
+
+
+def test_sigterm_exits_cleanly_while_the_watcher_waits(file_registry: Registry, bundle, tmp_path: Path,
+                                                       frontend: str) -> None:
+    """The watcher thread sits in a blocking query when the server stops; it must not keep the stopped server's
+    engine objects alive to the interpreter's exit (nanobind would report them leaked)."""
+    file_registry.publish("m", "v1", bundle(0), weight=100)
+    with running_server([*file_registry.server_args(tmp_path / "cache"), "--frontend", frontend]) as server:
+        wait_routing(server.address, "m", {"v1": 100})
+        stub_for(server.address)[1].ModelInfer(infer_request(["hello"], model="m"), timeout=10)
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.proc.wait(30) == 0
+        time.sleep(0.2)  # the stderr reader's last lines
+    assert not [line for line in server.stderr_lines if "leaked" in line or "Traceback" in line], server.stderr_lines
