@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate ortserve/engine_ext/src/wordpiece_tables.inc, the Unicode tables of the native WordPiece tokenizer.
+"""Generate ortserve/engine_ext/src/engine/wordpiece_tables.inc, the Unicode tables of the native WordPiece tokenizer.
 
 The tables are probed from the installed Hugging Face ``tokenizers`` itself, one code point at a time,
 instead of being derived from Python's ``unicodedata``: HF classifies characters with the Unicode tables
@@ -29,7 +29,7 @@ from pathlib import Path
 import tokenizers
 from tokenizers import normalizers, pre_tokenizers
 
-OUTPUT = Path(__file__).resolve().parent.parent / "ortserve" / "engine_ext" / "src" / "wordpiece_tables.inc"
+OUTPUT = Path(__file__).resolve().parent.parent / "ortserve" / "engine_ext" / "src" / "engine" / "wordpiece_tables.inc"
 CODE_POINTS = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]  # Python strs cannot reach Rust
 HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3  # decomposed algorithmically in wordpiece.cc
 PROBE_MARK = "\u0345"  # canonical combining class 240, the largest: NFD moves it after any mark of lower class

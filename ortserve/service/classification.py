@@ -4,7 +4,7 @@ A requested output with the parameter `classification` = k (tritonclient: `Infer
 class_count=k)`) is answered, per text, with its k best classes as BYTES strings, best first, formatted as Triton
 formats them: the score with six decimals (`std::to_string` of the float, C's "%f"), the column index, the label.
 
-The native front end has the same function in C++ (`engine_ext/src/classification.cc`); the two give the same
+The native front end has the same function in C++ (`engine_ext/src/dataplane/classification.cc`); the two give the same
 bytes for the same float32 scores (tests/service/test_classification.py holds them to it with hypothesis), so
 both are written as the same sequence of IEEE operations:
 - rank by the raw score, higher first; equal scores by lower index; NaN after every number (the engine refuses

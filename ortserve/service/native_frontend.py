@@ -1,7 +1,7 @@
 """The native front end's Python side (`frontend = "native"`): owns the grpc++ server and feeds it the route table.
 
-The C++ front end (`engine_ext/src/frontend.cc`) owns the public port. It serves ModelInfer itself for every model
-whose versions all run on the C++ tokenizer, submitting into the version's batcher (the one every call uses,
+The C++ front end (`engine_ext/src/dataplane/frontend.cc`) owns the public port. It serves ModelInfer itself for every
+model whose versions all run on the C++ tokenizer, submitting into the version's batcher (the one every call uses,
 `data_plane`), and passes every other call (the other inference RPCs, admin status, ModelInfer for other models,
 and any request outside its fast path, bad ones included) to the Python server on a private unix socket, so there
 is one implementation of every error and of everything but the hot path. This class is the seam between the two:
