@@ -106,19 +106,7 @@ class DataPlane:
 
     def version(self, model: str, version: str, classifier: TextClassifier) -> VersionBatcher:
         """The version's batcher over its sessions and tokenizer (on the loop, once it is warm)."""
-        tokenizer = classifier.tokenizer.native
-        text_model = engine_ext.NativeTextModel(
-            wide=classifier.engine,
-            narrow=classifier.narrow,
-            tokenizer=tokenizer,
-            output=classifier.output,
-            columns=classifier.columns,
-            pad_id=classifier.tokenizer.pad_id,
-            token_types=classifier.wants_token_types,
-            bucket_rows=list(classifier.ladder.rows),
-            bucket_tokens=list(classifier.ladder.tokens),
-        )
-        native = engine_ext.NativeVersion(model, version, text_model=text_model, settings=self.settings,
+        native = engine_ext.NativeVersion(model, version, text_model=classifier.text_model, settings=self.settings,
                                           lanes=self.lanes, events=self.events)
         return VersionBatcher(self, native, classifier)
 
