@@ -1,5 +1,6 @@
 #include "infer_codec.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -89,7 +90,12 @@ std::optional<DecodedRequest> DecodeRequest(const inference::ModelInferRequest& 
 
   DecodedRequest decoded;
   std::vector<std::string_view>& texts = decoded.texts;
-  texts.reserve(static_cast<size_t>(count));
+  // At most as many views as the message can hold (each raw element has a 4-byte length prefix): the declared count
+  // is the caller's word, and reserving it would let a 30-byte call ask for terabytes.
+  const size_t held = request.raw_input_contents_size() > 0
+                          ? request.raw_input_contents(0).size() / 4
+                          : static_cast<size_t>(tensor.contents().bytes_contents_size());
+  texts.reserve(std::min(static_cast<size_t>(count), held));
   if (request.raw_input_contents_size() > 0) {
     if (tensor.has_contents() || request.raw_input_contents_size() != 1) return std::nullopt;
     if (!SplitRaw(request.raw_input_contents(0), texts)) return std::nullopt;

@@ -1,0 +1,299 @@
+// Fuzz target: the native front end's decoder (infer_codec.h) on arbitrary bytes, as a ModelInfer body arrives.
+// Built by scripts/fuzz_native: with libFuzzer (clang, coverage-guided) or with replay_main.cc (any compiler: runs
+// the seed corpus once, under ASan/UBSan in the sanitizer job).
+//
+// Each input is read two ways: as a serialised ModelInferRequest (what arrives on the wire; most mutations break the
+// protobuf framing, so this mostly explores the parser's edges), and as a recipe for a request built here (Built
+// below: a few bytes choose the shape, huge counts included, the encoding, element lengths, a length prefix nudged
+// by a small delta, truncation, outputs and parameters), which keeps the framing valid and puts the mutations where
+// the decoder decides.
+//
+// Besides "no crash, no sanitizer report", it checks what the decoder promises, against independent code here:
+// - IsValidUtf8 equals a decode-then-range-check UTF-8 validator on the raw input bytes;
+// - a decoded request has one input TEXT, BYTES, shape [N] or [N, 1] with 1 <= N <= max_texts, exactly N texts,
+//   each valid UTF-8 and a view into the request (its bytes_contents, or its one raw buffer split the same way by
+//   the reference splitter below), as many outputs as requested, each with classes >= 0;
+// - EncodeOutputs on a request that fits writes outputs of the promised shapes and sizes.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <google/protobuf/stubs/logging.h>
+
+#include "grpc_service.pb.h"
+#include "infer_codec.h"
+#include "route.h"
+
+namespace {
+
+void Check(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "decode_fuzzer: check failed: %s\n", what);
+    std::abort();
+  }
+}
+
+// Strict UTF-8 the long way: the lead byte gives the length, the continuation bytes the code point, and then
+// overlongs, surrogates and values past U+10FFFF are refused.
+bool ReferenceUtf8(std::string_view s) {
+  static constexpr char32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto lead = static_cast<unsigned char>(s[i]);
+    size_t len;
+    char32_t cp;
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    } else if ((lead >> 5) == 0x6) {
+      len = 2, cp = lead & 0x1F;
+    } else if ((lead >> 4) == 0xE) {
+      len = 3, cp = lead & 0x0F;
+    } else if ((lead >> 3) == 0x1E) {
+      len = 4, cp = lead & 0x07;
+    } else {
+      return false;
+    }
+    if (s.size() - i < len) return false;
+    for (size_t k = 1; k < len; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if ((c >> 6) != 0x2) return false;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+// V2 raw BYTES: 4-byte little-endian length, then that many bytes; false on a truncated prefix or an overrun.
+bool ReferenceSplit(std::string_view buffer, std::vector<std::string_view>& out) {
+  uint64_t at = 0;
+  while (at < buffer.size()) {
+    if (at + 4 > buffer.size()) return false;
+    uint64_t size = 0;
+    for (int b = 3; b >= 0; --b) size = (size << 8) | static_cast<unsigned char>(buffer[at + b]);
+    at += 4;
+    if (at + size > buffer.size()) return false;
+    out.push_back(buffer.substr(at, size));
+    at += size;
+  }
+  return true;
+}
+
+bool Inside(std::string_view part, const std::string& whole) {
+  return part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size();
+}
+
+void CheckDecoded(const inference::ModelInferRequest& request, const ortserve::DecodedRequest& decoded,
+                  long long max_texts) {
+  Check(request.inputs_size() == 1, "decoded a request without exactly one input");
+  const auto& tensor = request.inputs(0);
+  Check(tensor.name() == "TEXT" && tensor.datatype() == "BYTES", "decoded an input that is not TEXT BYTES");
+  const auto& shape = tensor.shape();
+  Check(shape.size() == 1 || (shape.size() == 2 && shape[1] == 1), "decoded a shape other than [N] or [N, 1]");
+  Check(shape[0] >= 1 && shape[0] <= max_texts, "decoded a count outside 1..max_texts");
+  Check(static_cast<int64_t>(decoded.texts.size()) == shape[0], "texts disagree with the shape");
+  if (request.raw_input_contents_size() > 0) {
+    Check(request.raw_input_contents_size() == 1 && !tensor.has_contents(), "decoded raw next to other contents");
+    std::vector<std::string_view> expected;
+    Check(ReferenceSplit(request.raw_input_contents(0), expected), "decoded a raw buffer the reference refuses");
+    Check(expected.size() == decoded.texts.size(), "raw split disagrees with the reference (count)");
+    for (size_t i = 0; i < expected.size(); ++i) {
+      Check(expected[i].data() == decoded.texts[i].data() && expected[i].size() == decoded.texts[i].size(),
+            "raw split disagrees with the reference (element)");
+      Check(Inside(decoded.texts[i], request.raw_input_contents(0)), "a text points outside the raw buffer");
+    }
+  } else {
+    Check(tensor.contents().bytes_contents_size() == shape[0], "texts disagree with bytes_contents");
+    for (int i = 0; i < tensor.contents().bytes_contents_size(); ++i) {
+      const std::string& element = tensor.contents().bytes_contents(i);
+      Check(decoded.texts[i].data() == element.data() && decoded.texts[i].size() == element.size(),
+            "a text is not its bytes_contents element");
+    }
+  }
+  for (std::string_view text : decoded.texts) Check(ReferenceUtf8(text), "decoded a text that is not UTF-8");
+  Check(static_cast<int>(decoded.outputs.size()) == request.outputs_size(), "outputs lost or invented");
+  for (const auto& out : decoded.outputs) Check(out.classes >= 0, "negative classes");
+}
+
+// EncodeOutputs for a version with `labels` (possibly none), as the front end calls it once the request fits.
+void CheckEncode(const inference::ModelInferRequest& request, const ortserve::DecodedRequest& decoded,
+                 const ortserve::VersionOutput& served, const uint8_t* data, size_t size) {
+  if (!ortserve::OutputsFit(decoded, served)) return;
+  const int rows = static_cast<int>(decoded.texts.size());
+  const int columns = served.labels.empty() ? 3 : static_cast<int>(served.labels.size());
+  for (const auto& out : decoded.outputs) {
+    if (out.classes > 0 && served.labels.size() != static_cast<size_t>(columns)) return;  // the caller's check
+  }
+  // Scores from the input's bytes, NaN and infinities included.
+  std::vector<float> values(static_cast<size_t>(rows) * columns);
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint32_t bits = 0x3f800000u + static_cast<uint32_t>(i);
+    if (size >= 4) std::memcpy(&bits, data + (i * 4) % (size - 3), 4);
+    std::memcpy(&values[i], &bits, 4);
+  }
+  const bool raw = ortserve::WantsRawOutput(request);
+  inference::ModelInferResponse response;
+  ortserve::EncodeOutputs(response, decoded, served, values.data(), rows, columns, raw);
+  const size_t wanted = decoded.outputs.empty() ? 1 : decoded.outputs.size();
+  Check(static_cast<size_t>(response.outputs_size()) == wanted, "EncodeOutputs wrote another number of outputs");
+  Check(raw ? static_cast<size_t>(response.raw_output_contents_size()) == wanted
+            : response.raw_output_contents_size() == 0,
+        "raw_output_contents disagree with binary_data");
+  for (int o = 0; o < response.outputs_size(); ++o) {
+    const auto& out = response.outputs(o);
+    Check(out.shape_size() == 2 && out.shape(0) == rows, "an output's shape is not [rows, ...]");
+    const size_t count = static_cast<size_t>(out.shape(0)) * static_cast<size_t>(out.shape(1));
+    if (out.datatype() == "FP32") {
+      Check(out.shape(1) == columns, "FP32 output columns");
+      Check(raw ? response.raw_output_contents(o).size() == 4 * count
+                : static_cast<size_t>(out.contents().fp32_contents_size()) == count,
+            "FP32 output size");
+    } else {
+      Check(out.datatype() == "BYTES", "an output neither FP32 nor BYTES");
+      const int64_t k = decoded.outputs[o].classes;
+      Check(k > 0 && out.shape(1) == std::min<int64_t>(k, columns), "classification width is not min(k, labels)");
+      if (raw) {
+        std::vector<std::string_view> elements;
+        Check(ReferenceSplit(response.raw_output_contents(o), elements) && elements.size() == count,
+              "raw BYTES output does not split into rows x width elements");
+      } else {
+        Check(static_cast<size_t>(out.contents().bytes_contents_size()) == count, "BYTES output size");
+      }
+    }
+  }
+}
+
+// The fuzz input, consumed a byte at a time; zeros once it runs out.
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  uint8_t Byte() { return at_ < size_ ? data_[at_++] : 0; }
+  std::string Bytes(size_t n) {
+    n = std::min(n, size_ - at_);
+    std::string out(reinterpret_cast<const char*>(data_ + at_), n);
+    at_ += n;
+    return out;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+  size_t at_ = 0;
+};
+
+void AppendLe32(std::string& out, uint32_t v) {
+  for (int b = 0; b < 4; ++b) out.push_back(static_cast<char>((v >> (8 * b)) & 0xFF));
+}
+
+// A request from a recipe: always one TEXT BYTES input, so every input reaches the element checks.
+inference::ModelInferRequest Built(Reader& in) {
+  inference::ModelInferRequest request;
+  request.set_model_name("classifier");
+  auto* tensor = request.add_inputs();
+  tensor->set_name("TEXT");
+  tensor->set_datatype("BYTES");
+  const uint8_t flags = in.Byte();
+  const int count = in.Byte() % 20;
+  std::vector<std::string> elements;
+  for (int i = 0; i < count; ++i) elements.push_back(in.Bytes(in.Byte() % 40));
+  // The count: the elements' own, or off by a small delta, or any power of two up to 2**62 (a count the elements
+  // cannot back, which the decoder must refuse without acting on it).
+  int64_t declared = static_cast<int64_t>(elements.size());
+  if (flags & 0x02) {
+    const uint8_t how = in.Byte();
+    declared = how & 0x80 ? int64_t{1} << (how % 63) : declared + static_cast<int8_t>(how << 1) / 2;
+  }
+  tensor->add_shape(declared);
+  if (flags & 0x01) tensor->add_shape((flags & 0x02) ? static_cast<int8_t>(in.Byte()) : 1);
+  if (flags & 0x04) {  // raw: length-prefixed, then maybe one prefix nudged, the end cut or padded
+    std::string raw;
+    std::vector<size_t> prefixes;
+    for (const std::string& e : elements) {
+      prefixes.push_back(raw.size());
+      AppendLe32(raw, static_cast<uint32_t>(e.size()));
+      raw += e;
+    }
+    if ((flags & 0x08) && !prefixes.empty()) {
+      const size_t at = prefixes[in.Byte() % prefixes.size()];
+      const auto delta = static_cast<int8_t>(in.Byte());
+      uint32_t size = 0;
+      for (int b = 3; b >= 0; --b) size = (size << 8) | static_cast<unsigned char>(raw[at + b]);
+      std::string patched;
+      AppendLe32(patched, size + static_cast<uint32_t>(static_cast<int32_t>(delta)));
+      raw.replace(at, 4, patched);
+    }
+    if (flags & 0x10) raw.resize(raw.size() - std::min<size_t>(raw.size(), in.Byte() % 8));
+    if (flags & 0x20) raw += in.Bytes(in.Byte() % 6);
+    request.add_raw_input_contents(std::move(raw));
+  } else {
+    for (std::string& e : elements) tensor->mutable_contents()->add_bytes_contents(std::move(e));
+  }
+  if (flags & 0x40) {
+    static constexpr const char* kNames[] = {"LOGITS", "EMBEDDING", "PROBS", ""};
+    for (int n = in.Byte() % 4; n > 0; --n) {
+      auto* out = request.add_outputs();
+      const uint8_t spec = in.Byte();
+      out->set_name(kNames[spec % 4]);
+      auto& params = *out->mutable_parameters();
+      switch ((spec >> 2) % 5) {
+        case 1: params["classification"].set_int64_param(static_cast<int8_t>(in.Byte())); break;
+        case 2: params["classification"].set_uint64_param(spec & 0x80 ? ~uint64_t{0} - in.Byte() : in.Byte()); break;
+        case 3: params["classification"].set_string_param("2"); break;
+        case 4: params["binary_data"].set_bool_param(spec & 0x80); break;
+        default: break;
+      }
+    }
+  }
+  if (flags & 0x80) {
+    const uint8_t spec = in.Byte();
+    auto& params = *request.mutable_parameters();
+    if (spec & 0x01) params["routing_key"].set_string_param(in.Bytes(spec % 8));
+    if (spec & 0x02) params["routing_key"].set_int64_param(spec);
+    static constexpr const char* kModes[] = {"logits", "probabilities", "softmax", ""};
+    if (spec & 0x04) params["scores"].set_string_param(kModes[(spec >> 4) % 4]);
+    if (spec & 0x08) params["scores"].set_bool_param(true);
+  }
+  return request;
+}
+
+void Exercise(const inference::ModelInferRequest& request, const uint8_t* data, size_t size) {
+  const std::string_view key = ortserve::RoutingKeyParam(request);
+  if (!key.empty()) {
+    const auto it = request.parameters().find("routing_key");
+    Check(it != request.parameters().end() && it->second.string_param() == key, "routing key from nowhere");
+  }
+  static const ortserve::VersionOutput kPlain;                                    // LOGITS, no labels
+  static const ortserve::VersionOutput kLabelled{"LOGITS", {"neg", "pos", "x"}};  // a classifier with labels
+  static const ortserve::VersionOutput kEmbedding{"EMBEDDING", {}};
+  for (const long long max_texts : {1LL, 16LL, 1LL << 40}) {
+    const auto decoded = ortserve::DecodeRequest(request, max_texts);
+    if (!decoded) continue;
+    CheckDecoded(request, *decoded, max_texts);
+    for (const auto* served : {&kPlain, &kLabelled, &kEmbedding}) CheckEncode(request, *decoded, *served, data, size);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const bool quiet = [] {
+    google::protobuf::SetLogHandler(nullptr);  // invalid UTF-8 in string fields is expected here, not news
+    return true;
+  }();
+  (void)quiet;
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  Check(ortserve::IsValidUtf8(bytes) == ReferenceUtf8(bytes), "IsValidUtf8 disagrees with the reference");
+
+  inference::ModelInferRequest parsed;
+  if (parsed.ParseFromArray(data, static_cast<int>(size))) Exercise(parsed, data, size);
+  Reader recipe(data, size);
+  Exercise(Built(recipe), data, size);
+  return 0;
+}

@@ -1,0 +1,126 @@
+// Fuzz target: the native WordPiece tokenizer (wordpiece.h) on arbitrary bytes, as texts arrive (the decoder checks
+// UTF-8 first, but Encode promises to read invalid bytes as U+FFFD, so any bytes are fair). Built by
+// scripts/fuzz_native, with libFuzzer or with replay_main.cc.
+//
+// The first input byte picks one of four tokenizer configurations (cased or not, accents kept or stripped, text
+// cleaning and CJK spacing on or off, "##" or no continuation prefix, overlapping added tokens, max_len from 2 to
+// 512); the rest is the text. Besides "no crash, no sanitizer report" it checks:
+// - the ids are [CLS], at most max_len - 2 ids of the vocabulary or the added tokens, [SEP];
+// - Encode into a used buffer equals a fresh Encode (the thread-local scratch leaks nothing between calls);
+// - truncation is tokenize-then-truncate: the ids equal the same tokenizer's ids with no length limit, cut to
+//   max_len - 2 tokens (the tokenizer stops early; that must not change a single id).
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "wordpiece.h"
+
+namespace {
+
+void Check(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "wordpiece_fuzzer: check failed: %s\n", what);
+    std::abort();
+  }
+}
+
+std::vector<std::string> Vocabulary() {
+  std::vector<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+  for (char c = '!'; c <= '~'; ++c) {
+    if (c >= 'A' && c <= 'Z') continue;
+    vocab.emplace_back(1, c);
+    if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) vocab.push_back(std::string("##") + c);
+  }
+  for (const char* piece : {"the", "movie", "was", "great", "good", "bad", "plot", "un", "##aff", "##able", "play",
+                            "##ing", "##ed", "Movie", "THE", "\xc3\xa9", "caf\xc3\xa9", "cafe", "\xe4\xb8\xad",
+                            "##\xe4\xb8\xad", "\xe6\x96\x87", "na\xc3\xafve", "naive", "\xc3\x9f", "ss", "##ss",
+                            "\xef\xbf\xbd", "a\xcc\x81", "\xf0\x9f\x98\x80", "!!", "##!"}) {
+    vocab.emplace_back(piece);
+  }
+  return vocab;
+}
+
+struct Setup {
+  std::unique_ptr<ortserve::WordPiece> limited;    // the configuration's max_len
+  std::unique_ptr<ortserve::WordPiece> unlimited;  // the same, max_len far past any input
+};
+
+ortserve::WordPieceConfig Config(int which) {
+  ortserve::WordPieceConfig c;
+  c.vocab = Vocabulary();
+  c.unk_id = 1, c.cls_id = 2, c.sep_id = 3, c.pad_id = 0;
+  c.added_tokens = {{"[CLS]", 2}, {"[SEP]", 3}, {"[PAD]", 0}, {"[UNK]", 1}, {"[MASK]", 4}};
+  switch (which) {
+    case 0:  // bert-base-uncased
+      c.max_len = 512;
+      break;
+    case 1:  // cased, accents kept, short words, overlapping added tokens (one not in the vocabulary)
+      c.lowercase = false, c.strip_accents = false, c.max_len = 8, c.max_input_chars_per_word = 5;
+      c.added_tokens.push_back({"ab", 5});
+      c.added_tokens.push_back({"abc", 6});
+      c.added_tokens.push_back({"<x>", 7000});
+      break;
+    case 2:  // no cleaning, no CJK spacing, no continuation prefix, nothing but [CLS] [SEP]
+      c.clean_text = false, c.handle_chinese_chars = false, c.continuing_subword_prefix = "", c.max_len = 2;
+      break;
+    default:  // cased with accents stripped, a multi-byte prefix
+      c.lowercase = false, c.strip_accents = true, c.continuing_subword_prefix = "\xe2\x80\xa6", c.max_len = 5;
+      break;
+  }
+  return c;
+}
+
+const std::vector<Setup>& Setups() {
+  static const std::vector<Setup>* setups = [] {
+    auto* out = new std::vector<Setup>();
+    for (int which = 0; which < 4; ++which) {
+      ortserve::WordPieceConfig unlimited = Config(which);
+      unlimited.max_len = size_t{1} << 24;
+      out->push_back({std::make_unique<ortserve::WordPiece>(Config(which)),
+                      std::make_unique<ortserve::WordPiece>(std::move(unlimited))});
+    }
+    return out;
+  }();
+  return *setups;
+}
+
+bool Known(const ortserve::WordPiece& tokenizer, int64_t id) {
+  if (id >= 0 && static_cast<size_t>(id) < tokenizer.config().vocab.size()) return true;
+  for (const auto& [content, added] : tokenizer.config().added_tokens) {
+    if (added == id) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const Setup& setup = Setups()[data[0] % 4];
+  const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
+  const ortserve::WordPiece& tokenizer = *setup.limited;
+  const ortserve::WordPieceConfig& config = tokenizer.config();
+
+  const std::vector<int64_t> ids = tokenizer.Encode(text);
+  Check(ids.size() >= 2 && ids.size() <= config.max_len, "length outside 2..max_len");
+  Check(ids.front() == config.cls_id && ids.back() == config.sep_id, "not [CLS] ... [SEP]");
+  for (const int64_t id : ids) Check(Known(tokenizer, id), "an id outside the vocabulary and the added tokens");
+
+  std::vector<int64_t> reused(37, -5);
+  tokenizer.Encode(text, reused);
+  Check(reused == ids, "Encode into a used buffer differs");
+
+  const std::vector<int64_t> full = setup.unlimited->Encode(text);
+  const size_t tokens = std::min(full.size() - 2, config.max_len - 2);
+  std::vector<int64_t> truncated(full.begin(), full.begin() + 1 + static_cast<std::ptrdiff_t>(tokens));
+  truncated.push_back(config.sep_id);
+  Check(ids == truncated, "early truncation differs from tokenize-then-truncate");
+  return 0;
+}

@@ -1,0 +1,115 @@
+"""The seed corpus of the native fuzz targets (ortserve/engine_ext/fuzz/corpus), written from code so that it can be
+reviewed and regenerated: `scripts/fuzz_native --make-corpus`.
+
+corpus/decode/: serialised ModelInferRequests, one per path through infer_codec.cc (well-formed in both encodings,
+each refusal, the classification extension's parameters), plus UTF-8 edge cases as raw bytes (the target also runs
+IsValidUtf8 on its whole input). corpus/wordpiece/: a configuration byte (see wordpiece_fuzzer.cc), then a text.
+findings/decode/: inputs that still crash a target (scripts/fuzz_native --replay FILE reproduces); once fixed, they
+move into the corpus as regression seeds.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from fuzz_lib.requests import join_raw
+from ortserve.proto import grpc_service_pb2 as pb
+
+CORPUS = Path(__file__).resolve().parents[2] / "ortserve" / "engine_ext" / "fuzz" / "corpus"
+
+
+def _request(texts: Iterable[bytes], *, raw: bool = False, shape: list[int] | None = None) -> pb.ModelInferRequest:
+    elements = list(texts)
+    request = pb.ModelInferRequest(model_name="classifier", id="seed")
+    tensor = request.inputs.add(name="TEXT", datatype="BYTES", shape=shape or [len(elements)])
+    if raw:
+        request.raw_input_contents.append(join_raw(elements))
+    else:
+        tensor.contents.bytes_contents.extend(elements)
+    return request
+
+
+def decode_seeds() -> dict[str, bytes]:
+    seeds: dict[str, pb.ModelInferRequest] = {
+        "contents": _request([b"the movie was great", b"bad plot"]),
+        "raw": _request([b"one", b"", "caf\u00e9 \u4e2d\u6587 \U0001f600".encode()], raw=True),
+        "shape-n-1": _request([b"a", b"b"], shape=[2, 1]),
+        "not-utf8": _request([b"ok", b"\xff\xfe bad", b"\xed\xa0\x80"]),
+        "raw-overrun": _request([b"ab"], raw=True),
+        "raw-truncated-prefix": _request([b"ab"], raw=True),
+        "raw-and-contents": _request([b"ab"], raw=True),
+        "count-mismatch": _request([b"a", b"b"], shape=[3]),
+        "negative-count": _request([b"a"], shape=[-1]),
+        "wrong-datatype": _request([b"a"]),
+        "binary-data-false": _request([b"x"]),
+        "classification": _request([b"x", b"y"], raw=True),
+        "classification-uint64-huge": _request([b"x"]),
+        "output-twice": _request([b"x"]),
+        "embedding-output": _request([b"x"]),
+        "routing-key": _request([b"x"]),
+        "routing-key-int": _request([b"x"]),
+    }
+    seeds["raw-overrun"].raw_input_contents[0] = b"\x09\x00\x00\x00ab"
+    seeds["raw-truncated-prefix"].raw_input_contents[0] += b"\x01\x00"
+    seeds["raw-and-contents"].inputs[0].contents.bytes_contents.append(b"ab")
+    seeds["wrong-datatype"].inputs[0].datatype = "FP32"
+    seeds["binary-data-false"].outputs.add(name="LOGITS").parameters["binary_data"].bool_param = False
+    out = seeds["classification"].outputs.add(name="LOGITS")
+    out.parameters["classification"].int64_param = 2
+    seeds["classification"].parameters["scores"].string_param = "probabilities"
+    seeds["classification-uint64-huge"].outputs.add(name="LOGITS").parameters["classification"].uint64_param = 2**64 - 1
+    seeds["output-twice"].outputs.add(name="LOGITS")
+    seeds["output-twice"].outputs.add(name="LOGITS")
+    seeds["embedding-output"].outputs.add(name="EMBEDDING")
+    seeds["routing-key"].parameters["routing_key"].string_param = "user-42"
+    seeds["routing-key-int"].parameters["routing_key"].int64_param = 5
+    out_bytes = {name: request.SerializeToString() for name, request in seeds.items()}
+    # Raw bytes for IsValidUtf8: every boundary of every sequence length, valid and not.
+    out_bytes["utf8-edges"] = ("\x7f\u0080\u07ff\u0800\ud7ff\ue000\uffff\U00010000\U0010ffff".encode()
+                               + b"\xc2\x80\xdf\xbf\xe0\xa0\x80\xed\x9f\xbf\xf0\x90\x80\x80\xf4\x8f\xbf\xbf")
+    out_bytes["utf8-invalid"] = (b"\xc0\x80\xc1\xbf\xe0\x9f\xbf\xed\xa0\x80\xf0\x8f\xbf\xbf"
+                                 b"\xf4\x90\x80\x80\xf5\xff\xe2\x82")
+    return out_bytes
+
+
+def decode_findings() -> dict[str, bytes]:
+    """Inputs that crash the decode target today (a finding, not a seed: the corpus must pass). huge-count: a shape
+    [2**40] with one element; DecodeRequest reserves shape[0] views before counting the elements, so the allocation
+    fails (ASan: allocation-size-too-big; else std::bad_alloc, which the native front end answers UNIMPLEMENTED)."""
+    return {"huge-count": _request([b"x"], shape=[2**40]).SerializeToString()}
+
+
+def wordpiece_seeds() -> dict[str, bytes]:
+    texts: dict[str, tuple[int, str | bytes]] = {
+        "plain": (0, "The movie was GREAT!! unaffable playing"),
+        "accents-cjk-emoji": (0, "Caf\u00e9 na\u00efve \u4e2d\u6587\u5b57 \U0001f600 e\u0301"),
+        "added-tokens": (0, "[CLS] hello [SEP][MASK]x[UNK]"),
+        "long": (0, " ".join(["the movie", "caf\u00e9", "\u4e2d", "playing!"] * 120)),
+        "long-word": (0, "a" * 150 + " " + "\u00e9" * 101),
+        "combining": (0, "a\u0301\u0300\u0302\u0316 \u1e9b\u0323"),
+        "overlapping-added": (1, "abc ab <x> abcd Movie THE cafe\u0301"),
+        "spaces": (1, "a\u3000b\u00a0c\u2028d\te\r\nf\u200bg"),
+        "no-prefix": (2, "\u4e2d\u6587\x00\x7f\tplaying"),
+        "cased-strip": (3, "\u00c5ngstr\u00f6m \u01c4 \u00df \ufb03 \u0130 playing"),
+        "invalid-bytes": (3, b"\xff\xc0\x80\xed\xa0\x80ok\xe2\x82"),
+    }
+    return {name: bytes([config]) + (text if isinstance(text, bytes) else text.encode())
+            for name, (config, text) in texts.items()}
+
+
+def write(root: Path = CORPUS) -> None:
+    findings = root.parent / "findings"
+    for directory, seeds in ((root / "decode", decode_seeds()), (root / "wordpiece", wordpiece_seeds()),
+                             (findings / "decode", decode_findings())):
+        directory.mkdir(parents=True, exist_ok=True)
+        for old in directory.iterdir():
+            old.unlink()
+        for name, data in seeds.items():
+            (directory / name).write_bytes(data)
+        print(f"native_corpus: {len(seeds)} inputs in {directory}")
+
+
+if __name__ == "__main__":
+    write(Path(sys.argv[1]) if len(sys.argv) > 1 else CORPUS)
