@@ -4,8 +4,8 @@ reviewed and regenerated: `scripts/fuzz_native --make-corpus`.
 corpus/decode/: serialised ModelInferRequests, one per path through infer_codec.cc (well-formed in both encodings,
 each refusal, the classification extension's parameters), plus UTF-8 edge cases as raw bytes (the target also runs
 IsValidUtf8 on its whole input). corpus/wordpiece/: a configuration byte (see wordpiece_fuzzer.cc), then a text.
-findings/decode/: inputs that still crash a target (scripts/fuzz_native --replay FILE reproduces); once fixed, they
-move into the corpus as regression seeds.
+A crash input a run finds (fuzz-findings/native/, replayed by scripts/fuzz_native --replay FILE) joins the seeds
+here once fixed, as a regression seed (huge-count).
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ def decode_seeds() -> dict[str, bytes]:
         "embedding-output": _request([b"x"]),
         "routing-key": _request([b"x"]),
         "routing-key-int": _request([b"x"]),
+        # A regression seed (a crash until infer_codec.cc reserved at most what the message holds): shape [2**40]
+        # with one element, which DecodeRequest once answered by reserving 2**40 text views.
+        "huge-count": _request([b"x"], shape=[2**40]),
     }
     seeds["raw-overrun"].raw_input_contents[0] = b"\x09\x00\x00\x00ab"
     seeds["raw-truncated-prefix"].raw_input_contents[0] += b"\x01\x00"
@@ -74,13 +77,6 @@ def decode_seeds() -> dict[str, bytes]:
     return out_bytes
 
 
-def decode_findings() -> dict[str, bytes]:
-    """Inputs that crash the decode target today (a finding, not a seed: the corpus must pass). huge-count: a shape
-    [2**40] with one element; DecodeRequest reserves shape[0] views before counting the elements, so the allocation
-    fails (ASan: allocation-size-too-big; else std::bad_alloc, which the native front end answers UNIMPLEMENTED)."""
-    return {"huge-count": _request([b"x"], shape=[2**40]).SerializeToString()}
-
-
 def wordpiece_seeds() -> dict[str, bytes]:
     texts: dict[str, tuple[int, str | bytes]] = {
         "plain": (0, "The movie was GREAT!! unaffable playing"),
@@ -100,9 +96,7 @@ def wordpiece_seeds() -> dict[str, bytes]:
 
 
 def write(root: Path = CORPUS) -> None:
-    findings = root.parent / "findings"
-    for directory, seeds in ((root / "decode", decode_seeds()), (root / "wordpiece", wordpiece_seeds()),
-                             (findings / "decode", decode_findings())):
+    for directory, seeds in ((root / "decode", decode_seeds()), (root / "wordpiece", wordpiece_seeds())):
         directory.mkdir(parents=True, exist_ok=True)
         for old in directory.iterdir():
             old.unlink()

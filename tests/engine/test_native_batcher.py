@@ -399,23 +399,25 @@ def test_objects_dropped_without_stop(model: Model) -> None:
         assert ticket.wait(WAIT)[0] in ("OK", "UNAVAILABLE")
 
 
-def _engine_threads() -> Counter[str]:
-    names: Counter[str] = Counter()
+def _engine_threads() -> dict[str, str]:
+    """Thread id -> name of this process's ortserve-* threads."""
+    names: dict[str, str] = {}
     for task in Path("/proc/self/task").iterdir():
         with suppress(OSError):  # a thread that ended meanwhile
             name = (task / "comm").read_text().strip()
             if name.startswith("ortserve-"):
-                names[name] += 1
+                names[task.name] = name
     return names
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="thread names are read from Linux's /proc")
 def test_lane_threads_are_named() -> None:
     """`top -H`, perf and the bench's engine-thread CPU figure find the engine's threads by these names."""
-    before = _engine_threads()  # other tests' lanes may still be alive
+    before = set(_engine_threads())  # other tests' lanes may still be alive, or ending meanwhile
     lanes = NativeLanes(2, 1)
     try:
-        assert _engine_threads() - before == Counter({"ortserve-lane0": 1, "ortserve-lane1": 1, "ortserve-wide0": 1})
+        new = {tid: name for tid, name in _engine_threads().items() if tid not in before}
+        assert Counter(new.values()) == Counter({"ortserve-lane0": 1, "ortserve-lane1": 1, "ortserve-wide0": 1})
     finally:
         lanes.stop()
-    assert _engine_threads() == before
+    assert not set(new) & set(_engine_threads())  # joined

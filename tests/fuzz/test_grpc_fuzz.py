@@ -91,7 +91,7 @@ def test_mutated_bodies(target: tuple[FuzzTarget, ServerProcess]) -> None:
 
 def test_a_count_no_memory_could_back_is_invalid_argument(tiny_bundle: Path, frontend: str,
                                                           request: pytest.FixtureRequest) -> None:
-    """Found by the decode fuzzer (ortserve/engine_ext/fuzz/findings/decode/huge-count): with a large
+    """Found by the decode fuzzer (now the seed ortserve/engine_ext/fuzz/corpus/decode/huge-count): with a large
     --max-texts-per-request, a 30-byte call declaring shape [10**12] with one element. The Python codec compares the
     count with the elements; the native decoder (infer_codec.cc DecodeRequest) reserved shape[0] text views (16 TB),
     std::bad_alloc escaped the gRPC callback and the caller got UNIMPLEMENTED with no message. It now reserves at most
