@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from ortserve.devtools.anchor_head import (
     DEFAULT_SCALE,
@@ -35,7 +36,7 @@ from ortserve.devtools.anchor_head import (
 from ortserve.devtools.bert_graph import build_bert_graph
 from ortserve.devtools.bert_weights import BertConfig, BertWeights, ClassifierHead, random_bert_weights, random_head
 from ortserve.devtools.bundle_writer import WrittenBundle, check_labels, check_max_seq_len, write_bundle
-from ortserve.devtools.minilm_source import load_checkpoint
+from ortserve.devtools.minilm_source import MiniLMCheckpoint, load_checkpoint
 from ortserve.devtools.wordpiece_tokenizer import build_wordpiece_tokenizer, configure_for_serving, tiny_vocab
 
 DEFAULT_LABELS = ("negative", "positive")
@@ -100,12 +101,8 @@ def build_tiny_embedding_bundle(dest: Path | str, *, seed: int = 0, vocab_size: 
                         notes=notes)
 
 
-def build_minilm_embedding_bundle(dest: Path | str, *, seed: int | None = None, max_seq_len: int = 128,
-                                  progress: Callable[[str], None] | None = None) -> WrittenBundle:
-    """all-MiniLM-L6-v2 sentence embeddings (dim 384): sentence-transformers' Transformer -> mean Pooling ->
-    Normalize, inside the graph. ``seed`` is accepted so every builder takes the same keywords (no effect)."""
-    del seed
-    report = progress or (lambda _line: None)
+def _load_minilm(max_seq_len: int, report: Callable[[str], None]) -> tuple[MiniLMCheckpoint, Tokenizer]:
+    """The MiniLM checkpoint and its tokenizer configured for serving at `max_seq_len` (both MiniLM builders)."""
     check_max_seq_len(max_seq_len)
     checkpoint = load_checkpoint()
     report(f"loaded all-MiniLM-L6-v2 ({checkpoint.config.layers} layers, hidden {checkpoint.config.hidden}) "
@@ -113,7 +110,16 @@ def build_minilm_embedding_bundle(dest: Path | str, *, seed: int | None = None, 
     if max_seq_len > checkpoint.config.max_position:
         raise ValueError(f"max_seq_len ({max_seq_len}) must not exceed the model's "
                          f"{checkpoint.config.max_position} positions")
-    tokenizer = configure_for_serving(checkpoint.tokenizer, max_seq_len)
+    return checkpoint, configure_for_serving(checkpoint.tokenizer, max_seq_len)
+
+
+def build_minilm_embedding_bundle(dest: Path | str, *, seed: int | None = None, max_seq_len: int = 128,
+                                  progress: Callable[[str], None] | None = None) -> WrittenBundle:
+    """all-MiniLM-L6-v2 sentence embeddings (dim 384): sentence-transformers' Transformer -> mean Pooling ->
+    Normalize, inside the graph. ``seed`` is accepted so every builder takes the same keywords (no effect)."""
+    del seed
+    report = progress or (lambda _line: None)
+    checkpoint, tokenizer = _load_minilm(max_seq_len, report)
     model = build_bert_graph(checkpoint.config, checkpoint.weights, None, graph_name="minilm_embedding",
                              embedding_output=EMBEDDING_OUTPUT)
     notes = ("sentence-transformers/all-MiniLM-L6-v2 sentence embeddings: encoder, mean pooling + L2 norm in the "
@@ -131,14 +137,7 @@ def build_minilm_bundle(dest: Path | str, *, seed: int | None = None, max_seq_le
     """
     del seed
     report = progress or (lambda _line: None)
-    check_max_seq_len(max_seq_len)
-    checkpoint = load_checkpoint()
-    report(f"loaded all-MiniLM-L6-v2 ({checkpoint.config.layers} layers, hidden {checkpoint.config.hidden}) "
-           f"from {checkpoint.model_dir}")
-    if max_seq_len > checkpoint.config.max_position:
-        raise ValueError(f"max_seq_len ({max_seq_len}) must not exceed the model's "
-                         f"{checkpoint.config.max_position} positions")
-    tokenizer = configure_for_serving(checkpoint.tokenizer, max_seq_len)
+    checkpoint, tokenizer = _load_minilm(max_seq_len, report)
     # Only ONNX Runtime sees the encoder (and validates it on load); the bundled model is fully checked.
     encoder = build_bert_graph(checkpoint.config, checkpoint.weights, None, graph_name="minilm_encoder", check=False)
     head = sentiment_head(encoder, tokenizer, scale=scale)
