@@ -184,4 +184,6 @@ def test_metadata_of_unknown_model_and_version(stub) -> None:
 
 def test_process_survived_everything(server: ServerProcess) -> None:
     assert server.proc.poll() is None
-    assert not [line for line in server.stderr_lines if "Traceback" in line]
+    lines = server.stderr_lines
+    traces = [i for i, line in enumerate(lines) if "Traceback" in line]
+    assert not traces, "".join(lines[max(0, traces[0] - 5):traces[0] + 40]) if traces else ""
