@@ -98,11 +98,13 @@ def bucket_shape(rows: int, tokens: int, bucket_rows: Sequence[int], bucket_toke
     """
 
 class NativeThroughput:
-    """service/batch_policy.Throughput in C++ (for the tests)."""
+    """
+    The rate the queue drains at, which admission turns queued texts into a wait with (batch_policy.h; for the tests).
+    """
 
     def __init__(self) -> None: ...
 
-    def observe(self, texts: int, seconds: float) -> None: ...
+    def observe(self, texts: int, busy_s: float) -> None: ...
 
     def wait_s(self, texts_ahead: int) -> float: ...
 

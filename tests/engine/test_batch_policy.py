@@ -83,11 +83,34 @@ def test_throughput_turns_queue_depth_into_wait() -> None:
     rate = NativeThroughput()
     assert rate.wait_s(10) == 0.0  # nothing measured yet: no basis to refuse anyone
     rate.observe(10, 0.5)
-    assert rate.texts_per_s == 20 and rate.wait_s(10) == 0.5
-    rate.observe(40, 0.5)  # a faster batch moves the estimate part of the way
-    assert 20 < rate.texts_per_s < 80
-    rate.observe(5, 0.0)  # a run that took no measurable time tells nothing
-    assert 20 < rate.texts_per_s < 80
+    assert rate.texts_per_s == pytest.approx(20) and rate.wait_s(10) == pytest.approx(0.5)
+    rate.observe(0, 0.1)  # an empty run and a negative interval tell nothing
+    rate.observe(5, -1.0)
+    assert rate.texts_per_s == pytest.approx(20)
+
+
+def test_throughput_is_texts_over_busy_time_not_a_mean_of_run_rates() -> None:
+    # Two lanes finishing in turn: one run 100 ms after the last, the other 1 ms after that. The queue drains 16
+    # texts per 101 ms; the mean of the two runs' rates (80 and 8000 texts/s) would be 50 times that.
+    rate = NativeThroughput()
+    for _ in range(20):
+        rate.observe(8, 0.100)
+        rate.observe(8, 0.001)
+    assert rate.texts_per_s == pytest.approx(16 / 0.101, rel=0.01)
+    rate.observe(8, 0.0)  # a run that ends with another one counts, with no time of its own
+    assert rate.texts_per_s > 16 / 0.101
+
+
+def test_throughput_follows_a_change_within_its_window() -> None:
+    rate = NativeThroughput()
+    for _ in range(100):
+        rate.observe(10, 0.1)  # 100 texts/s for 10 s of busy time
+    for _ in range(5):
+        rate.observe(10, 0.05)  # then 200 texts/s: 0.25 s of it moves the estimate part of the way
+    assert 120 < rate.texts_per_s < 180
+    for _ in range(40):
+        rate.observe(10, 0.05)  # 2 s more: the old rate has decayed away
+    assert rate.texts_per_s == pytest.approx(200, rel=0.01)
 
 
 @pytest.mark.parametrize(("field", "value", "message"), [

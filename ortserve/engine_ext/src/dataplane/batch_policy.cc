@@ -2,6 +2,7 @@
 #include "batch_policy.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -66,14 +67,16 @@ std::vector<size_t> ChooseBatch(const std::vector<PendingText>& pending, double 
   return {order.begin() + best_start, order.begin() + best_end};
 }
 
-void Throughput::Observe(int texts, double seconds) {
-  if (seconds <= 0) return;
-  const double rate = texts / seconds;
-  texts_per_s_ = texts_per_s_ == 0 ? rate : (1 - alpha_) * texts_per_s_ + alpha_ * rate;
+void Throughput::Observe(int texts, double busy_s) {
+  if (texts <= 0 || busy_s < 0) return;
+  const double keep = std::exp(-busy_s / kWindowS);
+  texts_ = keep * texts_ + texts;
+  seconds_ = keep * seconds_ + busy_s;
 }
 
 double Throughput::WaitS(int texts_ahead) const {
-  return texts_per_s_ > 0 ? texts_ahead / texts_per_s_ : 0.0;
+  const double rate = texts_per_s();
+  return rate > 0 ? texts_ahead / rate : 0.0;
 }
 
 namespace {

@@ -63,17 +63,23 @@ struct ShapeBuckets {
 // batch runs without a graph).
 std::pair<int, int> BucketShape(int rows, int tokens, const ShapeBuckets& buckets);
 
-// Exponentially weighted texts/s over finished batches: turns queued texts into the wait a new call would see, so
-// that admission bounds latency (what callers feel) rather than a count whose cost depends on the model and texts.
+// The rate the engine drains the queue at, runs side by side included: texts finished over the wall-clock time the
+// engine was busy finishing them, both summed with weights that decay over kWindowS of busy time. Turns queued texts
+// into the wait a new call would see, so that admission bounds latency (what callers feel) rather than a count whose
+// cost depends on the model and texts. Wall-clock, not engine time: what else takes the cores (the front end, gaps
+// between runs) slows the drain too. The window is long against one run because admission under overload keeps
+// the queue at its limit, so calls are admitted whenever the estimate is high: a per-run average (the rate of the
+// last few runs) admitted them at ~1.3x the rate the queue actually drained at, and they finished late.
 class Throughput {
  public:
-  void Observe(int texts, double seconds);
-  double WaitS(int texts_ahead) const;  // 0 before any batch ran
-  double texts_per_s() const { return texts_per_s_; }
+  // `texts` finished `busy_s` after the previous run finished, or after the engine went busy if it was idle.
+  void Observe(int texts, double busy_s);
+  double WaitS(int texts_ahead) const;  // 0 before any run ended
+  double texts_per_s() const { return seconds_ > 0 ? texts_ / seconds_ : 0.0; }
 
  private:
-  double texts_per_s_ = 0.0;
-  double alpha_ = 0.2;
+  static constexpr double kWindowS = 0.5;
+  double texts_ = 0.0, seconds_ = 0.0;
 };
 
 }  // namespace ortserve

@@ -381,6 +381,7 @@ struct NativeBatcher::State {
   bool closed = false;
   std::vector<int> lane_load;  // this version's batches per lane: running + queued
   Throughput throughput;
+  Clock::time_point drained_at;  // when the last run finished, or the engine went busy after being idle
 
   bool Idle() const { return in_flight == 0 && submitting == 0 && delivering == 0; }
 
@@ -405,6 +406,7 @@ struct NativeBatcher::State {
   }
 
   void Start(bool narrow, int texts) {
+    if (in_flight == 0) drained_at = Clock::now();
     ++in_flight;
     running_texts += texts;
     wide_running = !narrow && has_narrow;  // a wide run holds every intra-op thread: nothing beside it
@@ -414,6 +416,12 @@ struct NativeBatcher::State {
     --in_flight;
     running_texts -= texts;
     wide_running = false;
+  }
+
+  void Drained(int texts) {
+    const Clock::time_point now = Clock::now();
+    throughput.Observe(texts, std::chrono::duration<double>(now - drained_at).count());
+    drained_at = now;
   }
 
   // Answers `call` with an error (once) and drops its texts still pending.
@@ -544,7 +552,7 @@ struct NativeBatcher::State {
       for (const Item* item : kept) Fail(item->call, run.code, "inference failed: " + run.error, answers);
     } else if (!kept.empty()) {
       const int texts = static_cast<int>(kept.size());
-      throughput.Observe(texts, engine_s);
+      Drained(texts);
       Event(texts, run.padded_tokens, run.real_tokens, engine_s, batch.narrow);
       const auto columns = static_cast<size_t>(model.columns);
       std::unordered_set<const Call*> seen;
@@ -585,7 +593,7 @@ struct NativeBatcher::State {
     if (run.failed) {
       Fail(call, run.code, "inference failed: " + run.error, answers);
     } else {
-      throughput.Observe(texts, run.engine_s);
+      Drained(texts);
       for (const Run::Part& part : run.parts) {
         Event(part.texts, part.padded_tokens, part.real_tokens, part.engine_s, narrow);
       }
@@ -606,11 +614,10 @@ struct NativeBatcher::State {
   // texts. An empty queue always admits: the per-request maximum, not the queue, bounds what one call may send.
   // max_queue_items bounds the texts held in memory; within it, a call with a deadline is admitted when the
   // work ahead of it plus its own should finish before the deadline, one without when the work ahead is under
-  // max_queue_wait_s. The expected work is the queued and running texts over the measured rate, shared by
-  // engine_concurrency lanes.
+  // max_queue_wait_s. The expected work is the queued and running texts over the rate the queue drains at.
   std::optional<InferResult> Admission(int n, std::optional<Clock::time_point> deadline, Clock::time_point now) const {
     if (admitted == 0) return std::nullopt;
-    const double ahead_s = throughput.WaitS(admitted + running_texts) / settings.engine_concurrency;
+    const double ahead_s = throughput.WaitS(admitted + running_texts);
     InferResult refusal;
     refusal.code = Code::kResourceExhausted;
     refusal.retry_after_s = ahead_s;
@@ -621,7 +628,7 @@ struct NativeBatcher::State {
     }
     if (deadline) {
       const double left_s = std::chrono::duration<double>(*deadline - now).count();
-      const double done_s = ahead_s + throughput.WaitS(n) / settings.engine_concurrency;
+      const double done_s = ahead_s + throughput.WaitS(n);
       if (done_s <= kDeadlineShare * left_s) return std::nullopt;
       refusal.message = queued + ", " +
                         Format("about %.0f ms of work including this call's, which has %.0f ms left", done_s * 1000,

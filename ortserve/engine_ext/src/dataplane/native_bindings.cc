@@ -231,9 +231,11 @@ void BindNative(nb::module_& m) {
       "(rows, tokens) padded up to the shape ladder's smallest rungs that hold them; a value past the top rung "
       "stays as it is. The one padding rule of both batchers.");
 
-  nb::class_<Throughput>(m, "NativeThroughput", "service/batch_policy.Throughput in C++ (for the tests).")
+  nb::class_<Throughput>(m, "NativeThroughput",
+                         "The rate the queue drains at, which admission turns queued texts into a wait with "
+                         "(batch_policy.h; for the tests).")
       .def(nb::init<>())
-      .def("observe", &Throughput::Observe, "texts"_a, "seconds"_a)
+      .def("observe", &Throughput::Observe, "texts"_a, "busy_s"_a)
       .def("wait_s", &Throughput::WaitS, "texts_ahead"_a)
       .def_prop_ro("texts_per_s", &Throughput::texts_per_s);
 
