@@ -383,7 +383,7 @@ class Frontend:
     grpc++ server on the public port: native ModelInfer, the rest proxied to backend.
     """
 
-    def __init__(self, address: str, backend: str, *, events: object, max_message_bytes: int, max_texts: int, tls_cert: bytes | None = None, tls_key: bytes | None = None, tls_client_ca: bytes | None = None) -> None: ...
+    def __init__(self, address: str, backend: str, *, events: object, max_message_bytes: int, max_header_bytes: int, max_texts: int, tls_cert: bytes | None = None, tls_key: bytes | None = None, tls_client_ca: bytes | None = None) -> None: ...
 
     def start(self) -> int:
         """

@@ -109,6 +109,8 @@ class Server:
                 ("grpc.so_reuseport", 0),  # on by default in grpcio: a port clash must fail, not share
                 ("grpc.max_receive_message_length", s.max_message_bytes),
                 ("grpc.max_send_message_length", s.max_message_bytes),
+                ("grpc.max_metadata_size", s.max_header_bytes),
+                ("grpc.absolute_max_metadata_size", s.max_header_bytes),
             ]
         )
         add_inference_service(self.servicer, server)

@@ -34,6 +34,10 @@ class Settings:
     metrics_port: int = _doc("HTTP port for /metrics (0 picks a free port).", default=8002)
     metrics: bool = _doc("Serve Prometheus metrics.", default=True)
     max_message_bytes: int = _doc("Largest gRPC message accepted or sent.", default=8 * 1024 * 1024)
+    max_header_bytes: int = _doc(
+        "Largest header block (gRPC metadata) a call may send; above Envoy's default 60 KiB, so that what a mesh"
+        " forwards is never refused here.", default=64 * 1024
+    )
     tls_cert: str = _doc("PEM server certificate; with tls_key turns TLS on.", default="")
     tls_key: str = _doc("PEM private key of tls_cert.", default="")
     tls_client_ca: str = _doc("PEM CA bundle; when set, clients must present a cert it signed (mTLS).", default="")
@@ -177,6 +181,7 @@ class Settings:
             ("port", 0 <= self.port <= 65535, "a TCP port 0..65535"),
             ("metrics_port", 0 <= self.metrics_port <= 65535, "a TCP port 0..65535"),
             ("max_message_bytes", self.max_message_bytes >= 1024, ">= 1024"),
+            ("max_header_bytes", self.max_header_bytes >= 1024, ">= 1024"),
             ("max_texts_per_request", self.max_texts_per_request >= 1, ">= 1"),
             ("max_batch_size", self.max_batch_size >= 1, ">= 1"),
             ("max_queue_delay_ms", self.max_queue_delay_ms >= 0, ">= 0"),

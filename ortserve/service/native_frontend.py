@@ -54,6 +54,7 @@ class NativeFrontend:
             backend,
             events=events,
             max_message_bytes=settings.max_message_bytes,
+            max_header_bytes=settings.max_header_bytes,
             max_texts=settings.max_texts_per_request,
             tls_cert=tls[0] if tls else None,
             tls_key=tls[1] if tls else None,

@@ -196,7 +196,8 @@ def native(tiny_bundle: Path) -> Iterator[Native]:
 
 
 def _frontend(backend: Backend, sink: Any, address: str = "127.0.0.1:0") -> Any:
-    return Frontend(address, backend.address, events=sink, max_message_bytes=1 << 20, max_texts=MAX_TEXTS)
+    return Frontend(address, backend.address, events=sink, max_message_bytes=1 << 20, max_header_bytes=1 << 16,
+                    max_texts=MAX_TEXTS)
 
 
 @pytest.fixture(scope="module")
@@ -701,7 +702,7 @@ def _plaintext_fails(port: int) -> None:
 @pytest.mark.parametrize("mtls", [False, True], ids=["tls", "mtls"])
 def test_tls_and_mtls(backend: Backend, native: Native, certs: Path, mtls: bool) -> None:
     fe = Frontend("127.0.0.1:0", backend.address, events=native.sink, max_message_bytes=1 << 20,
-                  max_texts=MAX_TEXTS, tls_cert=(certs / "server.pem").read_bytes(),
+                  max_header_bytes=1 << 16, max_texts=MAX_TEXTS, tls_cert=(certs / "server.pem").read_bytes(),
                   tls_key=(certs / "server.key").read_bytes(),
                   tls_client_ca=(certs / "ca.pem").read_bytes() if mtls else None)
     port = fe.start()
@@ -722,11 +723,11 @@ def test_tls_and_mtls(backend: Backend, native: Native, certs: Path, mtls: bool)
 
 def test_tls_options_go_together(backend: Backend, native: Native) -> None:
     with pytest.raises(ValueError, match="tls_cert and tls_key"):
-        Frontend("127.0.0.1:0", backend.address, events=native.sink, max_message_bytes=1024, max_texts=1,
-                 tls_cert=b"x")
+        Frontend("127.0.0.1:0", backend.address, events=native.sink, max_message_bytes=1024,
+                 max_header_bytes=1024, max_texts=1, tls_cert=b"x")
     with pytest.raises(ValueError, match="tls_client_ca needs"):
-        Frontend("127.0.0.1:0", backend.address, events=native.sink, max_message_bytes=1024, max_texts=1,
-                 tls_client_ca=b"x")
+        Frontend("127.0.0.1:0", backend.address, events=native.sink, max_message_bytes=1024,
+                 max_header_bytes=1024, max_texts=1, tls_client_ca=b"x")
 
 
 # ---- the fast-path decoder against codec.py -------------------------------------------------------------

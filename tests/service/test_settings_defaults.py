@@ -33,6 +33,7 @@ def test_the_batcher_gets_every_setting_from_the_settings() -> None:
 def test_the_front_end_defaults_to_the_settings() -> None:
     native = engine_ext._engine.native_frontend_defaults()
     assert native == {"max_message_bytes": config.default("max_message_bytes"),
+                      "max_header_bytes": config.default("max_header_bytes"),
                       "max_texts_per_request": config.default("max_texts_per_request")}
 
 
