@@ -329,6 +329,11 @@ class NativeVersion:
         Queue the call and return its NativeTicket at once; run_here: a lone call on the wide session runs on this thread first (GIL released), as the gRPC front end's calls do.
         """
 
+    def refusal(self, texts: int, timeout_s: float | None) -> object:
+        """
+        (code name, message, retry_after_s) that submitting `texts` texts would be answered at once as the queue stands, or None when they would be admitted: a check before tokenizing them elsewhere.
+        """
+
     @property
     def queue_depth(self) -> int: ...
 

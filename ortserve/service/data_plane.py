@@ -214,6 +214,9 @@ class VersionBatcher:
             future, call = self._plane.submit(
                 lambda token: native.submit_async(texts, _left(deadline), self._plane.completions, token))
         else:
+            refusal = native.refusal(len(texts), _left(deadline))
+            if refusal is not None:  # refused as the queue stands: not worth tokenizing (submitting checks again)
+                raise _failure(*refusal)
             started = time.monotonic()
             ids = await asyncio.get_running_loop().run_in_executor(
                 self._plane.tokenize_pool, classifier.tokenize, texts)

@@ -267,6 +267,25 @@ def test_queue_full_refuses_at_once(model: Model) -> None:
         check_ok(model, ["a"] * 5, version.infer(["a"] * 5))
 
 
+def test_refusal_tells_what_submit_would_answer(model: Model) -> None:
+    with running_lanes() as lanes:
+        version = make_version(model, lanes, EventSink(), max_queue_items=2)
+        assert version.refusal(5, None) is None  # an empty queue admits any size
+        blocker = hold_engine(version, lanes)
+        queued = version.submit(["a", "b"])
+        code, message, retry_after_s = version.refusal(1, 10.0)
+        assert (code, message) == ("RESOURCE_EXHAUSTED", "server busy: 2 texts queued for this model version "
+                                                         "(limit 2); retry with backoff")
+        assert retry_after_s >= 0
+        assert version.refusal(0, None) is None  # nothing to run: an empty answer, never a refusal
+        assert version.queue_depth == 2  # asking reserved nothing
+        lanes.resume()
+        check_ok(model, ["a", "b"], queued.wait(WAIT))
+        blocker.wait(WAIT)
+        version.close()
+        assert version.refusal(1, None)[0] == "UNAVAILABLE"
+
+
 def test_queue_wait_bound_refuses_with_the_expected_work(model: Model) -> None:
     with running_lanes() as lanes:
         version = make_version(model, lanes, EventSink(), max_queue_wait_s=1e-9)

@@ -22,6 +22,7 @@ from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
 from ortserve.service.assembly import VersionFactory
 from ortserve.service.config import Settings
 from ortserve.service.data_plane import DataPlane
+from ortserve.service.errors import ResourceExhausted
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
 from ortserve.service.textmodel import EngineOptions, TextClassifier
@@ -177,3 +178,35 @@ def test_native_on_an_unsupported_bundle_fails_the_load_with_the_reason(unsuppor
     assert status["state"] == "failed"
     assert "normalizer" in status["error"] and "native tokenizer" in status["error"]
     assert not [e for e in events if e["event"] == "loaded"]
+
+
+def test_a_call_the_queue_would_refuse_is_not_tokenized(classifiers: dict[str, TextClassifier]) -> None:
+    """A version whose texts are tokenized in the pool asks the batcher first: under overload a refused call costs
+    no tokenization."""
+    tokenize_pool = CountingPool()
+    settings = Settings(max_queue_items=2, engine_concurrency=1)
+
+    async def main() -> None:
+        plane = DataPlane(settings, Metrics(), tokenize_pool=tokenize_pool)
+        plane.start(asyncio.get_running_loop())
+        batcher = plane.version("m", "1", classifiers["hf"])
+        plane.lanes.pause()  # no run starts: the first call holds the engine, the next ones stay queued
+        calls = [asyncio.ensure_future(batcher.infer(["the lone call"]))]
+        try:
+            calls.append(asyncio.ensure_future(batcher.infer(["one", "two"])))
+            while batcher.queue_depth < 2:
+                await asyncio.sleep(0.001)
+            tokenized = tokenize_pool.submitted
+            with pytest.raises(ResourceExhausted, match=r"2 texts queued for this model version \(limit 2\)"):
+                await batcher.infer(["one more"])
+            assert tokenize_pool.submitted == tokenized
+        finally:
+            plane.lanes.resume()
+            await asyncio.gather(*calls)
+            await batcher.close(5)
+            plane.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        tokenize_pool.shutdown()

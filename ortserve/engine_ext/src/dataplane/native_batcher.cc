@@ -806,6 +806,19 @@ void NativeBatcher::Enqueue(Admitted admitted, std::vector<std::vector<int64_t>>
   Deliver(answers);
 }
 
+std::optional<InferResult> NativeBatcher::Refusal(int n, std::optional<Clock::time_point> deadline) const {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.closed) {
+    InferResult refusal;
+    refusal.code = Code::kUnavailable;
+    refusal.message = kShuttingDown;
+    return refusal;
+  }
+  if (n == 0) return std::nullopt;
+  return s.Admission(n, deadline, Clock::now());
+}
+
 void NativeBatcher::Cancel(const CallHandle& call) {
   if (!call) return;
   State& s = *state_;

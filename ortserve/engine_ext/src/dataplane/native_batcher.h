@@ -125,6 +125,10 @@ class NativeBatcher : public std::enable_shared_from_this<NativeBatcher> {
   // Submit for texts tokenized by the caller (`tokenize_s`: what that took, reported in the result).
   CallHandle SubmitIds(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
                        InferDone done, double tokenize_s = 0);
+  // What Submit would answer at once for `n` texts with `deadline` as the queue stands (RESOURCE_EXHAUSTED,
+  // UNAVAILABLE), or nullopt when it would admit them: lets a caller that tokenizes elsewhere skip that work for a
+  // call that would be refused. Submit checks again (the queue moves meanwhile).
+  std::optional<InferResult> Refusal(int n, std::optional<Clock::time_point> deadline) const;
   // The call ended on the client's side: its queued texts leave the queue; done(CANCELLED) unless done already.
   void Cancel(const CallHandle& call);
   // Refuses new calls (UNAVAILABLE), answers queued ones UNAVAILABLE, waits for running batches (and for their

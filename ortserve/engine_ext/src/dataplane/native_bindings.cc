@@ -480,6 +480,16 @@ void BindNative(nb::module_& m) {
           "texts"_a, "timeout_s"_a = nb::none(), "run_here"_a = false,
           "Queue the call and return its NativeTicket at once; run_here: a lone call on the wide session runs on "
           "this thread first (GIL released), as the gRPC front end's calls do.")
+      .def(
+          "refusal",
+          [](const PyNativeVersion& self, int texts, std::optional<double> timeout_s) -> nb::object {
+            std::optional<InferResult> refusal = self.version->batcher().Refusal(texts, DeadlineIn(timeout_s));
+            if (!refusal) return nb::none();
+            return nb::make_tuple(CodeName(refusal->code), refusal->message, refusal->retry_after_s);
+          },
+          "texts"_a, "timeout_s"_a.none(),
+          "(code name, message, retry_after_s) that submitting `texts` texts would be answered at once as the queue "
+          "stands, or None when they would be admitted: a check before tokenizing them elsewhere.")
       .def_prop_ro("queue_depth", [](const PyNativeVersion& self) { return self.version->batcher().queue_depth(); })
       .def_prop_ro("in_flight", [](const PyNativeVersion& self) { return self.version->in_flight(); })
       .def_prop_ro("model", [](const PyNativeVersion& self) { return self.version->batcher().model(); })
