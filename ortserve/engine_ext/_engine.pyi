@@ -426,7 +426,7 @@ class Frontend:
 
 def native_frontend_defaults() -> dict:
     """
-    FrontendOptions' own defaults, under service/config.Settings' names (a test holds them equal).
+    FrontendOptions' own defaults, under service/config.Settings' names, and the x-request-id bound (codec.MAX_REQUEST_ID_BYTES): a test holds them equal.
     """
 
 HAS_FRONTEND: bool = True

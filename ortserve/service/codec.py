@@ -32,6 +32,9 @@ EMBEDDING_NAME = "EMBEDDING"
 WIRE_OUTPUTS = {"classifier": OUTPUT_NAME, "embedding": EMBEDDING_NAME}
 """The output a model of each kind (`BundleManifest.kind`) answers with."""
 _LEN = struct.Struct("<I")
+MAX_REQUEST_ID_BYTES = 256
+"""The longest `x-request-id` a caller may send (it is echoed in the reply's trailers and logged); the native front
+end's kMaxRequestIdBytes (tests/service/test_settings_defaults.py holds the two equal)."""
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,13 @@ def encode_bytes(response: pb.ModelInferResponse, name: str, rows: Sequence[Sequ
         response.raw_output_contents.append(join_raw_bytes(elements))
     else:
         out.contents.bytes_contents.extend(elements)
+
+
+def check_request_id(request_id: str) -> None:
+    """INVALID_ARGUMENT for a caller's `x-request-id` too long to echo (a gRPC client refuses trailers past 16 KiB)."""
+    size = len(request_id.encode())
+    if size > MAX_REQUEST_ID_BYTES:
+        raise InvalidArgument(f"x-request-id is {size} bytes; at most {MAX_REQUEST_ID_BYTES}")
 
 
 def string_parameter(params: object, key: str) -> str | None:

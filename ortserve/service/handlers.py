@@ -135,7 +135,10 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
         started = time.monotonic()
         metadata = dict(context.invocation_metadata() or ())
-        request_id = str(metadata.get("x-request-id") or uuid.uuid4().hex)
+        caller_id = str(metadata.get("x-request-id") or "")
+        # An id too long to echo is refused below, answered under one of ours.
+        fits = 0 < len(caller_id.encode()) <= codec.MAX_REQUEST_ID_BYTES
+        request_id = caller_id if fits else uuid.uuid4().hex
         fields: dict[str, Any] = {
             "request_id": request_id,
             "model": request.model_name,
@@ -144,6 +147,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         version_label = "none"
         self._metrics.in_flight.inc()
         try:
+            codec.check_request_id(caller_id)
             texts = codec.decode_texts(request, max_texts=self._max_texts)
             outputs = codec.requested_outputs(request)
             probabilities = codec.score_mode(request, outputs)

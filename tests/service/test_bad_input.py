@@ -174,6 +174,18 @@ def test_calls_whose_deadline_passes_before_they_are_read_leave_the_server_servi
     assert reply.model_version == "1"
 
 
+def test_a_request_id_too_long_to_echo_is_refused(stub) -> None:
+    """The id comes back in the trailers, and a gRPC client refuses trailers past 16 KiB."""
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelInfer(infer_request(["x"]), metadata=(("x-request-id", "r" * 257),), timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.value.details() == "x-request-id is 257 bytes; at most 256"
+    ours = dict(e.value.trailing_metadata())["x-request-id"]
+    assert 0 < len(ours) <= 256 and not ours.startswith("rr")  # answered under an id of the server's
+    _, call = stub.ModelInfer.with_call(infer_request(["x"]), metadata=(("x-request-id", "r" * 256),), timeout=10)
+    assert dict(call.trailing_metadata())["x-request-id"] == "r" * 256
+
+
 def test_metadata_of_unknown_model_and_version(stub) -> None:
     for request, code in ((pb.ModelMetadataRequest(name="nope"), grpc.StatusCode.NOT_FOUND),
                           (pb.ModelMetadataRequest(name="classifier", version="v9"), grpc.StatusCode.NOT_FOUND)):

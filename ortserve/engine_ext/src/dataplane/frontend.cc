@@ -414,6 +414,7 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
   if (!decoded) return PassOn(Passthrough::kBadInput, ctx, request, response);
 
   std::string request_id(ClientHeader(*ctx, "x-request-id"));
+  if (request_id.size() > kMaxRequestIdBytes) return PassOn(Passthrough::kBadInput, ctx, request, response);
   if (request_id.empty()) request_id = RandomRequestId();
   const ModelRoute& route = model->second;
   std::string version_name, route_name;

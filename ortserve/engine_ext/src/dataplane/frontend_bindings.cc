@@ -142,10 +142,12 @@ void BindFrontend(nb::module_& m) {
         nb::dict defaults;
         defaults["max_message_bytes"] = options.max_message_bytes;
         defaults["max_header_bytes"] = options.max_header_bytes;
+        defaults["max_request_id_bytes"] = ortserve::kMaxRequestIdBytes;
         defaults["max_texts_per_request"] = options.max_texts;
         return defaults;
       },
-      "FrontendOptions' own defaults, under service/config.Settings' names (a test holds them equal).");
+      "FrontendOptions' own defaults, under service/config.Settings' names, and the x-request-id bound "
+      "(codec.MAX_REQUEST_ID_BYTES): a test holds them equal.");
   m.def("_native_decode", &NativeDecode, "request"_a, "max_texts"_a,
         "(texts, [(output, classification k)], probabilities) of a serialized ModelInferRequest on the native fast "
         "path, or None (then it is proxied).");
