@@ -6,7 +6,7 @@
     scripts/soak --minutes 0.3 --route-every 4 --publish-every 9 --consul-outage 0.5 --sample-every 0.25 \
         --bucket-s 3 --saturation-s 1 --clients 2    # seconds-long smoke run (tests/scripts/test_soak.py)
 
-It starts the Consul stand-in (tests/support/consul_standin.py, its KV persisted to a file) and `ortserve serve
+It starts the Consul stand-in (ortserve/devtools/consul_standin.py, its KV persisted to a file) and `ortserve serve
 --registry consul://...` on it, publishes three versions with the `registry` CLI, measures saturation briefly
 (closed loop from the client processes), then loads the server at a fraction of it (open loop, Poisson arrivals,
 from several client processes) for the run while, one after another on a schedule:
@@ -50,6 +50,7 @@ from bench_lib import prom
 from bench_lib.v2client import V2Target, build_request, parse_logits
 from prometheus_client.parser import text_string_to_metric_families
 
+from ortserve.devtools.consul_standin import StandinProcess
 from soak_lib import analysis, drill, report, schedule
 from soak_lib.processes import (
     AdminClient,
@@ -57,7 +58,7 @@ from soak_lib.processes import (
     RegistryCli,
     RegistryServer,
     ServerLog,
-    StandinProcess,
+    ortserve_env,
     proc_sample,
 )
 
@@ -213,7 +214,8 @@ class Soak:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.artifacts = self.workdir / "artifacts"
         self.cache = self.workdir / "cache"
-        self.standin = StandinProcess(self.workdir / "consul-kv.json", self.workdir / "consul-standin.log")
+        self.standin = StandinProcess(self.workdir / "consul-kv.json", log_path=self.workdir / "consul-standin.log",
+                                      env=ortserve_env())
         self.registry = RegistryCli(f"consul://{self.standin.address}?prefix=soak/", self.artifacts)
         self.server: RegistryServer | None = None
         self.admin: AdminClient | None = None

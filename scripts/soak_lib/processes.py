@@ -1,13 +1,12 @@
-"""The processes of a soak: the Consul stand-in (killable, restartable on its port with its data), the `registry`
-CLI, `ortserve serve --registry` (bench_lib's ServedProcess), the load processes (soak_lib.client), and what the soak
-reads from the server (admin status, /proc, the log's lifecycle lines)."""
+"""The processes of a soak: the `registry` CLI, `ortserve serve --registry` (bench_lib's ServedProcess), the load
+processes (soak_lib.client), and what the soak reads from the server (admin status, /proc, the log's lifecycle lines).
+The Consul stand-in's process is ortserve.devtools.consul_standin.StandinProcess."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,7 +22,6 @@ import ortserve
 
 SCRIPTS = Path(__file__).resolve().parent.parent
 ROOT = SCRIPTS.parent
-STANDIN = ROOT / "tests" / "support" / "consul_standin.py"
 ADMIN_STATUS_METHOD = "/ortserve.admin.v1.Admin/Status"
 """ortserve.service.app.ADMIN_STATUS_METHOD (what `ortserve status` calls); not imported, so that the soak's own
 process does not load the engine (tests/scripts/test_soak.py checks that the two agree)."""
@@ -34,55 +32,6 @@ def ortserve_env() -> dict[str, str]:
     root = str(Path(ortserve.__file__).resolve().parent.parent)
     paths = [root, str(SCRIPTS), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class StandinProcess:
-    """`tests/support/consul_standin.py --port N --data FILE` as its own process; `kill()` is a SIGKILL."""
-
-    def __init__(self, data_file: Path, log_path: Path) -> None:
-        self.data_file = data_file
-        self.log_path = log_path
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout_s: float = 30.0) -> None:
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, str(STANDIN), "--port", str(self.port),
-                                          "--data", str(self.data_file)], stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the Consul stand-in exited with {self.proc.returncode} (log: {self.log_path})")
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.02)
-        self.kill()
-        raise RuntimeError(f"the Consul stand-in did not listen on {self.address} within {timeout_s:.0f} s")
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash: no shutdown, its connections drop."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 class RegistryCli:

@@ -21,9 +21,8 @@ from pathlib import Path
 import consul
 import pytest
 from consul.exceptions import ClientError
-from support.consul_standin import ConsulStandin, parse_wait
 
-STANDIN = Path(__file__).resolve().parents[1] / "support" / "consul_standin.py"
+from ortserve.devtools.consul_standin import ConsulStandin, parse_wait
 
 
 def client(s: ConsulStandin, token: str | None = None, dc: str | None = None) -> consul.Consul:
@@ -219,7 +218,8 @@ def _free_port() -> int:
 
 
 def _start(port: int, data: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, str(STANDIN), "--port", str(port), "--data", str(data)],
+    proc = subprocess.Popen([sys.executable, "-m", "ortserve.devtools.consul_standin", "--port", str(port), "--data",
+                             str(data)],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     assert "listening" in proc.stdout.readline()

@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from support.consul_standin import ConsulStandin
-
+from ortserve.devtools.consul_standin import ConsulStandin
 from ortserve.registry.address import ConsulAddress
 from ortserve.registry.artifacts import ArtifactStore
 from ortserve.registry.consulstore import ConsulStore

@@ -10,8 +10,6 @@ import asyncio
 import datetime as dt
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,6 +23,7 @@ from typing import Any
 import grpc
 import pytest
 
+from ortserve.devtools.consul_standin import StandinProcess
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 from ortserve.registry import publishing
@@ -34,14 +33,7 @@ from ortserve.registry.catalog import ModelState, read_model_state
 from ortserve.service.app import ADMIN_STATUS_METHOD
 
 REPO = Path(__file__).resolve().parents[2]
-STANDIN_SCRIPT = REPO / "tests" / "support" / "consul_standin.py"
 TEXTS = ["a good movie", "the plot was awful and far too long", "great", "bad acting, bad story"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(check: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.05) -> Any:
@@ -54,50 +46,6 @@ def wait_until(check: Callable[[], Any], *, timeout: float, what: str, interval:
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-
-
-# ---- the Consul stand-in as a real process ------------------------------------------------------------
-
-
-class StandinProcess:
-    """`python tests/support/consul_standin.py --port N --data FILE`: killable and restartable on N."""
-
-    def __init__(self, data_file: Path, port: int = 0) -> None:
-        self.data_file = data_file
-        self.port = port or free_port()
-        self.proc: subprocess.Popen[str] | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> StandinProcess:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(STANDIN_SCRIPT), "--port", str(self.port), "--data", str(self.data_file)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()  # "consul stand-in listening on 127.0.0.1:PORT" once bound
-        if "listening on" not in line:
-            rest = self.proc.stdout.read() if self.proc.poll() is not None else ""
-            raise RuntimeError(f"consul stand-in did not start on port {self.port}: {line}{rest}")
-        # Drain its output so a chatty stand-in can never block on a full pipe.
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
-        return self
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown handshake, connections drop as in a crash."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 # ---- the registry, driven like an operator does ----------------------------------------------------------

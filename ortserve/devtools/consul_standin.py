@@ -19,7 +19,8 @@ website/content/api-docs/{kv,txn}.mdx and features/blocking.mdx of hashicorp/con
 - fault knobs: `no_leader` (500 "No cluster leader"), `delay_s`, `reset_indexes()` (the index
   goes backwards as after a snapshot restore), `restart()` semantics via a new process
 
-Run it as a process:  python tests/support/consul_standin.py --port 8500 [--data FILE] [--token T]
+Run it as a process:  python -m ortserve.devtools.consul_standin --port 8500 [--data FILE] [--token T]
+                      (StandinProcess: killable and restartable on its port with its data, for fault drills)
 or in-process:        with ConsulStandin() as consul: consul.address  ->  "127.0.0.1:PORT"
 """
 
@@ -32,6 +33,9 @@ import json
 import os
 import random
 import re
+import signal
+import socket
+import subprocess
 import sys
 import threading
 import time
@@ -39,7 +43,7 @@ import urllib.parse
 from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 MAX_VALUE_BYTES = 512 * 1024
 MAX_TXN_OPS = 128
@@ -492,6 +496,62 @@ class ConsulStandin:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class StandinProcess:
+    """The stand-in as its own process (`python -m ortserve.devtools.consul_standin --port N --data FILE`): `kill()`
+    is a crash, and `start()` again comes back on the same port with the same data."""
+
+    def __init__(self, data_file: Path, *, port: int = 0, log_path: Path | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.data_file = data_file
+        self.port = port or free_port()
+        self.log_path = log_path
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 30.0) -> StandinProcess:
+        command = [sys.executable, "-m", "ortserve.devtools.consul_standin", "--port", str(self.port),
+                   "--data", str(self.data_file)]
+        with contextlib.ExitStack() as files:
+            log: IO[bytes] | int = (files.enter_context(open(self.log_path, "ab")) if self.log_path
+                                    else subprocess.DEVNULL)
+            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                where = f" (log: {self.log_path})" if self.log_path else ""
+                raise RuntimeError(f"the Consul stand-in exited with {self.proc.returncode}{where}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            time.sleep(0.02)
+        self.kill()
+        raise RuntimeError(f"the Consul stand-in did not listen on {self.address} within {timeout_s:.0f} s")
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: no shutdown, its connections drop."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.kill()
 
 
 def main(argv: list[str] | None = None) -> int:
