@@ -610,13 +610,20 @@ struct NativeBatcher::State {
     DispatchAndDeliver(self, lock, answers);
   }
 
-  // A refusal (RESOURCE_EXHAUSTED, with the queued work's drain time as the retry hint), or nullopt to admit n
-  // texts. An empty queue always admits: the per-request maximum, not the queue, bounds what one call may send.
+  // A refusal (UNAVAILABLE once closed; RESOURCE_EXHAUSTED, with the queued work's drain time as the retry hint), or
+  // nullopt to admit n texts. No texts and an empty queue always admit: the per-request maximum, not the queue,
+  // bounds what one call may send.
   // max_queue_items bounds the texts held in memory; within it, a call with a deadline is admitted when the
   // work ahead of it plus its own should finish before the deadline, one without when the work ahead is under
   // max_queue_wait_s. The expected work is the queued and running texts over the rate the queue drains at.
   std::optional<InferResult> Admission(int n, std::optional<Clock::time_point> deadline, Clock::time_point now) const {
-    if (admitted == 0) return std::nullopt;
+    if (closed) {
+      InferResult refusal;
+      refusal.code = Code::kUnavailable;
+      refusal.message = kShuttingDown;
+      return refusal;
+    }
+    if (n == 0 || admitted == 0) return std::nullopt;
     const double ahead_s = throughput.WaitS(admitted + running_texts);
     InferResult refusal;
     refusal.code = Code::kResourceExhausted;
@@ -719,15 +726,10 @@ std::optional<NativeBatcher::Admitted> NativeBatcher::Admit(int n, std::optional
   std::optional<InferResult> refusal;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    if (s.closed) {
-      refusal = InferResult{};
-      refusal->code = Code::kUnavailable;
-      refusal->message = kShuttingDown;
-    } else if (n == 0) {
+    refusal = s.Admission(n, deadline, Clock::now());
+    if (!refusal && n == 0) {
       refusal = InferResult{};  // nothing to run: an empty OK answer
       refusal->labels = s.model.columns;
-    } else {
-      refusal = s.Admission(n, deadline, Clock::now());
     }
     if (!refusal) {
       if (s.admitted == 0) lone = s.Lane(false);
@@ -807,16 +809,8 @@ void NativeBatcher::Enqueue(Admitted admitted, std::vector<std::vector<int64_t>>
 }
 
 std::optional<InferResult> NativeBatcher::Refusal(int n, std::optional<Clock::time_point> deadline) const {
-  State& s = *state_;
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.closed) {
-    InferResult refusal;
-    refusal.code = Code::kUnavailable;
-    refusal.message = kShuttingDown;
-    return refusal;
-  }
-  if (n == 0) return std::nullopt;
-  return s.Admission(n, deadline, Clock::now());
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->Admission(n, deadline, Clock::now());
 }
 
 void NativeBatcher::Cancel(const CallHandle& call) {
