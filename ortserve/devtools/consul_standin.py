@@ -333,7 +333,6 @@ class _Handler(BaseHTTPRequestHandler):
         body = self._body()
         if not self._guard(q):
             return
-        state = self.server.state
         if path == "/v1/txn":
             self._txn(body)
             return
@@ -352,14 +351,7 @@ class _Handler(BaseHTTPRequestHandler):
                               "Flags": int(q.get("flags", "0") or 0)}
         if "cas" in q:
             op.update(Verb="cas", Index=int(q["cas"]))
-        with state.cond:
-            try:
-                state.apply_txn([{"KV": op}])
-                ok = True
-            except TxnFailed:
-                ok = False
-            index = state.index
-        self._send(200, "true" if ok else "false", index=index)
+        self._apply_one(op)
 
     def do_DELETE(self) -> None:
         path, q = self._parse()
@@ -379,6 +371,11 @@ class _Handler(BaseHTTPRequestHandler):
                     self._send(200, "false", index=state.index)
                 return
             op.update(Verb="delete-cas", Index=cas)
+        self._apply_one(op)
+
+    def _apply_one(self, op: dict[str, Any]) -> None:
+        """One KV write as Consul's /v1/kv answers it: 200 "true", or "false" when its check failed."""
+        state = self.server.state
         with state.cond:
             try:
                 state.apply_txn([{"KV": op}])
