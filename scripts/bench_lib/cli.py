@@ -34,6 +34,7 @@ from bench_lib.engine_limit import (
     EngineSettings,
 )
 from bench_lib.loadgen import LoadSpec, Payload, run_load
+from bench_lib.options import CACHE_DIR, HelpWithDefaults
 from bench_lib.server_process import ServedProcess, ServerStartError, engine_thread_share
 from bench_lib.v2client import (
     V2Target,
@@ -56,17 +57,9 @@ class BenchError(Exception):
         self.code = code
 
 
-class _Help(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows defaults, except the empty ones ("(default: None)" says nothing)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default in (None, False, []):
-            return action.help
-        return super()._get_help_string(action)
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0], formatter_class=_Help)
+    p = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.split("\n\n")[0],
+                                formatter_class=HelpWithDefaults)
     what = p.add_argument_group("what to benchmark")
     what.add_argument("--bundle", type=Path, help="model bundle to serve and to measure the limit on "
                       "(default: the MiniLM demo bundle, built once into --cache-dir)")
@@ -80,8 +73,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     what.add_argument("--output-name", default="LOGITS", help="FP32 output tensor name")
     what.add_argument("--shape-n1", action="store_true", help="send shape [N, 1] instead of [N]")
     what.add_argument("--raw-input", action="store_true", help="send texts in raw_input_contents")
-    what.add_argument("--cache-dir", type=Path, default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-                      / "ortserve-bench", help="where the demo bundle and server logs go")
+    what.add_argument("--cache-dir", type=Path, default=CACHE_DIR,
+                      help="where the demo bundle and server logs go")
     srv = p.add_argument_group("the started server (and the engine-alone limit: same engine settings)")
     srv.add_argument("--intra-op-threads", type=int, help="ORT intra-op threads (default: the server's)")
     srv.add_argument("--engine-concurrency", type=int, help="batches run side by side (default: the server's)")

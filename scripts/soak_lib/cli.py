@@ -47,6 +47,7 @@ from typing import Any
 import grpc
 import numpy as np
 from bench_lib import prom
+from bench_lib.options import CACHE_DIR, HelpWithDefaults
 from bench_lib.v2client import V2Target, build_request, parse_logits
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -79,23 +80,16 @@ def progress(message: str) -> None:
     print(f"[soak {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-class _Help(argparse.ArgumentDefaultsHelpFormatter):
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default in (None, False, []):
-            return action.help
-        return super()._get_help_string(action)
-
-
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="scripts/soak", description=(__doc__ or "").split("\n\n")[0],
-                                formatter_class=_Help)
+                                formatter_class=HelpWithDefaults)
     p.add_argument("--minutes", type=float, default=30.0, help="length of the loaded run")
     what = p.add_argument_group("model and server")
     what.add_argument("--minilm", action="store_true", help="serve the MiniLM demo bundle (built once into "
                       "--cache-dir) instead of the tiny random BERT; each version a copy with its own notes")
     what.add_argument("--bundle", type=Path, help="serve copies of this bundle (each version: its own notes)")
-    what.add_argument("--cache-dir", type=Path, default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-                      / "ortserve-bench", help="where --minilm builds the demo bundle (shared with scripts/bench)")
+    what.add_argument("--cache-dir", type=Path, default=CACHE_DIR,
+                      help="where --minilm builds the demo bundle (shared with scripts/bench)")
     what.add_argument("--frontend", choices=("auto", "python", "native"), default="auto", help="the server's")
     what.add_argument("--max-loaded-versions", type=int, default=2, help="the server's; 2 makes a version that "
                       "leaves the route unload, which the cache drill needs")
