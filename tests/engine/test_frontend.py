@@ -26,6 +26,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from support.certs import make_certs
+from support.server_process import ask_classification
 
 from ortserve.engine_ext import _engine
 from ortserve.proto import grpc_service_pb2 as pb
@@ -233,17 +234,8 @@ def _request(texts: list[str], *, model: str = MODEL, raw: bool = False, version
     return request
 
 
-def _classify(texts: list[str], k: int, *, scores: str | None = None, binary_data: bool | None = None,
-              output: str = "LOGITS") -> pb.ModelInferRequest:
-    """A request for the top k classes (tritonclient's class_count), optionally with the scores parameter."""
-    request = _request(texts)
-    out = request.outputs.add(name=output)
-    out.parameters["classification"].int64_param = k
-    if binary_data is not None:
-        out.parameters["binary_data"].bool_param = binary_data
-    if scores is not None:
-        request.parameters["scores"].string_param = scores
-    return request
+def _classify(texts: list[str], k: int, **asked: Any) -> pb.ModelInferRequest:
+    return ask_classification(_request(texts), k, **asked)
 
 
 def _classes(response: pb.ModelInferResponse) -> list[list[bytes]]:

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
 import pytest
 from support.reference import Reference
-from support.server_process import ServerProcess, infer_request, running_server, stub_for
+from support.server_process import ServerProcess, ask_classification, infer_request, running_server, stub_for
 
 from ortserve.devtools.bert_bundle import build_tiny_bundle
 from ortserve.proto import grpc_service_pb2 as pb
@@ -50,16 +51,8 @@ def logits(four_labels: Path) -> np.ndarray:
     return Reference(four_labels).logits(TEXTS)
 
 
-def classify(texts: list[str], k: int, *, scores: str | None = None, binary_data: bool | None = None,
-             output: str = "LOGITS") -> pb.ModelInferRequest:
-    request = infer_request(texts, model="emotions")
-    out = request.outputs.add(name=output)
-    out.parameters["classification"].int64_param = k
-    if binary_data is not None:
-        out.parameters["binary_data"].bool_param = binary_data
-    if scores is not None:
-        request.parameters["scores"].string_param = scores
-    return request
+def classify(texts: list[str], k: int, **asked: Any) -> pb.ModelInferRequest:
+    return ask_classification(infer_request(texts, model="emotions"), k, **asked)
 
 
 def classes(response: pb.ModelInferResponse) -> list[list[tuple[float, int, str]]]:

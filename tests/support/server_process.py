@@ -154,6 +154,19 @@ def infer_request(texts: Sequence[str | bytes], *, model: str = "classifier", ve
     return request
 
 
+def ask_classification(request: pb.ModelInferRequest, k: int, *, scores: str | None = None,
+                       binary_data: bool | None = None, output: str = "LOGITS") -> pb.ModelInferRequest:
+    """`request`, asking for the top k classes of `output` (tritonclient's class_count), optionally with the scores
+    parameter."""
+    out = request.outputs.add(name=output)
+    out.parameters["classification"].int64_param = k
+    if binary_data is not None:
+        out.parameters["binary_data"].bool_param = binary_data
+    if scores is not None:
+        request.parameters["scores"].string_param = scores
+    return request
+
+
 def logits_of(response: pb.ModelInferResponse) -> Any:
     import numpy as np
 
