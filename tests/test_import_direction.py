@@ -11,7 +11,8 @@ PACKAGE = Path(ortserve.__file__).parent
 FORBIDDEN = {
     "registry": ("ortserve.service", "ortserve.engine_ext", "grpc"),
     "engine_ext": ("ortserve.service", "ortserve.registry", "ortserve.devtools"),
-    "devtools": ("ortserve.service", "ortserve.registry", "ortserve.engine_ext"),
+    # The builders write bundles through the bundle room (registry.bundle, registry.references), nothing else.
+    "devtools": ("ortserve.service", "ortserve.engine_ext"),
     "proto": ("ortserve.service", "ortserve.registry", "ortserve.engine_ext"),
 }
 

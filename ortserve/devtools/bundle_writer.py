@@ -1,8 +1,9 @@
-"""Write a model bundle directory: ``model.onnx``, ``tokenizer.json``, ``manifest.json``.
+"""Write a model bundle directory: ``model.onnx``, ``tokenizer.json``, ``manifest.json`` and the reference answers.
 
 The manifest follows the bundle contract (``format``, then ``labels`` for a classifier or ``dim`` for an
 embedding model, ``max_seq_len``, ``notes``; see ``ortserve.registry.bundle``). Values are validated here too, so
-a builder bug shows up at build time and not as a registry rejection later.
+a builder bug shows up at build time and not as a registry rejection later. Then ``references.jsonl``: the model's
+own FP32 outputs for texts chosen from the built-in corpus (``ortserve.registry.references.attach``).
 Files are serialised with fixed key order and no timestamps, so identical inputs give identical bytes.
 """
 
@@ -15,9 +16,17 @@ from pathlib import Path
 import onnx
 from tokenizers import Tokenizer
 
-MANIFEST_FORMAT = "onnx-text-classifier"
-EMBEDDING_FORMAT = "onnx-text-embedding"
-MIN_SEQ_LEN, MAX_SEQ_LEN = 8, 8192
+from ortserve.registry import references
+from ortserve.registry.bundle import (
+    CLASSIFIER_FORMAT,
+    EMBEDDING_FORMAT,
+    MANIFEST_FILE,
+    MAX_SEQ_LEN,
+    MIN_SEQ_LEN,
+    MODEL_FILE,
+    REFERENCES_FILE,
+    TOKENIZER_FILE,
+)
 
 
 @dataclass(frozen=True)
@@ -72,7 +81,7 @@ def write_bundle(dest: Path, *, model: onnx.ModelProto, tokenizer: Tokenizer, la
     else:
         assert labels is not None
         labels = check_labels(labels)
-        kind_keys = {"format": MANIFEST_FORMAT, "labels": list(labels)}
+        kind_keys = {"format": CLASSIFIER_FORMAT, "labels": list(labels)}
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise ValueError(f"bundle destination {dest} exists and is not a directory")
@@ -80,11 +89,13 @@ def write_bundle(dest: Path, *, model: onnx.ModelProto, tokenizer: Tokenizer, la
 
     manifest = {**kind_keys, "max_seq_len": max_seq_len, "notes": notes}
     files = {
-        "model.onnx": model.SerializeToString(),
-        "tokenizer.json": tokenizer.to_str(pretty=True).encode("utf-8"),
-        "manifest.json": (json.dumps(manifest, indent=2) + "\n").encode("utf-8"),
+        MODEL_FILE: model.SerializeToString(),
+        TOKENIZER_FILE: tokenizer.to_str(pretty=True).encode("utf-8"),
+        MANIFEST_FILE: (json.dumps(manifest, indent=2) + "\n").encode("utf-8"),
     }
     for name, data in files.items():
         (dest / name).write_bytes(data)
+    references.attach(dest)
+    names = (*files, REFERENCES_FILE)
     return WrittenBundle(path=dest, labels=labels, max_seq_len=max_seq_len,
-                         file_sizes={name: len(data) for name, data in files.items()}, dim=dim)
+                         file_sizes={name: (dest / name).stat().st_size for name in names}, dim=dim)

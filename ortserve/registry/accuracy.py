@@ -4,7 +4,8 @@
     report = run_gate(source_model, candidate_bytes, tokenizer_json, max_seq_len, evals, settings, level="int8")
         tokenize once -> length-sorted batches of 16, padded as the server pads them
         -> each model's logits (ONNX Runtime, CPU provider, 2 intra-op threads) -> compare() -> refusals()
-        -> both models timed on the same batches -> Speed
+        -> the candidate again one text at a time (int8 scales activations per batch, so a text's answer depends
+           on its batch: the gate holds both ends to its thresholds) -> both models timed on the same batches
     report.passed, report.refusals, report.table(), report.manifest_entry()
 
 `compare` and `refusals` are pure functions over numpy arrays; everything that runs a model comes after them.
@@ -26,12 +27,14 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ortserve.registry.cpu import CpuInfo, cpu_info
 
 EVAL_TEXT_FILE = "eval.txt"
 EVAL_JSONL_FILE = "eval.jsonl"
@@ -172,6 +175,25 @@ class GateReport:
     settings: GateSettings
     refusals: tuple[str, ...]  # why the gate refuses, one line each; empty when it passes
     speed: Speed | None = None
+    cpu: CpuInfo | None = None
+    """The CPU both models ran on: int8 kernels, and so int8's speed, depend on it (registry/cpu.py)."""
+    source_outputs: np.ndarray | None = field(default=None, repr=False, compare=False)
+    """float32 [texts, labels]: the source's logits on the eval texts (the bundle's reference answers come from
+    them)."""
+    optimized_outputs: np.ndarray | None = field(default=None, repr=False, compare=False)
+    alone: Comparison | None = None
+    """The candidate run one text at a time against the source. A dynamically quantized (int8) graph scales its
+    activations per batch, so a text's logits depend on the texts batched with it; the server forms batches of
+    every size, so the gate holds both ends, batches of `batch_size` (`comparison`) and single texts, to its
+    thresholds."""
+    batch_spread: float | None = None
+    """The largest |logit| change of one text between its batch of `batch_size` and itself alone."""
+    optimized_alone_outputs: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def max_abs_delta_logit(self) -> float:
+        """The largest |delta logit| against the source over both batchings: what a server may see on any text."""
+        return max(self.comparison.max_abs_delta_logit, self.alone.max_abs_delta_logit if self.alone else 0.0)
 
     @property
     def passed(self) -> bool:
@@ -183,10 +205,10 @@ class GateReport:
         return bool(self.refusals) and self.settings.accept_accuracy_loss
 
     def manifest_entry(self) -> dict[str, Any]:
-        """The manifest's `optimization.accuracy`: only what the same source, texts and tools reproduce exactly.
+        """The manifest's `optimization.accuracy`: what the same source, texts, tools and CPU class reproduce.
 
-        Speed is left out: it is this machine at this moment, and a re-publish of the same source and level
-        must give the same bytes (same sha256)."""
+        Speed is left out: it is this machine at this moment, and a re-publish of the same source and level on
+        the same machine must give the same bytes (same sha256). The CPU is in: it says where the gate vouched."""
         c, s = self.comparison, self.settings
         return {
             "eval": {"source": self.evals.name, "sha256": self.evals.sha256, "texts": c.texts,
@@ -205,7 +227,18 @@ class GateReport:
             "max_accuracy_drop": s.max_accuracy_drop,
             "passed": self.passed,
             "accepted_loss": self.accepted_loss,
+            **self._alone_entry(),
+            **({"cpu": self.cpu.to_dict()} if self.cpu is not None else {}),
         }
+
+    def _alone_entry(self) -> dict[str, Any]:
+        if self.alone is None:
+            return {}
+        a = self.alone
+        return {"alone": {"agreement": _ratio(a.agreement),
+                          "decisive_agreement": None if a.decisive_agreement is None else _ratio(a.decisive_agreement),
+                          "max_abs_delta_logit": _sig(a.max_abs_delta_logit)},
+                "batch_spread_logit": _sig(self.batch_spread if self.batch_spread is not None else math.inf)}
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, for `--json`: the manifest's entry, the counts, the reasons, and the speed."""
@@ -225,6 +258,13 @@ class GateReport:
         rows.append((f"argmax agreement, decisive (margin >= {s.min_margin:g})", decisive,
                      f">= {s.min_agreement:g}"))
         rows.append(("|delta logit| max / mean", f"{c.max_abs_delta_logit:.3g} / {c.mean_abs_delta_logit:.3g}", ""))
+        if self.alone is not None:
+            a = self.alone
+            alone = ("n/a" if a.decisive_agreement is None
+                     else f"{a.decisive_agreement:.4f} ({a.decisive_agree}/{a.decisive})")
+            rows.append(("  one text at a time: decisive agreement", alone, f">= {s.min_agreement:g}"))
+            rows.append(("  one text at a time: |delta logit| max", f"{a.max_abs_delta_logit:.3g}", ""))
+            rows.append(("  a text's logits, alone vs batched: max change", f"{self.batch_spread:.3g}", ""))
         rows.append(("|delta probability| max / mean", f"{c.max_abs_delta_prob:.3g} / {c.mean_abs_delta_prob:.3g}",
                      ""))
         if c.non_finite:
@@ -236,6 +276,8 @@ class GateReport:
             sp = self.speed
             rows.append((f"texts/s, engine alone ({sp.threads} threads, batches of {sp.batch_size})",
                          f"{sp.source_texts_per_s:.0f} -> {sp.optimized_texts_per_s:.0f} ({sp.ratio:.2f}x)", ""))
+        if self.cpu is not None:
+            rows.append(("CPU", self.cpu.describe(), ""))
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
         lines = [f"accuracy gate: {self.level} against its source on {self.evals.describe()}"]
         lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
@@ -442,15 +484,15 @@ def open_session(model: str | Path | bytes, threads: int) -> Any:
                                 providers=["CPUExecutionProvider"])
 
 
-def run_logits(session: Any, batches: Sequence[Batch], texts: int) -> np.ndarray:
-    """float32 [texts, labels], rows in eval-set order."""
+def run_outputs(session: Any, batches: Sequence[Batch], texts: int, output: str = OUTPUT_NAME) -> np.ndarray:
+    """float32 [texts, columns] of the graph's `output` (a classifier's logits by default), rows in eval-set order."""
     names = {i.name for i in session.get_inputs()}
     out: np.ndarray | None = None
     for batch in batches:
-        (logits,) = session.run([OUTPUT_NAME], {k: v for k, v in batch.feed.items() if k in names})
+        (values,) = session.run([output], {k: v for k, v in batch.feed.items() if k in names})
         if out is None:
-            out = np.zeros((texts, logits.shape[1]), dtype=np.float32)
-        out[batch.rows] = logits
+            out = np.zeros((texts, values.shape[1]), dtype=np.float32)
+        out[batch.rows] = values
     assert out is not None  # an eval set is never empty (load_eval_set)
     return out
 
@@ -485,7 +527,7 @@ def run_gate(source_model: str | Path, candidate: bytes, tokenizer_json: str | P
         t0 = time.perf_counter()
         try:
             session = open_session(model, settings.threads)
-            logits.append((session, run_logits(session, batches, len(evals.texts))))
+            logits.append((session, run_outputs(session, batches, len(evals.texts))))
         except Exception as e:  # ORT raises its own types (Fail, InvalidGraph, RuntimeException...)
             first = (str(e).strip().splitlines() or [""])[0][:200]
             raise ModelRunError(f"ONNX Runtime could not run the {name} model ({type(e).__name__}: {first})") from e
@@ -495,6 +537,17 @@ def run_gate(source_model: str | Path, candidate: bytes, tokenizer_json: str | P
         raise ModelRunError(f"the {level} model gives logits of shape {list(optimized_logits.shape)}, the source "
                             f"{list(source_logits.shape)}")
     comparison = compare(source_logits, optimized_logits, min_margin=settings.min_margin, labels=evals.labels)
+    t0 = time.perf_counter()
+    try:
+        optimized_alone = run_outputs(optimized, make_batches(tokenizer_json, max_seq_len, evals.texts, 1),
+                                      len(evals.texts))
+    except Exception as e:  # as above
+        first = (str(e).strip().splitlines() or [""])[0][:200]
+        raise ModelRunError(f"ONNX Runtime could not run the {level} model ({type(e).__name__}: {first})") from e
+    report(f"gate: {level} logits one text at a time ({time.perf_counter() - t0:.1f}s)")
+    alone = compare(source_logits, optimized_alone, min_margin=settings.min_margin, labels=evals.labels)
+    both_finite = np.isfinite(optimized_logits).all(axis=1) & np.isfinite(optimized_alone).all(axis=1)
+    spread = float(np.abs(optimized_logits[both_finite] - optimized_alone[both_finite]).max(initial=0.0))
     speed = None
     if settings.speed_rounds:
         t0 = time.perf_counter()
@@ -502,6 +555,10 @@ def run_gate(source_model: str | Path, candidate: bytes, tokenizer_json: str | P
                               budget_s=settings.speed_budget_s, threads=settings.threads,
                               batch_size=settings.batch_size)
         report(f"gate: timed both models, {speed.rounds} rounds ({time.perf_counter() - t0:.1f}s)")
+    thresholds = {"min_agreement": settings.min_agreement, "max_accuracy_drop": settings.max_accuracy_drop}
+    reasons = refusals(comparison, **thresholds)
+    reasons += tuple(f"one text at a time: {r}" for r in refusals(alone, **thresholds) if r not in reasons)
     return GateReport(level=level, evals=evals, comparison=comparison, settings=settings, speed=speed,
-                      refusals=refusals(comparison, min_agreement=settings.min_agreement,
-                                        max_accuracy_drop=settings.max_accuracy_drop))
+                      refusals=reasons, cpu=cpu_info(), source_outputs=source_logits,
+                      optimized_outputs=optimized_logits, alone=alone, batch_spread=spread,
+                      optimized_alone_outputs=optimized_alone)

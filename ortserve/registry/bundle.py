@@ -21,7 +21,14 @@ what its graph needs and where it came from; plain bundles have neither key:
                      "tools": {"onnxruntime": "1.32.0", "onnx": "1.23.2"},
                      "accuracy": {...the gate's report against the source, see accuracy.py...}}
 
-`accuracy` is carried as it was written (an object; readers that do not know it ignore it).
+`accuracy` is carried as it was written (an object; readers that do not know it ignore it). An int8 bundle also
+names its quantization form ("quantization"), so a server can tell a form that multiplies exactly on every x86 CPU
+from one that needs VNNI.
+
+Every bundle a writer of this project makes carries reference answers (references.py): texts with the source
+model's FP32 outputs, which the server checks the version against before it takes traffic:
+
+    "references": {"file": "references.jsonl", "sha256": "...", "texts": 48, "outputs_from": "..."}
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ FORMATS = {CLASSIFIER_FORMAT: ("classifier", "logits"), EMBEDDING_FORMAT: ("embe
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 MANIFEST_FILE = "manifest.json"
+REFERENCES_FILE = "references.jsonl"
 REQUIRED_FILES = (MODEL_FILE, TOKENIZER_FILE, MANIFEST_FILE)
 REQUIRED_INPUTS = ("input_ids", "attention_mask")
 OPTIONAL_INPUTS = ("token_type_ids",)
@@ -56,6 +64,7 @@ DEFAULT_PRECISION = "fp32"
 LEVEL_PRECISION = {"fuse": "fp32", "int8": "int8", "fp16": "fp16"}
 OPTIMIZATION_LEVELS = tuple(LEVEL_PRECISION)
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
+_FILE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 class BundleError(ValueError):
@@ -71,12 +80,41 @@ class Optimization:
     tools: tuple[tuple[str, str], ...] = ()  # (package, version), sorted; a tuple keeps the manifest hashable
     # The accuracy gate's report (accuracy.GateReport.manifest_entry), kept as written; left out of the hash.
     accuracy: Mapping[str, Any] | None = field(default=None, hash=False)
+    # int8: how weights and activations were quantized (optimize.INT8_FORM); None for other levels and for int8
+    # bundles made before the form was recorded (full 8-bit weights).
+    quantization: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"level": self.level, "source_sha256": self.source_sha256, "tools": dict(self.tools)}
+        if self.quantization is not None:
+            out["quantization"] = dict(self.quantization)
         if self.accuracy is not None:
             out["accuracy"] = dict(self.accuracy)
         return out
+
+    @property
+    def gate_max_abs_delta(self) -> float | None:
+        """The largest |delta logit| the accuracy gate recorded against the source (in batches or one text at a
+        time, whichever moved more), when it recorded one."""
+        accuracy = self.accuracy or {}
+        alone = accuracy.get("alone")
+        values = [accuracy.get("max_abs_delta_logit"), alone.get("max_abs_delta_logit") if isinstance(alone, dict)
+                  else None]
+        found = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        return max(found) if found else None
+
+
+@dataclass(frozen=True)
+class References:
+    """The manifest's "references" object: where the bundle's reference answers are and what computed them."""
+
+    file: str
+    sha256: str  # of the file
+    texts: int
+    outputs_from: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "sha256": self.sha256, "texts": self.texts, "outputs_from": self.outputs_from}
 
 
 @dataclass(frozen=True)
@@ -90,6 +128,8 @@ class BundleManifest:
     optimization: Optimization | None = None
     dim: int | None = None
     """An embedding bundle's `embedding` width; None for a classifier."""
+    references: References | None = None
+    """Where the bundle's reference answers are; None for a bundle without them (served, but unverified)."""
 
     @property
     def kind(self) -> str:
@@ -112,12 +152,14 @@ class BundleManifest:
                 **self.provenance()}
 
     def provenance(self) -> dict[str, Any]:
-        """The "precision" and "optimization" keys when the bundle declares either; {} keeps plain ones as they were."""
-        if self.optimization is None and self.precision == DEFAULT_PRECISION:
-            return {}
-        out: dict[str, Any] = {"precision": self.precision}
+        """The "precision", "optimization" and "references" keys the bundle declares; {} for a plain bundle."""
+        out: dict[str, Any] = {}
+        if self.optimization is not None or self.precision != DEFAULT_PRECISION:
+            out["precision"] = self.precision
         if self.optimization is not None:
             out["optimization"] = self.optimization.to_dict()
+        if self.references is not None:
+            out["references"] = self.references.to_dict()
         return out
 
 
@@ -161,8 +203,27 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
         if precision != expected:
             raise BundleError(f"{where}: precision {precision!r} contradicts optimization.level "
                               f"{optimization.level!r} (which produces {expected!r})")
+    references = None
+    if data.get("references") is not None:
+        references = _parse_references(data["references"], where)
     return BundleManifest(format=fmt, labels=tuple(labels), max_seq_len=max_seq_len, notes=notes,
-                          precision=precision, optimization=optimization, dim=dim)
+                          precision=precision, optimization=optimization, dim=dim, references=references)
+
+
+def _parse_references(data: Any, where: str) -> References:
+    if not isinstance(data, dict):
+        raise BundleError(f"{where}: references must be an object with file, sha256, texts, outputs_from")
+    file, sha, texts, outputs_from = (data.get(k) for k in ("file", "sha256", "texts", "outputs_from"))
+    if not isinstance(file, str) or not _FILE_NAME_RE.fullmatch(file) or file in REQUIRED_FILES:
+        raise BundleError(f"{where}: references.file must be a file name beside model.onnx (e.g. "
+                          f"{REFERENCES_FILE!r}), got {file!r}")
+    if not isinstance(sha, str) or not _SHA256_RE.fullmatch(sha):
+        raise BundleError(f"{where}: references.sha256 must be 64 lowercase hex digits, got {sha!r}")
+    if isinstance(texts, bool) or not isinstance(texts, int) or texts < 1:
+        raise BundleError(f"{where}: references.texts must be a positive integer, got {texts!r}")
+    if not isinstance(outputs_from, str):
+        raise BundleError(f"{where}: references.outputs_from must be a string")
+    return References(file=file, sha256=sha, texts=texts, outputs_from=outputs_from)
 
 
 def _parse_labels(labels: Any, where: str) -> list[str]:
@@ -192,7 +253,11 @@ def _parse_optimization(data: Any, where: str) -> Optimization:
     accuracy = data.get("accuracy")
     if accuracy is not None and not isinstance(accuracy, dict):
         raise BundleError(f"{where}: optimization.accuracy must be an object (the accuracy gate's report)")
-    return Optimization(level=level, source_sha256=sha, tools=tuple(sorted(tools.items())), accuracy=accuracy)
+    quantization = data.get("quantization")
+    if quantization is not None and not isinstance(quantization, dict):
+        raise BundleError(f"{where}: optimization.quantization must be an object (how the int8 graph was made)")
+    return Optimization(level=level, source_sha256=sha, tools=tuple(sorted(tools.items())), accuracy=accuracy,
+                        quantization=quantization)
 
 
 def load_manifest(bundle_dir: str | Path) -> BundleManifest:
@@ -226,6 +291,10 @@ def validate_bundle(bundle_dir: str | Path) -> BundleManifest:
     manifest = load_manifest(root)
     _check_onnx(root / MODEL_FILE, manifest)
     _check_tokenizer(root / TOKENIZER_FILE)
+    if manifest.references is not None:
+        from ortserve.registry.references import read_references  # it imports this module
+
+        read_references(root, manifest.references, manifest.columns)
     return manifest
 
 

@@ -349,7 +349,8 @@ def _list(store: Store, *, as_json: bool) -> None:
             doc: dict[str, Any] = {"model": s.model, "versions": sorted(s.versions),
                                    "routing": dict(s.routing.weights) if s.routing else None}
             # Only models with optimised versions get the key, so plain listings keep their old shape.
-            optimized = {v: r.manifest.provenance() for v, r in s.versions.items() if r.manifest.provenance()}
+            optimized = {v: r.manifest.provenance() for v, r in s.versions.items()
+                         if r.manifest.optimization is not None or r.manifest.precision != "fp32"}
             if optimized:
                 doc["optimized"] = optimized
             docs.append(doc)

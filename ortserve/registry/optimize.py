@@ -2,8 +2,9 @@
 
     fuse   ONNX Runtime's offline BERT fusion: each encoder block becomes EmbedLayerNormalization, Attention,
            SkipLayerNormalization and BiasGelu nodes; FP32, logits equal to the source's within float rounding
-    int8   dynamic INT8 quantization (per-channel int8 weights, uint8 activations quantized per batch) of the
-           matrix products and embeddings of the plain graph, for CPUs; ORT fuses the rest at session load
+    int8   dynamic INT8 quantization (per-channel int8 weights in a 7-bit range, uint8 activations quantized per
+           batch) of the matrix products and embeddings of the plain graph, for CPUs; ORT fuses the rest at load.
+           7 bits: the same integer products on every x86 CPU (INT8_FORM), about 2x FP32 where it has VNNI or AMX
     fp16   fuse, then float weights and activations in FP16, the graph's inputs and `logits` kept int64 / float32
            (for GPUs: the wire stays as it was)
 
@@ -11,7 +12,8 @@
         validate the source bundle -> load its evaluation texts -> read heads / hidden off its graph
         -> run the level's steps -> check the wire signature -> the accuracy gate: both models on the same
         texts (accuracy.py), its table through `progress`, GateRefused unless it passes -> write model.onnx,
-        tokenizer.json, manifest.json (+ precision, optimization with the gate's report) into a temp dir beside
+        tokenizer.json, references.jsonl (the source's FP32 answers to texts chosen from the gate's, references.py)
+        and manifest.json (+ precision, optimization with the gate's report, references) into a temp dir beside
         `dest` -> validate that as a bundle -> rename it onto `dest`
 
 A level is a tuple of steps (`STEPS`); the gate runs after the last step, before anything is written.
@@ -36,6 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ortserve.registry import references
 from ortserve.registry.accuracy import (
     EvalSet,
     EvalSetError,
@@ -43,7 +48,10 @@ from ortserve.registry.accuracy import (
     GateSettings,
     ModelRunError,
     load_eval_set,
+    make_batches,
+    open_session,
     run_gate,
+    run_outputs,
 )
 from ortserve.registry.bundle import (
     LEVEL_PRECISION,
@@ -51,6 +59,7 @@ from ortserve.registry.bundle import (
     MODEL_FILE,
     OPTIMIZATION_LEVELS,
     OUTPUT_NAME,
+    REFERENCES_FILE,
     TOKENIZER_FILE,
     BundleError,
     BundleManifest,
@@ -65,6 +74,15 @@ ATTENTION_OPS = ("Attention", "MultiHeadAttention")
 FUSED_OPS = ("Attention", "MultiHeadAttention", "EmbedLayerNormalization", "SkipLayerNormalization", "BiasGelu")
 # What the int8 quantization makes of each matrix product with constant weights.
 QUANTIZED_OPS = ("MatMulInteger",)
+# The int8 level's form, recorded in the manifest. ORT multiplies uint8 activations by int8 weights with VNNI or AMX
+# where the CPU has them (exact int32 sums) and with VPMADDUBSW elsewhere, whose int16 pair sums saturate for full
+# 8-bit weights (255 x 127 x 2 > 32767) but never for 7-bit ones (255 x 64 x 2 <= 32767). 7-bit weights therefore
+# give the same integer products on every x86 CPU; full 8-bit ones flipped 18 of 313 decisive texts of the tests'
+# tiny model on an AVX2 CPU (docs/bundles.md). Measured, MiniLM: 2.05x FP32 with VNNI/AMX, 1.06x on AVX2.
+INT8_FORM = {"weights": "int8, per output channel, 7-bit range", "activations": "uint8, per tensor, per batch",
+             "exact_on": "every x86-64 CPU (AVX2, AVX-512, VNNI, AMX)"}
+# Below this speed ratio over FP32 the gate's CPU gains nothing from int8, and `optimize` says so.
+INT8_NO_FASTER = 1.2
 
 Progress = Callable[[str], None]
 DEFAULT_GATE = GateSettings()
@@ -191,18 +209,61 @@ def optimize_bundle(source: str | Path, dest: str | Path, level: str, progress: 
     model_bytes = final.SerializeToString()
 
     optimization: dict[str, Any] = {"level": level, "source_sha256": source_sha, "tools": _tool_versions()}
+    if level == "int8":
+        optimization["quantization"] = dict(INT8_FORM)
     verdict = None
     if gate is not None and evals is not None:
         verdict = _run_gate(src, manifest, model_bytes, evals, gate, level, report)
         optimization["accuracy"] = verdict.manifest_entry()
+        if level == "int8" and verdict.speed is not None and verdict.speed.ratio < INT8_NO_FASTER:
+            report(_no_faster(verdict, size_before, len(model_bytes)))
+    refs = _reference_answers(src, manifest, verdict, source_sha)
+    references_bytes = refs.set.encode()
     precision = LEVEL_PRECISION[level]
-    new_manifest = {**raw_manifest, "precision": precision, "optimization": optimization}
-    written = _write_atomically(out, lambda tmp: _write_bundle(tmp, src, model_bytes, new_manifest))
+    new_manifest = {**raw_manifest, "precision": precision, "optimization": optimization,
+                    "references": references.manifest_entry(references_bytes, refs.set, refs.outputs_from)}
+    written = _write_atomically(
+        out, lambda tmp: _write_bundle(tmp, src, model_bytes, new_manifest, references_bytes))
     size_after = (out / MODEL_FILE).stat().st_size
     report(f"wrote {out} ({precision}, model.onnx {format_bytes(size_after)})")
     return OptimizeResult(path=out, manifest=written, shape=shape, ops_before=ops_before,
                           ops_after=_op_counts(final), size_before=size_before, size_after=size_after,
                           seconds=time.perf_counter() - started, warnings=tuple(work.notes), gate=verdict)
+
+
+@dataclass(frozen=True)
+class _References:
+    set: references.ReferenceSet
+    outputs_from: str
+
+
+def _reference_answers(src: Path, manifest: BundleManifest, verdict: GateReport | None,
+                       source_sha: str) -> _References:
+    """The optimised bundle's reference answers: the source's FP32 logits (the gate's, when it ran), on texts chosen
+    where both models are sure of the same label, so that only a fault can flip one on another machine."""
+    import onnxruntime
+
+    candidates: list[np.ndarray] = []
+    if verdict is not None and verdict.source_outputs is not None:
+        evals, source = verdict.evals, verdict.source_outputs
+        candidates = [c for c in (verdict.optimized_outputs, verdict.optimized_alone_outputs) if c is not None]
+    else:  # no gate: the source alone, on its evaluation texts
+        evals = _eval_set(src, manifest)
+        batches = make_batches(src / TOKENIZER_FILE, manifest.max_seq_len, evals.texts, 16)
+        source = run_outputs(open_session(src / MODEL_FILE, 2), batches, len(evals.texts))
+    chosen = references.build(evals.texts, references.token_counts(src / TOKENIZER_FILE, evals.texts),
+                              np.asarray(source), max_seq_len=manifest.max_seq_len, classifier=True,
+                              candidates=candidates)
+    return _References(chosen, f"the source bundle's model.onnx (sha256 {source_sha[:12]}) in FP32, ONNX Runtime "
+                               f"{onnxruntime.__version__} on the CPU, {evals.name}")
+
+
+def _no_faster(verdict: GateReport, size_before: int, size_after: int) -> str:
+    """One line: int8 gains no speed on this CPU, and what it still gains."""
+    assert verdict.speed is not None
+    cpu = verdict.cpu.describe() if verdict.cpu is not None else "this CPU"
+    return (f"note: int8 runs {verdict.speed.ratio:.2f}x FP32 on {cpu}: no faster without VNNI or AMX (about 2x "
+            f"where the CPU has them); the model is {size_before / max(1, size_after):.1f}x smaller")
 
 
 def _eval_set(src: Path, manifest: BundleManifest) -> EvalSet:
@@ -270,7 +331,8 @@ def _quantize(work: _Pass) -> str:
     with tempfile.TemporaryDirectory(prefix="ortserve-int8-") as tmp:
         out = Path(tmp) / MODEL_FILE
         # Per-channel: per-tensor scales dropped the MiniLM demo's decisive agreement from 0.99 to 0.95 (600 texts).
-        quantize_dynamic(work.graph, out, per_channel=True, weight_type=QuantType.QInt8)
+        # reduce_range: 7-bit weights, exact on every x86 CPU (INT8_FORM).
+        quantize_dynamic(work.graph, out, per_channel=True, weight_type=QuantType.QInt8, reduce_range=True)
         import onnx
 
         work.model, work.fused = onnx.load(str(out)), None
@@ -280,7 +342,7 @@ def _quantize(work: _Pass) -> str:
         raise OptimizeError(f"{work.source}: the int8 quantization converted no MatMul with constant weights")
     tables = ops.get("DequantizeLinear", 0)
     return (f"quantized to int8: MatMulInteger x {products}, int8 embedding tables x {tables}, per-channel "
-            f"weights ({time.perf_counter() - t0:.1f}s)")
+            f"7-bit weights ({time.perf_counter() - t0:.1f}s)")
 
 
 STEPS: dict[str, tuple[Callable[[_Pass], str], ...]] = {
@@ -394,9 +456,11 @@ def _check_wire(model: Any, *, where: str) -> None:
 # -- writing --------------------------------------------------------------------------------------------
 
 
-def _write_bundle(tmp: Path, src: Path, model_bytes: bytes, manifest: dict[str, Any]) -> BundleManifest:
+def _write_bundle(tmp: Path, src: Path, model_bytes: bytes, manifest: dict[str, Any],
+                  references_bytes: bytes) -> BundleManifest:
     (tmp / MODEL_FILE).write_bytes(model_bytes)
     shutil.copyfile(src / TOKENIZER_FILE, tmp / TOKENIZER_FILE)
+    (tmp / REFERENCES_FILE).write_bytes(references_bytes)
     (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
     try:
         return validate_bundle(tmp)
@@ -410,7 +474,7 @@ def _write_atomically(dest: Path, write: Callable[[Path], BundleManifest]) -> Bu
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     try:
         manifest = write(tmp)
-        for name in (MODEL_FILE, TOKENIZER_FILE, MANIFEST_FILE):
+        for name in (MODEL_FILE, TOKENIZER_FILE, REFERENCES_FILE, MANIFEST_FILE):
             with (tmp / name).open("rb") as f:
                 os.fsync(f.fileno())
         os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; a bundle is read by the server's user too

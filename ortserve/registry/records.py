@@ -20,8 +20,9 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 MODELS_PREFIX = "models/"
 HISTORY_LIMIT = 10
-# The bundle manifest's fields that a version record carries (the last two only for optimised bundles).
-MANIFEST_KEYS = ("format", "labels", "dim", "max_seq_len", "notes", "precision", "optimization")
+# The bundle manifest's fields that a version record carries (precision and optimization only for optimised
+# bundles, references only for bundles that carry reference answers).
+MANIFEST_KEYS = ("format", "labels", "dim", "max_seq_len", "notes", "precision", "optimization", "references")
 
 
 class RecordError(ValueError):
@@ -101,8 +102,8 @@ class VersionRecord:
             "artifact": self.artifact.to_dict(),
             "created_at": self.created_at,
             "created_by": self.created_by,
-            # format, labels (a classifier) or dim (an embedding model), max_seq_len, notes; and for optimised
-            # bundles only "precision" and "optimization" (plain records keep their old shape).
+            # format, labels (a classifier) or dim (an embedding model), max_seq_len, notes; and, where the bundle
+            # has them, "precision", "optimization" and "references" (plain records keep their old shape).
             **self.manifest.to_dict(),
         }
 

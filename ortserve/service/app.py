@@ -234,7 +234,11 @@ class Server:
             log.error("state_source_failed", error=repr(task.exception()))
 
     def _on_lifecycle(self, event: str, model: str, version: str, **fields: Any) -> None:
-        log.info(f"version_{event}", model=model, version=version, **fields)
+        # A version serving despite answers that differ (verify_outputs=warn) is worth a warning.
+        level = log.warning if event == "loaded" and fields.get("verify") == "failed" else log.info
+        level(f"version_{event}", model=model, version=version, **fields)
+        if fields.get("verify"):
+            self.metrics.verify.labels(model, version, fields["verify"]).inc()
         if event == "loaded":
             self.metrics.reloads.labels(model, "success").inc()
             self.metrics.load_seconds.labels(model).observe(fields.get("load_s", 0.0))

@@ -1,21 +1,40 @@
-"""The composition root's factory: DesiredVersion → verified bundle → TextClassifier → VersionBatcher.
+"""The composition root's factory: DesiredVersion → verified bundle → TextClassifier → VersionBatcher → outputs
+checked against the bundle's reference answers.
 
 Injected into the manager, so the manager never knows about artifacts, engines or settings.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 import weakref
 from concurrent.futures import Executor
 from pathlib import Path
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
+import numpy as np
+
+from ortserve.registry.bundle import BundleError
 from ortserve.registry.desired import ArtifactRef, DesiredVersion
+from ortserve.registry.references import read_references
+from ortserve.service import verify
 from ortserve.service.config import Settings
 from ortserve.service.data_plane import DataPlane, VersionBatcher
 from ortserve.service.device_memory import MIB, MemoryBudgetError, budget_refusal, used_memory_probe
+from ortserve.service.errors import ServiceError
 from ortserve.service.textmodel import EngineOptions, TextClassifier, narrow_engine_pays
 from ortserve.service.tokenization import TokenizerChoice
+
+
+class OutputsDiffer(Exception):
+    """The version's answers to its reference texts differ from the stored ones (verify_outputs=enforce)."""
+
+    def __init__(self, verdict: verify.Verdict) -> None:
+        super().__init__(verdict.line())
+        self.verdict = verdict
+        self.observed: dict[str, Any] = {"verify": verdict.result}
+        """What the manager adds to the version's failure event (the app counts it)."""
 
 
 class ArtifactFetcher(Protocol):
@@ -95,3 +114,37 @@ class VersionFactory:
 
     def batcher(self, model: str, version: str, classifier: TextClassifier) -> VersionBatcher:
         return self._plane.version(model, version, classifier)
+
+    async def verify(self, classifier: TextClassifier, batcher: VersionBatcher) -> verify.Verdict:
+        """The version's answers to its reference texts through its own batcher, judged by its precision's rule.
+        Raises OutputsDiffer when they differ and verify_outputs is enforce; returns the verdict otherwise."""
+        mode = self._settings.verify_outputs
+        entry = classifier.manifest.references
+        if mode == "off":
+            return verify.skipped()
+        if entry is None or classifier.bundle_dir is None:
+            return verify.unverified("the bundle carries no reference answers")
+        started = time.monotonic()
+        try:
+            refs = await asyncio.get_running_loop().run_in_executor(
+                None, read_references, classifier.bundle_dir, entry, classifier.columns)
+        except BundleError as e:
+            verdict = verify.unreadable(str(e))
+        else:
+            # One call per text, one after another: a version not yet routed has its queue to itself, so each call
+            # finds it idle and runs at once, whatever the admission settings; as light on memory as a call can be,
+            # and int8's per-batch activation scales see each text alone, as the gate ran it too.
+            outputs = []
+            for text in refs.texts:
+                try:
+                    outputs.append((await batcher.infer([text])).logits[0])
+                except ServiceError as e:
+                    verdict = verify.unanswered(text, f"{e.code.name}: {e}")
+                    break
+            else:
+                verdict = verify.judge(refs, np.stack(outputs),
+                                       verify.rule_for(classifier.manifest, classifier.engine.device))
+        verdict = verdict.timed(time.monotonic() - started)
+        if verdict.failed and mode == "enforce":
+            raise OutputsDiffer(verdict)
+        return verdict

@@ -128,11 +128,23 @@ def _status(args: argparse.Namespace) -> int:
                                if key in v)
             if v.get("oom_errors"):
                 compute += f" oom_errors={v['oom_errors']} fallback_runs={v.get('fallback_runs', 0)}"
+            if v.get("verify"):
+                compute += " " + _verify_cell(v["verify"])
             extra = f"  error: {v['error']}" if v.get("error") else ""
             print(f"  {version:<16} {v['state']:<9} leases={v.get('leases', 0)} {compute}{extra}".rstrip())
         if info.get("last_error"):
             print(f"  last error: {info['last_error']}")
     return 0
+
+
+def _verify_cell(verify: dict[str, Any]) -> str:
+    """`status`'s outputs cell: the load-time check's result and its headline figure."""
+    result = verify.get("result", "?")
+    if "max_abs_delta" in verify:
+        return f"outputs={result}(max|delta| {verify['max_abs_delta']:.2g}, {verify.get('texts', 0)} texts)"
+    if "min_cosine" in verify:
+        return f"outputs={result}(min cosine {verify['min_cosine']:.6f}, {verify.get('texts', 0)} texts)"
+    return f"outputs={result}"
 
 
 if __name__ == "__main__":

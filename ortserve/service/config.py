@@ -169,6 +169,12 @@ class Settings:
         default="auto",
     )
     # -- lifecycle
+    verify_outputs: str = _doc(
+        "enforce, warn or off: after warm-up, a version answers its bundle's reference texts through the batcher on "
+        "its device and is compared with the stored answers by the rule its precision implies (docs/serving.md). "
+        "enforce: a version that differs is FAILED and takes no traffic; warn: it serves, logged and counted.",
+        default="enforce",
+    )
     max_loaded_versions: int = _doc("Versions kept loaded per model (weighted ones always are).", default=3)
     drain_timeout_s: float = _doc("Longest a retired version waits for its in-flight calls.", default=30.0)
     shutdown_grace_s: float = _doc("On SIGTERM, time in-flight calls get to finish.", default=20.0)
@@ -209,6 +215,7 @@ class Settings:
             ("bucket_rows", _ladder(self.bucket_rows), "ascending positive integers"),
             ("bucket_tokens", _ladder(self.bucket_tokens), "ascending positive integers"),
             ("gpu_oom_fallback", self.gpu_oom_fallback in ("off", "lazy", "warm"), "one of off, lazy, warm"),
+            ("verify_outputs", self.verify_outputs in ("enforce", "warn", "off"), "one of enforce, warn, off"),
             ("drain_timeout_s", self.drain_timeout_s >= 0, ">= 0"),
             ("shutdown_grace_s", self.shutdown_grace_s >= 0, ">= 0"),
             (

@@ -32,6 +32,7 @@ from ortserve.service.data_plane import VersionBatcher
 from ortserve.service.errors import NotFound, Unavailable
 from ortserve.service.lifecycle import State, check_transition
 from ortserve.service.textmodel import TextClassifier
+from ortserve.service.verify import Verdict
 
 log = structlog.get_logger("ortserve.manager")
 
@@ -42,6 +43,10 @@ class VersionFactory(Protocol):
 
     def batcher(self, model: str, version: str, classifier: TextClassifier) -> VersionBatcher:
         """Build the version's batcher (on the loop)."""
+
+    async def verify(self, classifier: TextClassifier, batcher: VersionBatcher) -> Verdict:
+        """Check the version's answers to its bundle's reference texts through `batcher` (on the loop); raises
+        when they differ and the version must not take traffic."""
 
 
 class TableSubscriber(Protocol):
@@ -67,6 +72,8 @@ class LoadedVersion:
     reason: str = ""
     classifier: TextClassifier | None = None
     batcher: VersionBatcher | None = None
+    verdict: Verdict | None = None
+    """Its answers to the bundle's reference texts, checked before it took traffic."""
     leases: int = 0
     released: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -264,6 +271,7 @@ class ModelManager:
             loop = asyncio.get_running_loop()
             lv.classifier = await loop.run_in_executor(self._loader, self._factory.load, model, spec)
             lv.batcher = self._factory.batcher(model, spec.version, lv.classifier)
+            lv.verdict = await self._factory.verify(lv.classifier, lv.batcher)  # invariant 1: before any traffic
         except Exception as e:
             lv.transition(State.FAILED, str(e))
             previous = self._failures.get((model, spec.version))
@@ -273,18 +281,23 @@ class ModelManager:
                 spec.source(), str(e), attempts, time.monotonic() + delay
             )
             self._last_error[model] = f"version {spec.version}: {e}"
-            self._observe("failed", model, spec.version, error=str(e), attempts=attempts, retry_in_s=delay)
+            self._observe("failed", model, spec.version, error=str(e), attempts=attempts, retry_in_s=delay,
+                          **getattr(e, "observed", {}))
+            if lv.batcher is not None:  # never routed: nothing queued but what the check itself sent
+                await lv.batcher.close(0.0)
             if lv.classifier is not None:
-                lv.classifier.close()
+                await loop.run_in_executor(self._loader, lv.classifier.close)
             lv.transition(State.CLOSED, str(e))
             return False
         lv.transition(State.READY)
         self._failures.pop((model, spec.version), None)
-        assert lv.classifier is not None
+        assert lv.classifier is not None and lv.verdict is not None
         tokenizer = lv.classifier.tokenizer
         fallback = {"tokenizer_fallback": tokenizer.fallback} if tokenizer.fallback else {}
         self._observe("loaded", model, spec.version, load_s=round(time.monotonic() - started, 3),
-                      tokenizer=tokenizer.kind, **fallback, **lv.classifier.describe())
+                      tokenizer=tokenizer.kind, **fallback, **lv.classifier.describe(), verify=lv.verdict.result,
+                      verify_s=round(lv.verdict.took_s, 3),
+                      **({"verify_failed": lv.verdict.line()} if lv.verdict.failed else {}))
         replaced = self._versions[model].get(spec.version)
         self._versions[model][spec.version] = lv
         if replaced is not None:  # same version name, new bytes (a local bundle that changed)
@@ -419,6 +432,7 @@ class ModelManager:
                     "queue_depth": lv.batcher.queue_depth if lv.batcher else 0,
                     "tokenizer": lv.classifier.tokenizer.kind if lv.classifier else None,
                     **(lv.classifier.describe() if lv.classifier else {}),
+                    **({"verify": lv.verdict.to_dict()} if lv.verdict else {}),
                 }
                 for v, lv in sorted(self._versions.get(model, {}).items())
             }

@@ -110,6 +110,13 @@ class Metrics:
         gauge = Gauge("ortserve_inflight_requests", "ModelInfer calls being served.", registry=r)
         gauge.set_function(self.in_flight.value)
         self.reloads = Counter("ortserve_reloads", "Version loads by result.", ["model", "result"], registry=r)
+        self.verify = Counter(
+            "ortserve_version_verify",
+            "Load-time checks of a version's answers to its bundle's reference texts, by result: passed, failed, "
+            "unverified (the bundle has none) or skipped (verify_outputs off).",
+            ["model", "version", "result"],
+            registry=r,
+        )
         self.load_seconds = Histogram(
             "ortserve_load_duration_seconds",
             "Fetch + verify + load + warm-up of one version.",

@@ -8,6 +8,7 @@ C++ WordPiece tokenizes inside the batcher). Both tokenizers and the engine rele
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import numpy as np
 
 from ortserve.engine_ext import Engine, NativeTextModel
 from ortserve.registry.bundle import BundleManifest, load_manifest
+from ortserve.registry.cpu import CpuInfo, cpu_info
 from ortserve.service.tokenization import BundleTokenizer, TokenizerChoice, open_tokenizer
 
 REQUIRED_INPUTS = ("input_ids", "attention_mask")
@@ -92,8 +94,11 @@ class TextClassifier:
         manifest: BundleManifest,
         narrow: Engine | None = None,
         ladder: ShapeLadder | None = None,
+        bundle_dir: Path | None = None,
     ) -> None:
         self.engine = engine
+        self.bundle_dir = bundle_dir
+        """Where the version's files are (its reference answers among them); None for a classifier built in memory."""
         self.ladder = ladder or ShapeLadder()
         """Batches are padded up to it (`run`), and `warm_up` runs each of its shapes."""
         self.memory_mb: float | None = None
@@ -174,7 +179,8 @@ class TextClassifier:
             engine = open_engine(options.intra_op_threads)
             narrow = pending.result() if pending is not None else None
             ladder = shape_ladder(options, device=engine.device, max_seq_len=manifest.max_seq_len)
-            return cls(engine=engine, tokenizer=bundle_tokenizer, manifest=manifest, narrow=narrow, ladder=ladder)
+            return cls(engine=engine, tokenizer=bundle_tokenizer, manifest=manifest, narrow=narrow, ladder=ladder,
+                       bundle_dir=bundle)
         except BaseException:
             if pending is not None:  # wait for it even when the wide session failed: never leak a session
                 with contextlib.suppress(BaseException):
@@ -233,6 +239,8 @@ class TextClassifier:
         if self.manifest.precision == "fp16" and not engine.device.startswith("cuda"):
             # It answers, but ORT's CPU provider converts the weights back: slower than the FP32 bundle.
             info["precision_note"] = "FP16 graph on CPU: runs as FP32 with FP16-rounded weights; serve FP32 on CPUs"
+        elif self.manifest.precision == "int8" and (note := int8_note(self.manifest)):
+            info["precision_note"] = note
         if self.memory_mb is not None:
             info["memory_mb"] = round(self.memory_mb, 1)
         if self.ladder.rows or self.ladder.tokens:
@@ -250,6 +258,25 @@ class TextClassifier:
         self.engine.close()
         if self.narrow is not None:
             self.narrow.close()
+
+
+@functools.cache
+def _cpu() -> CpuInfo:
+    return cpu_info()
+
+
+def int8_note(manifest: BundleManifest) -> str:
+    """What an operator should know about an int8 version on this CPU ("" when nothing): full 8-bit weights (a
+    bundle optimised before the form was recorded) may saturate without VNNI or AMX; on such a CPU int8 is no
+    faster than FP32 in any form."""
+    cpu = _cpu()
+    legacy = manifest.optimization is None or manifest.optimization.quantization is None
+    if legacy and not cpu.int8_exact_8bit:
+        return (f"int8 with full 8-bit weights on a CPU without VNNI or AMX ({cpu.describe()}): its products can "
+                "saturate and answer differently; re-optimise the source bundle (7-bit weights are exact everywhere)")
+    if not cpu.int8_exact_8bit:
+        return f"int8 on a CPU without VNNI or AMX ({cpu.describe()}): exact, but about as fast as FP32"
+    return ""
 
 
 def _done(fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:

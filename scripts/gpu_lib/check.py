@@ -212,7 +212,9 @@ class Server:
         command = [sys.executable, "-m", "ortserve.service.cli", "serve", "--host", "127.0.0.1", "--port",
                    str(self.port), "--metrics-host", "127.0.0.1", "--metrics-port", str(self.metrics_port),
                    "--bundle", str(bundle), "--model-name", "m", "--device", "cuda", "--frontend", "python",
-                   "--intra-op-threads", "1", "--max-batch-size", "64", "--max-batch-tokens", "8192", *flags]
+                   "--intra-op-threads", "1", "--max-batch-size", "64", "--max-batch-tokens", "8192",
+                   # warn: a GPU's figures against the reference answers are recorded (outputs_check), not fatal
+                   "--verify-outputs", "warn", *flags]
         self.proc = subprocess.Popen(command, stdout=self.log_file, stderr=subprocess.STDOUT, cwd=_ROOT)
 
     def wait_ready(self, timeout_s: float = 180.0) -> None:
@@ -236,6 +238,15 @@ class Server:
                     pass
                 time.sleep(0.2)
         raise RuntimeError(f"server not ready in {timeout_s:.0f} s: {self.tail()}")
+
+    def outputs_check(self) -> dict[str, Any]:
+        """The version's load-time check against its bundle's reference answers, as `ortserve status` shows it."""
+        status = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "status", "--json", "--address",
+                                 f"127.0.0.1:{self.port}"], capture_output=True, text=True, timeout=30, cwd=_ROOT)
+        if status.returncode != 0:
+            return {"error": status.stderr.strip()[:400]}
+        versions = json.loads(status.stdout)["models"]["m"]["versions"]
+        return dict(next(iter(versions.values())).get("verify", {}))
 
     def metrics(self) -> str:
         import urllib.request
@@ -312,7 +323,8 @@ def served(bundle: Path, out: Path, name: str, *, seconds: float, flags: tuple[s
         started = time.perf_counter()
         server.wait_ready()
         record: dict[str, Any] = {"ready_s": round(time.perf_counter() - started, 1),
-                                  "server_memory_after_warm_up_mb": round(gpu_used_mb() - before, 1)}
+                                  "server_memory_after_warm_up_mb": round(gpu_used_mb() - before, 1),
+                                  "outputs_check": server.outputs_check()}
         address = f"127.0.0.1:{server.port}"
         corpus = texts(BATCH, seed=1)
         record["c1_b16"] = load(address, corpus, callers=1, processes=1, seconds=seconds)

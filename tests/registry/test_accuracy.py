@@ -40,7 +40,7 @@ from ortserve.registry.accuracy import (
     open_session,
     refusals,
     run_gate,
-    run_logits,
+    run_outputs,
 )
 from ortserve.registry.optimize import LEVELS, STEPS, GateRefused, optimize_bundle
 
@@ -52,7 +52,7 @@ ONE_ROUND = GateSettings(speed_rounds=1)
 
 def _logits_of(model: str | Path | bytes, bundle: Path, texts: tuple[str, ...]) -> np.ndarray:
     batches = make_batches(bundle / "tokenizer.json", 32, texts, 16)
-    return run_logits(open_session(model, 2), batches, len(texts))
+    return run_outputs(open_session(model, 2), batches, len(texts))
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
@@ -252,12 +252,18 @@ def test_each_level_passes_a_meaningful_gate(balanced: Path, optimized: dict[str
     report = result.gate
     c = report.comparison
     assert report.passed and report.refusals == () and not report.accepted_loss
-    # Meaningful: most texts decisive but not all, both classes among them, and every decisive one kept.
+    # Meaningful: most texts decisive but not all, both classes among them, and the decisive ones kept: all of
+    # them by float levels; by int8 within the gate's tolerance (7-bit weights flip 2 of this random model's 313
+    # on every CPU class alike: the same integer products everywhere).
     source = _logits_of(balanced / "model.onnx", balanced, builtin_eval_set().texts)
     decisive = margins(source) >= 0.1
     assert 0.8 * c.texts < c.decisive == decisive.sum() < c.texts
     assert set(source[decisive].argmax(axis=1)) == {0, 1}
-    assert c.decisive_agree == c.decisive and c.non_finite == 0
+    assert c.non_finite == 0
+    if level == "int8":
+        assert c.decisive_agreement is not None and c.decisive_agreement >= GateSettings().min_agreement
+    else:
+        assert c.decisive_agree == c.decisive
     assert report.speed is not None and report.speed.rounds == 1 and report.speed.texts == c.texts
     manifest = json.loads((result.path / "manifest.json").read_text())
     assert manifest["optimization"]["accuracy"] == report.manifest_entry()

@@ -1,0 +1,266 @@
+"""Reference answers: texts a bundle carries with the outputs its source model gave for them, so that whatever
+machine loads the bundle can check it answers the same before it takes traffic (service/verify.py).
+
+    references.jsonl   one object per line, in a fixed order:
+                       {"text": "...", "output": [0.1234, ...], "decisive": true}
+    manifest.json      "references": {"file": "references.jsonl", "sha256": "<of the file>", "texts": 48,
+                                      "outputs_from": "<the model and runtime that computed the outputs>"}
+
+`output` is the source model's FP32 output for the text (a classifier's logits, an embedding model's vector).
+`decisive` marks the classifier texts whose top label must not change at any precision: the source's top-1
+probability leads the runner-up by at least the gate's margin (and, for an optimised bundle, the optimised model's
+too, on the same label), so that no rounding a kernel may do can flip it; always false for embeddings.
+
+Every bundle writer calls this module: the demo builders (`attach`, the bundle's own FP32 model), `registry
+optimize` (`build` with the source's and the candidate's logits, which the accuracy gate has already computed) and
+the import path (PyTorch's outputs). `choose` picks the texts from the bundle's evaluation set (else the built-in
+corpus) so that they matter: the shortest, the longest (past max_seq_len, so truncation is checked), one per
+non-Latin script, and, for a classifier, the decisive texts with the smallest margins and the most confident ones
+of each label. It is a pure function; `onnxruntime` and `tokenizers` are imported only by `attach`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ortserve.registry.accuracy import margins
+from ortserve.registry.bundle import (
+    MANIFEST_FILE,
+    MAX_MANIFEST_BYTES,
+    MODEL_FILE,
+    REFERENCES_FILE,
+    TOKENIZER_FILE,
+    BundleError,
+    References,
+    load_manifest,
+)
+
+COUNT = 32
+"""Texts a bundle carries: enough for each kind of text below; checking them costs MiniLM about a tenth of a
+second on two cores (README, Reliability)."""
+SHORTEST, LONGEST, SCRIPTS, SMALLEST_MARGINS, CONFIDENT_PER_LABEL = 3, 4, 8, 10, 2
+MIN_MARGIN = 0.1
+"""The accuracy gate's default margin (accuracy.GateSettings.min_margin): decisive means at least this far ahead."""
+MAX_TEXTS = 256
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ReferenceSet:
+    texts: tuple[str, ...]
+    outputs: np.ndarray
+    """float32 [texts, columns]: the source model's FP32 output for each text."""
+    decisive: tuple[bool, ...]
+
+    def __post_init__(self) -> None:
+        if self.outputs.ndim != 2 or len(self.outputs) != len(self.texts) or len(self.decisive) != len(self.texts):
+            raise ValueError(f"{len(self.texts)} texts, {len(self.decisive)} decisive flags and outputs of shape "
+                             f"{list(self.outputs.shape)} do not line up")
+
+    def encode(self) -> bytes:
+        """The file's bytes: deterministic (same values, same bytes), 9 significant digits (exact for float32)."""
+        lines = []
+        for text, row, decisive in zip(self.texts, self.outputs, self.decisive, strict=True):
+            output = [float(f"{float(v):.9g}") for v in row]
+            lines.append(json.dumps({"text": text, "output": output, "decisive": bool(decisive)},
+                                    ensure_ascii=False, separators=(",", ":")))
+        return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """`choose`'s answer: indices into the evaluation texts, ascending, and which of them are decisive."""
+
+    rows: tuple[int, ...]
+    decisive: tuple[bool, ...]
+
+
+# -- choosing the texts (pure) --------------------------------------------------------------------------
+
+
+def decisive_rows(source: np.ndarray, candidates: Sequence[np.ndarray] = (), *,
+                  min_margin: float = MIN_MARGIN) -> np.ndarray:
+    """bool [texts]: the source leads by at least `min_margin`, and so does every candidate run (the optimised
+    model in each batching the gate ran it in), on the same label."""
+    sure = margins(source) >= min_margin
+    for candidate in candidates:
+        sure &= (margins(candidate) >= min_margin) & (source.argmax(axis=1) == candidate.argmax(axis=1))
+    return sure
+
+
+def script_of(text: str) -> str:
+    """The text's most frequent non-Latin script (CYRILLIC, CJK, ARABIC, ...), or "" for Latin-only text."""
+    counts: dict[str, int] = {}
+    for ch in text:
+        if ch.isalpha():
+            script = unicodedata.name(ch, "UNKNOWN").split()[0]
+            if script != "LATIN":
+                counts[script] = counts.get(script, 0) + 1
+    return max(sorted(counts), key=lambda s: counts[s]) if counts else ""
+
+
+def choose(texts: Sequence[str], token_counts: Sequence[int], source: np.ndarray, *, max_seq_len: int,
+           classifier: bool, candidates: Sequence[np.ndarray] = (), min_margin: float = MIN_MARGIN,
+           count: int = COUNT) -> Selection:
+    """Which evaluation texts a bundle keeps as references (see the module docstring); deterministic."""
+    n = len(texts)
+    if not (len(token_counts) == n == len(source)) or any(len(c) != n for c in candidates):
+        raise ValueError(f"{n} texts, {len(token_counts)} token counts and {len(source)} outputs do not line up")
+    picked: dict[int, None] = {}  # insertion-ordered set
+
+    def take(indices: Sequence[int] | np.ndarray, most: int) -> None:
+        added = 0
+        for i in indices:
+            if len(picked) >= count or added >= most:
+                return
+            if int(i) not in picked:
+                picked[int(i)] = None
+                added += 1
+
+    by_length = sorted(range(n), key=lambda i: (token_counts[i], i))
+    take(by_length, SHORTEST)
+    past = [i for i in reversed(by_length) if token_counts[i] > max_seq_len]
+    take(past or list(reversed(by_length)), LONGEST)
+    first_of_script: dict[str, int] = {}
+    for i, text in enumerate(texts):
+        script = script_of(text)
+        if script and script not in first_of_script:
+            first_of_script[script] = i
+    take(list(first_of_script.values()), SCRIPTS)
+    decisive = np.zeros(n, dtype=bool)
+    if classifier:
+        decisive = decisive_rows(source, candidates, min_margin=min_margin)
+        lead = margins(source)
+        sure = np.flatnonzero(decisive)
+        take(sorted(sure, key=lambda i: (lead[i], i)), SMALLEST_MARGINS)
+        top = source.argmax(axis=1)
+        for label in range(source.shape[1]):
+            of_label = [i for i in sure if top[i] == label]
+            take(sorted(of_label, key=lambda i: (-lead[i], i)), CONFIDENT_PER_LABEL)
+    rest = [i for i in range(n) if i not in picked]
+    want = count - len(picked)
+    if want > 0 and rest:
+        step = len(rest) / want
+        take([rest[min(len(rest) - 1, math.floor(k * step))] for k in range(want)], want)
+    rows = tuple(sorted(picked))
+    return Selection(rows=rows, decisive=tuple(bool(decisive[i]) for i in rows))
+
+
+def build(texts: Sequence[str], token_counts: Sequence[int], source: np.ndarray, *, max_seq_len: int,
+          classifier: bool, candidates: Sequence[np.ndarray] = (), min_margin: float = MIN_MARGIN,
+          count: int = COUNT) -> ReferenceSet:
+    """The reference set: `choose`'s texts with the source's outputs for them."""
+    picked = choose(texts, token_counts, source, max_seq_len=max_seq_len, classifier=classifier,
+                    candidates=candidates, min_margin=min_margin, count=count)
+    rows = list(picked.rows)
+    return ReferenceSet(texts=tuple(texts[i] for i in rows), outputs=np.asarray(source[rows], dtype=np.float32),
+                        decisive=picked.decisive)
+
+
+def manifest_entry(data: bytes, refs: ReferenceSet, outputs_from: str) -> dict[str, Any]:
+    """The manifest's "references" object for the file `data` (refs.encode())."""
+    return {"file": REFERENCES_FILE, "sha256": hashlib.sha256(data).hexdigest(), "texts": len(refs.texts),
+            "outputs_from": outputs_from}
+
+
+# -- reading (the server, publish) ----------------------------------------------------------------------
+
+
+def read_references(bundle_dir: str | Path, entry: References, columns: int) -> ReferenceSet:
+    """The bundle's reference set, checked against its manifest entry; BundleError names the file and the fault."""
+    path = Path(bundle_dir) / entry.file
+    try:
+        if path.is_symlink() or not path.is_file():
+            raise BundleError(f"{path}: missing (manifest.json names it as the reference answers)")
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise BundleError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
+        data = path.read_bytes()
+    except OSError as e:
+        raise BundleError(f"{path}: cannot read ({e.strerror})") from None
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != entry.sha256:
+        raise BundleError(f"{path}: sha256 {actual[:12]}... differs from the manifest's {entry.sha256[:12]}...")
+    texts: list[str] = []
+    outputs: list[list[float]] = []
+    decisive: list[bool] = []
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise BundleError(f"{path}: not UTF-8 (byte {e.start})") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path} line {number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BundleError(f"{where}: not JSON ({e.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("text"), str) or not isinstance(row.get("output"), list):
+            raise BundleError(f'{where}: expected {{"text": "...", "output": [numbers], "decisive": true|false}}')
+        output = row["output"]
+        if len(output) != columns or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in output):
+            raise BundleError(f"{where}: output must be {columns} numbers (the model's columns), got "
+                              f"{len(output)} values")
+        texts.append(row["text"])
+        outputs.append([float(v) for v in output])
+        decisive.append(row.get("decisive") is True)
+    if not texts or len(texts) > MAX_TEXTS:
+        raise BundleError(f"{path}: expected 1..{MAX_TEXTS} reference texts, got {len(texts)}")
+    if len(texts) != entry.texts:
+        raise BundleError(f"{path}: {len(texts)} texts, the manifest says {entry.texts}")
+    values = np.asarray(outputs, dtype=np.float32)
+    if not np.isfinite(values).all():
+        raise BundleError(f"{path}: outputs must be finite numbers")
+    return ReferenceSet(texts=tuple(texts), outputs=values, decisive=tuple(decisive))
+
+
+# -- writing them for a bundle that has none (the builders) ----------------------------------------------
+
+
+def token_counts(tokenizer_json: str | Path, texts: Sequence[str]) -> list[int]:
+    """Tokens per text before truncation (with the tokenizer's special tokens)."""
+    from tokenizers import Tokenizer  # lazy, see module docstring
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_json))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return [len(tokenizer.encode(text).ids) for text in texts]
+
+
+def attach(bundle_dir: str | Path, *, outputs_from: str = "") -> ReferenceSet:
+    """Writes references.jsonl into a bundle from its own model.onnx run in FP32 on the CPU, and names it in the
+    manifest (rewritten with its keys in their order). For builders of FP32 bundles; `registry optimize` and the
+    import path build theirs from outputs they already have."""
+    from ortserve.registry.accuracy import load_eval_set, make_batches, open_session, run_outputs  # lazy: ORT
+
+    root = Path(bundle_dir)
+    manifest = load_manifest(root)
+    if manifest.precision != "fp32":
+        raise BundleError(f"{root}: precision {manifest.precision}: reference answers come from an FP32 model; "
+                          "write them from the source bundle's")
+    evals = load_eval_set(root, manifest.labels)
+    import onnxruntime
+
+    batches = make_batches(root / TOKENIZER_FILE, manifest.max_seq_len, evals.texts, 16)
+    outputs = run_outputs(open_session(root / MODEL_FILE, 2), batches, len(evals.texts), manifest.output_name)
+    refs = build(evals.texts, token_counts(root / TOKENIZER_FILE, evals.texts), outputs,
+                 max_seq_len=manifest.max_seq_len, classifier=manifest.kind == "classifier")
+    data = refs.encode()
+    model_sha = hashlib.sha256((root / MODEL_FILE).read_bytes()).hexdigest()
+    source = outputs_from or (f"this bundle's model.onnx (sha256 {model_sha[:12]}) in FP32, ONNX Runtime "
+                              f"{onnxruntime.__version__} on the CPU, {evals.name}")
+    (root / REFERENCES_FILE).write_bytes(data)
+    raw = json.loads((root / MANIFEST_FILE).read_bytes()[:MAX_MANIFEST_BYTES])
+    raw["references"] = manifest_entry(data, refs, source)
+    (root / MANIFEST_FILE).write_text(json.dumps(raw, indent=2) + "\n")
+    load_manifest(root)  # the entry parses
+    return refs
