@@ -27,7 +27,7 @@ def wordpiece_tables_version() -> str:
 class WordPiece:
     """Native BERT WordPiece tokenizer; encode() releases the GIL."""
 
-    def __init__(self, vocab: Sequence[str], *, unk_id: int, cls_id: int, sep_id: int, pad_id: int, added_tokens: Sequence[tuple[str, int]], max_len: int, continuing_subword_prefix: str = '##', max_input_chars_per_word: int = 100, clean_text: bool = True, handle_chinese_chars: bool = True, strip_accents: bool = True, lowercase: bool = True) -> None: ...
+    def __init__(self, vocab: Sequence[str], *, unk_id: int, cls_id: int, sep_id: int, added_tokens: Sequence[tuple[str, int]], max_len: int, continuing_subword_prefix: str = '##', max_input_chars_per_word: int = 100, clean_text: bool = True, handle_chinese_chars: bool = True, strip_accents: bool = True, lowercase: bool = True) -> None: ...
 
     def encode(self, texts: object) -> list:
         """Ids of each text: [CLS], at most max_len - 2 tokens, [SEP]."""
@@ -36,9 +36,6 @@ class WordPiece:
 
     @property
     def vocab_size(self) -> int: ...
-
-    @property
-    def pad_id(self) -> int: ...
 
     @property
     def unk_id(self) -> int: ...

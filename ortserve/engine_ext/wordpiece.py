@@ -151,15 +151,9 @@ def wordpiece_from_config(config: dict[str, Any], max_seq_len: int) -> WordPiece
     if not isinstance(prefix, str) or not isinstance(max_chars, int) or max_chars < 0:
         raise _unsupported(f"WordPiece continuing_subword_prefix={prefix!r} max_input_chars_per_word={max_chars!r}")
     cls_id, sep_id = _special_ids(config.get("post_processor"))
-    padding = config.get("padding")
-    # HF pads with id 0 ("[PAD]") unless the file says otherwise; the server never pads through HF.
-    if isinstance(padding, dict) and isinstance(padding.get("pad_id"), int):
-        pad_id = padding["pad_id"]
-    else:
-        pad_id = dict(added).get("[PAD]", lookup.get("[PAD]", 0))
-    return WordPiece(vocab, unk_id=lookup[unk_token], cls_id=cls_id, sep_id=sep_id, pad_id=pad_id,
-                     added_tokens=added, max_len=max_seq_len, continuing_subword_prefix=prefix,
-                     max_input_chars_per_word=max_chars, **flags)
+    return WordPiece(vocab, unk_id=lookup[unk_token], cls_id=cls_id, sep_id=sep_id, added_tokens=added,
+                     max_len=max_seq_len, continuing_subword_prefix=prefix, max_input_chars_per_word=max_chars,
+                     **flags)
 
 
 def load_wordpiece(tokenizer_json: str | Path, max_seq_len: int) -> WordPiece:

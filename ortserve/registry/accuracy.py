@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ortserve.registry.bundle import read_pad_id
 from ortserve.registry.cpu import CpuInfo, cpu_info
 
 EVAL_TEXT_FILE = "eval.txt"
@@ -447,14 +448,14 @@ class Batch:
 
 
 def make_batches(tokenizer_json: str | Path, max_seq_len: int, texts: Sequence[str], batch_size: int) -> list[Batch]:
-    """Texts tokenized and truncated as the server does it, sorted by length, padded per batch with [PAD]."""
+    """Texts tokenized and truncated as the server does it, sorted by length, padded per batch with the bundle's pad
+    id (bundle.pad_id)."""
     from tokenizers import Tokenizer  # lazy, see module docstring
 
     tokenizer = Tokenizer.from_file(str(tokenizer_json))
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_seq_len)
-    pad = tokenizer.token_to_id("[PAD]")
-    pad_id = 0 if pad is None else pad
+    pad_id = read_pad_id(tokenizer_json)
     # encode(), not encode_batch(): the batch call leaves tokenizers' thread pool spinning through the timing.
     ids = [tokenizer.encode(text).ids or [pad_id] for text in texts]
     order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i))

@@ -53,6 +53,7 @@ REQUIRED_INPUTS = ("input_ids", "attention_mask")
 OPTIONAL_INPUTS = ("token_type_ids",)
 OUTPUT_NAME = FORMATS[CLASSIFIER_FORMAT][1]  # a classifier's output (the optimiser and accuracy gate read it)
 MIN_SEQ_LEN = 8
+PAD_TOKENS = ("[PAD]", "<pad>")
 MAX_EMBEDDING_DIM = 65536
 MAX_SEQ_LEN = 8192
 # A manifest is a few hundred bytes; anything huge is a mistake, not a manifest.
@@ -258,6 +259,32 @@ def _parse_optimization(data: Any, where: str) -> Optimization:
         raise BundleError(f"{where}: optimization.quantization must be an object (how the int8 graph was made)")
     return Optimization(level=level, source_sha256=sha, tools=tuple(sorted(tools.items())), accuracy=accuracy,
                         quantization=quantization)
+
+
+def pad_id(tokenizer_spec: Mapping[str, Any]) -> int:
+    """The id a bundle's batches are padded with, the one rule of the server, the gate and the reference writer:
+    tokenizer.json's `padding.pad_id`, else the id of `[PAD]` or `<pad>` (added tokens first, then the vocabulary),
+    else 0. Padding is masked, so it changes no answer; the model's own pad id keeps whatever a graph computes from
+    the ids (RoBERTa's position ids) as in training."""
+    padding = tokenizer_spec.get("padding")
+    if isinstance(padding, dict) and isinstance(padding.get("pad_id"), int) and not isinstance(padding["pad_id"], bool):
+        return int(padding["pad_id"])
+    added = {t.get("content"): t.get("id") for t in tokenizer_spec.get("added_tokens") or [] if isinstance(t, dict)}
+    vocab = (tokenizer_spec.get("model") or {}).get("vocab")
+    if isinstance(vocab, list):  # Unigram: [[piece, score], ...], the id is the position
+        vocab = {row[0]: n for n, row in enumerate(vocab) if isinstance(row, list) and row}
+    for token in PAD_TOKENS:
+        for table in (added, vocab if isinstance(vocab, dict) else {}):
+            found = table.get(token)
+            if isinstance(found, int) and not isinstance(found, bool):
+                return found
+    return 0
+
+
+def read_pad_id(tokenizer_json: str | Path) -> int:
+    """`pad_id` of a tokenizer.json file."""
+    with open(tokenizer_json, encoding="utf-8") as f:
+        return pad_id(json.load(f))
 
 
 def load_manifest(bundle_dir: str | Path) -> BundleManifest:

@@ -17,6 +17,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from ortserve.engine_ext import UnsupportedTokenizer, WordPiece, load_wordpiece
+from ortserve.registry.bundle import read_pad_id
 
 TokenizerChoice = Literal["auto", "native", "hf"]
 TOKENIZER_CHOICES: tuple[TokenizerChoice, ...] = ("auto", "native", "hf")
@@ -59,7 +60,8 @@ def open_tokenizer(tokenizer_json: Path, max_seq_len: int, choice: TokenizerChoi
                 raise TokenizerError(f"{tokenizer_json}: {e}") from None
             fallback = str(e)
         else:
-            return BundleTokenizer(kind="native", encode=native.encode, pad_id=native.pad_id, native=native)
+            return BundleTokenizer(kind="native", encode=native.encode, pad_id=read_pad_id(tokenizer_json),
+                                   native=native)
     return _hf(tokenizer_json, max_seq_len, fallback)
 
 
@@ -69,8 +71,7 @@ def _hf(tokenizer_json: Path, max_seq_len: int, fallback: str) -> BundleTokenize
     # length (a common tokenizer.json setting) would waste most of the engine's work.
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_seq_len)
-    pad = tokenizer.token_to_id("[PAD]")
-    pad_id = 0 if pad is None else pad
+    pad_id = read_pad_id(tokenizer_json)
 
     def encode(texts: Sequence[str]) -> list[np.ndarray]:
         # `encode`, not `encode_batch`: the batch call hands the texts to tokenizers' rayon pool, whose

@@ -91,7 +91,7 @@ def make_version(model: Model, lanes: NativeLanes, events: EventSink, *, narrow:
         tokenizer=model.tokenizer,
         output="logits",
         columns=labels if labels is not None else len(model.classifier.labels),
-        pad_id=model.tokenizer.pad_id,
+        pad_id=model.classifier.tokenizer.pad_id,
         token_types=model.token_types,
     )
     return NativeVersion("classifier", "1", text_model=text_model, settings=NativeBatcherSettings(**options),

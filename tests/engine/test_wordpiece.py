@@ -269,7 +269,6 @@ def test_batch_and_properties(tiny: Pair) -> None:
     assert [row.tolist() for row in tiny.native.encode(texts)] == [e.ids for e in tiny.hf.encode_batch(texts)]
     assert tiny.native.encode([]) == []
     assert tiny.native.encode(tuple(texts))[2].tolist() == tiny.hf.encode("two three").ids
-    assert tiny.native.pad_id == 0
     assert tiny.native.vocab_size == tiny.hf.get_vocab_size() == 512
     for token in ["[PAD]", "[SEP]", "the", "##ing", "nope", "[unused3]", ""]:
         assert tiny.native.token_to_id(token) == tiny.hf.token_to_id(token)

@@ -13,7 +13,14 @@ import pytest
 from onnx import TensorProto
 from support.tiny_bundle import build_tiny_bundle, build_tiny_embedding_bundle, tiny_model
 
-from ortserve.registry.bundle import BundleError, BundleManifest, load_manifest, parse_manifest, validate_bundle
+from ortserve.registry.bundle import (
+    BundleError,
+    BundleManifest,
+    load_manifest,
+    pad_id,
+    parse_manifest,
+    validate_bundle,
+)
 
 
 @pytest.fixture
@@ -161,3 +168,14 @@ def test_broken_embedding_bundles(tmp_path: Path, name: str) -> None:
     with pytest.raises(BundleError, match=pattern) as info:
         validate_bundle(b)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ({"padding": {"pad_id": 7, "pad_token": "x"}, "model": {"vocab": {"[PAD]": 0}}}, 7),  # the file says so
+    ({"padding": None, "model": {"type": "WordPiece", "vocab": {"[UNK]": 0, "[PAD]": 3}}}, 3),  # BERT
+    ({"added_tokens": [{"id": 1, "content": "<pad>"}], "model": {"type": "BPE", "vocab": {"<s>": 0}}}, 1),  # RoBERTa
+    ({"model": {"type": "Unigram", "vocab": [["<s>", 0.0], ["<pad>", 0.0], ["▁a", -1.0]]}}, 1),  # SentencePiece
+    ({"model": {"type": "WordLevel", "vocab": {"a": 0}}}, 0),  # none named: 0, masked anyway
+])
+def test_one_pad_id_rule_for_every_tokenizer(spec: dict, expected: int) -> None:
+    assert pad_id(spec) == expected

@@ -55,7 +55,7 @@ struct Setup {
 ortserve::WordPieceConfig Config(int which) {
   ortserve::WordPieceConfig c;
   c.vocab = Vocabulary();
-  c.unk_id = 1, c.cls_id = 2, c.sep_id = 3, c.pad_id = 0;
+  c.unk_id = 1, c.cls_id = 2, c.sep_id = 3;
   c.added_tokens = {{"[CLS]", 2}, {"[SEP]", 3}, {"[PAD]", 0}, {"[UNK]", 1}, {"[MASK]", 4}};
   switch (which) {
     case 0:  // bert-base-uncased

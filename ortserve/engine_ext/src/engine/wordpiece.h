@@ -26,7 +26,6 @@ struct WordPieceConfig {
   int64_t unk_id = 0;              // what a word with no WordPiece split becomes
   int64_t cls_id = 0;
   int64_t sep_id = 0;
-  int64_t pad_id = 0;  // not used by Encode (no padding); kept for the caller that pads batches
   // Split off the raw text before normalizing, wherever they occur (leftmost, then longest, first).
   std::vector<std::pair<std::string, int64_t>> added_tokens;
   std::string continuing_subword_prefix = "##";

@@ -51,7 +51,7 @@ void BindWordPiece(nb::module_& m) {
       .def(
           "__init__",
           [](WordPiece* self, std::vector<std::string> vocab, int64_t unk_id, int64_t cls_id, int64_t sep_id,
-             int64_t pad_id, std::vector<std::pair<std::string, int64_t>> added_tokens, size_t max_len,
+             std::vector<std::pair<std::string, int64_t>> added_tokens, size_t max_len,
              std::string continuing_subword_prefix, size_t max_input_chars_per_word, bool clean_text,
              bool handle_chinese_chars, bool strip_accents, bool lowercase) {
             WordPieceConfig config;
@@ -59,7 +59,6 @@ void BindWordPiece(nb::module_& m) {
             config.unk_id = unk_id;
             config.cls_id = cls_id;
             config.sep_id = sep_id;
-            config.pad_id = pad_id;
             config.added_tokens = std::move(added_tokens);
             config.max_len = max_len;
             config.continuing_subword_prefix = std::move(continuing_subword_prefix);
@@ -70,14 +69,13 @@ void BindWordPiece(nb::module_& m) {
             config.lowercase = lowercase;
             new (self) WordPiece(std::move(config));
           },
-          "vocab"_a, nb::kw_only(), "unk_id"_a, "cls_id"_a, "sep_id"_a, "pad_id"_a, "added_tokens"_a,
+          "vocab"_a, nb::kw_only(), "unk_id"_a, "cls_id"_a, "sep_id"_a, "added_tokens"_a,
           "max_len"_a, "continuing_subword_prefix"_a = "##", "max_input_chars_per_word"_a = 100,
           "clean_text"_a = true, "handle_chinese_chars"_a = true, "strip_accents"_a = true,
           "lowercase"_a = true)
       .def("encode", &Encode, "texts"_a, "Ids of each text: [CLS], at most max_len - 2 tokens, [SEP].")
       .def("token_to_id", &WordPiece::TokenToId, "token"_a)
       .def_prop_ro("vocab_size", &WordPiece::VocabSize)
-      .def_prop_ro("pad_id", [](const WordPiece& self) { return self.config().pad_id; })
       .def_prop_ro("unk_id", [](const WordPiece& self) { return self.config().unk_id; })
       .def_prop_ro("cls_id", [](const WordPiece& self) { return self.config().cls_id; })
       .def_prop_ro("sep_id", [](const WordPiece& self) { return self.config().sep_id; })
