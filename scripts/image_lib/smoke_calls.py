@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import urllib.request
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,13 +109,15 @@ def status_cli(address: str) -> dict[str, object]:
 
 @dataclass(frozen=True)
 class Outcome:
+    request_id: str  # sent as x-request-id: the server's `request` line carries it
     sent: float
     ended: float
     code: str
 
 
 class Load:
-    """`threads` tritonclient callers in a closed loop until stopped; owned by the smoke's main thread."""
+    """`threads` tritonclient callers in a closed loop until stopped; owned by the smoke's main thread. Times are
+    wall clock, as the server's log."""
 
     def __init__(self, address: str, model: str, *, threads: int, texts: int) -> None:
         self.outcomes: list[Outcome] = []
@@ -130,13 +133,14 @@ class Load:
         tensor = triton.InferInput("TEXT", [len(data)], "BYTES")
         tensor.set_data_from_numpy(data)
         while not self._stop.is_set():
-            sent = time.monotonic()
+            request_id = f"smoke-{uuid.uuid4().hex[:16]}"
+            sent = time.time()
             try:
-                client.infer(model, [tensor], client_timeout=30)
+                client.infer(model, [tensor], client_timeout=30, headers={"x-request-id": request_id})
                 code = "OK"
             except triton.InferenceServerException as e:
                 code = str(e.status()).removeprefix("StatusCode.")
-            self.outcomes.append(Outcome(sent, time.monotonic(), code))
+            self.outcomes.append(Outcome(request_id, sent, time.time(), code))
             if code != "OK":
                 time.sleep(0.01)
         client.close()
