@@ -126,6 +126,8 @@ def smoke(log: Log, *, image: str, workdir: Path | None, port_offset: int, keep:
             path.mkdir()
             os.chmod(path, 0o777)  # written by the Job's uid, as a volume it owns through fsGroup
         job_args = list(publisher.args)
+        canary = int(job_args[job_args.index("--weight") + 1]) if "--weight" in job_args else 0
+        published = {"v1": 100 - canary, "v2": canary} if canary else {"v1": 100}
         volumes = {m.name: volume_dir(m, work / "job-volumes") for m in publisher.mounts if m.kind == "emptyDir"}
         volumes |= {"bundles": bundles, "artifacts": artifacts}
         for version, weight in (("v1", "100"), ("v2", None)):
@@ -137,8 +139,8 @@ def smoke(log: Log, *, image: str, workdir: Path | None, port_offset: int, keep:
             status, output = run_to_end(arguments, work / f"publish-{version}.log")
             if status != 0:
                 raise ImageError(f"the publish Job's container exited {status}:\n{output.strip()[-1500:]}")
-        log(f"published {model} v1 (100) and v2 (the Job's args: 5 % canary) with the image's `registry`, as "
-            f"k8s/job-publish.yaml runs it (uid {publisher.uid}, read-only root)")
+        log(f"published {model} v1 (100) and v2 (the Job's own args: weight {canary}) with the image's `registry`, "
+            f"as k8s/job-publish.yaml runs it (uid {publisher.uid}, read-only root)")
         step("bundles and publish Job")
 
         # 3. the server, as the Deployment runs it
@@ -182,8 +184,8 @@ def smoke(log: Log, *, image: str, workdir: Path | None, port_offset: int, keep:
             f"ortserve_requests_total OK = {ok:.0f}")
         status = smoke_calls.status_cli(address)
         routing = status["models"][model]["routing"]  # type: ignore[index]
-        if routing != {"v1": 95, "v2": 5}:
-            raise ImageError(f"ortserve status: {model} routing {routing}, expected v1=95 v2=5")
+        if routing != published:
+            raise ImageError(f"ortserve status: {model} routing {routing}, published {published}")
         log(f"ortserve status (host): {model} routing {routing}, registry index {status.get('registry_index')}")
         step("tritonclient, metrics, status")
 
