@@ -67,6 +67,7 @@ class Server:
     def __init__(self, settings: Settings, *, source: StateSource, fetch: ArtifactFetcher | None = None) -> None:
         self.settings = settings
         self.metrics = Metrics()
+        self.metrics.latency_slo.set(settings.latency_slo_p99_ms / 1000)
         self._source = source
         self._tokenize_pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="ortserve-tok",
                                                  initializer=name_os_thread)

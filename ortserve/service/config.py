@@ -178,6 +178,13 @@ class Settings:
     max_loaded_versions: int = _doc("Versions kept loaded per model (weighted ones always are).", default=3)
     drain_timeout_s: float = _doc("Longest a retired version waits for its in-flight calls.", default=30.0)
     shutdown_grace_s: float = _doc("On SIGTERM, time in-flight calls get to finish.", default=20.0)
+    # -- operations
+    latency_slo_p99_ms: float = _doc(
+        "The P99 objective for ModelInfer (server time, decode to reply), in ms. The server does not act on it: it "
+        "exports it as ortserve_latency_slo_p99_seconds, which the alert OrtserveLatencyOverSLO compares with the "
+        "P99 of ortserve_request_duration_seconds (deploy/prometheus).",
+        default=250.0,
+    )
     # -- logs
     log_level: str = _doc("debug, info, warning or error.", default="info")
     log_format: str = _doc("json (one object per line) or console (for people).", default="json")
@@ -218,6 +225,7 @@ class Settings:
             ("verify_outputs", self.verify_outputs in ("enforce", "warn", "off"), "one of enforce, warn, off"),
             ("drain_timeout_s", self.drain_timeout_s >= 0, ">= 0"),
             ("shutdown_grace_s", self.shutdown_grace_s >= 0, ">= 0"),
+            ("latency_slo_p99_ms", self.latency_slo_p99_ms > 0, "> 0"),
             (
                 "graph_optimization_level",
                 self.graph_optimization_level in ("disable", "basic", "extended", "all"),

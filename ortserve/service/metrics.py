@@ -136,6 +136,11 @@ class Metrics:
         self.watcher_connected = Gauge(
             "ortserve_registry_connected", "1 while the registry watch is healthy, 0 while it backs off.", registry=r
         )
+        self.latency_slo = Gauge(
+            "ortserve_latency_slo_p99_seconds",
+            "The configured P99 objective of ModelInfer (latency_slo_p99_ms), for alerts to compare with.",
+            registry=r,
+        )
 
     def for_version(self, model: str, version: str) -> VersionMetrics:
         """The per-version series of the request path, looked up once (`labels()` is not free)."""

@@ -24,6 +24,7 @@ def cluster_objects() -> list[Manifest]:
     rendered = [Manifest(K8S_ROOT / "kustomization.yaml", doc) for doc in render(K8S_ROOT)]
     extras = [
         K8S_ROOT / "optional" / "servicemonitor.yaml",
+        K8S_ROOT / "optional" / "prometheusrule.yaml",
         K8S_ROOT / "job-publish.yaml",
         *sorted((DEPLOY_ROOT / "istio").glob("*.yaml")),
     ]

@@ -4,7 +4,7 @@ kubernetes-validate ships schemas for built-in kinds only; for a CRD it raises
 SchemaNotFoundError (its CLI merely warns and exits 0). These schemas cover exactly the fields
 deploy/ uses, with additionalProperties: false everywhere, so a typo (`wieght`), a wrong type
 (`weight: "90"`) or a field in the wrong place fails. Field names follow istio/api
-(networking/v1 VirtualService, DestinationRule) and prometheus-operator (ServiceMonitor v1);
+(networking/v1 VirtualService, DestinationRule) and prometheus-operator (ServiceMonitor and PrometheusRule v1);
 adding a field to a manifest means adding it here, on purpose. CEL rules of the real CRDs are
 not evaluated; manifest_rules.py checks the cross-field rules that matter here.
 """
@@ -199,10 +199,44 @@ SERVICE_MONITOR = _resource(
     ),
 )
 
+# prometheus-operator monitoring.coreos.com/v1 PrometheusRule: groups of alerting rules (deploy/ records none).
+ALERT_RULE = _obj(
+    {
+        "alert": {"type": "string", "pattern": "^[a-zA-Z_][a-zA-Z0-9_]*$"},
+        "expr": STRING,
+        "for": DURATION,
+        "labels": LABELS,
+        "annotations": LABELS,
+    },
+    required=("alert", "expr"),
+)
+PROMETHEUS_RULE = _resource(
+    ["monitoring.coreos.com/v1"],
+    "PrometheusRule",
+    _obj(
+        {
+            "groups": {
+                "type": "array",
+                "minItems": 1,
+                "items": _obj(
+                    {
+                        "name": STRING,
+                        "interval": DURATION,
+                        "rules": {"type": "array", "minItems": 1, "items": ALERT_RULE},
+                    },
+                    required=("name", "rules"),
+                ),
+            }
+        },
+        required=("groups",),
+    ),
+)
+
 SCHEMAS: dict[str, Schema] = {
     "VirtualService": VIRTUAL_SERVICE,
     "DestinationRule": DESTINATION_RULE,
     "ServiceMonitor": SERVICE_MONITOR,
+    "PrometheusRule": PROMETHEUS_RULE,
 }
 
 

@@ -7,11 +7,13 @@ so a test asserts `== []` and a mutation test can assert which rule fired.
 from __future__ import annotations
 
 import dataclasses
+import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import grpc
 from kustomize_lite import split_image
 from manifest_files import Manifest
 
@@ -447,4 +449,66 @@ def job_problems(objects: list[Manifest], console_scripts: set[str]) -> list[str
                 problems.append(f"{job.label()}: command {command} is not a console script of pyproject.toml")
             if split_image(container["image"])[0] not in server_repos:
                 problems.append(f"{job.label()}: image {container['image']} is not the server image {server_repos}")
+    return problems
+
+
+GRPC_CODES = frozenset(c.name for c in grpc.StatusCode)
+DURATION_SECONDS = r"^\d+(\.\d+)?s$"  # the service config's JSON form of google.protobuf.Duration
+
+
+def client_config_problems(config: Obj, objects: list[Manifest], services: set[str]) -> list[str]:
+    """deploy/client/service-config.json: a valid gRPC service config (gRFCs A2, A6) for the served `services`, with
+    a retry policy that matches what Istio does for callers in the mesh (deploy/istio), and a headless Service that
+    resolves to the pods for callers outside it."""
+    where = "deploy/client/service-config.json"
+    problems: list[str] = []
+    if config.get("loadBalancingConfig") != [{"round_robin": {}}]:
+        problems.append(f"{where}: loadBalancingConfig must be round_robin (pick_first pins one pod)")
+    policies = []
+    for method in config.get("methodConfig", []):
+        for name in method.get("name", []):
+            if name.get("service") not in services:
+                problems.append(f"{where}: methodConfig names service {name.get('service')!r}, not one the server "
+                                f"serves {sorted(services)}")
+        if "retryPolicy" in method:
+            policies.append(method["retryPolicy"])
+    if len(policies) != 1:
+        return [*problems, f"{where}: expected one retryPolicy, found {len(policies)}"]
+    policy = policies[0]
+    attempts = policy.get("maxAttempts")
+    if not isinstance(attempts, int) or not 2 <= attempts <= 5:
+        problems.append(f"{where}: maxAttempts {attempts!r} must be 2..5 (gRPC caps it at 5)")
+    for key in ("initialBackoff", "maxBackoff"):
+        if not re.fullmatch(DURATION_SECONDS, str(policy.get(key, ""))):
+            problems.append(f"{where}: {key} {policy.get(key)!r} must be a duration in seconds such as '0.05s'")
+    if not isinstance(policy.get("backoffMultiplier"), int | float) or policy["backoffMultiplier"] <= 0:
+        problems.append(f"{where}: backoffMultiplier must be > 0")
+    codes = policy.get("retryableStatusCodes", [])
+    problems += [f"{where}: {c!r} is no gRPC status code" for c in codes if c not in GRPC_CODES]
+    if "UNAVAILABLE" not in codes:
+        problems.append(f"{where}: UNAVAILABLE (a draining or lost pod) must be retryable")
+    throttle = config.get("retryThrottling", {})
+    if not 0 < throttle.get("maxTokens", 0) <= 1000 or not throttle.get("tokenRatio", 0) > 0:
+        problems.append(f"{where}: retryThrottling needs maxTokens in (0, 1000] and tokenRatio > 0")
+    # Callers in the mesh get the same policy from their sidecar: as many retries, on the same codes.
+    for vs in of_kind(objects, "VirtualService"):
+        for index, route in enumerate(vs.doc["spec"]["http"]):
+            retries = route.get("retries", {})
+            label = f"{vs.label()}: http[{index}] ({route.get('name', '')})"
+            if retries.get("attempts") != (attempts or 0) - 1:
+                problems.append(f"{label}: retries.attempts {retries.get('attempts')} != the client's maxAttempts "
+                                f"{attempts} - 1")
+            retry_on = set(str(retries.get("retryOn", "")).split(","))
+            missing = [c for c in codes if c.lower().replace("_", "-") not in retry_on]
+            if missing:
+                problems.append(f"{label}: retryOn {retries.get('retryOn')!r} lacks {missing}")
+    for rule in of_kind(objects, "DestinationRule"):
+        outlier = rule.doc["spec"].get("trafficPolicy", {}).get("outlierDetection")
+        if not outlier or not outlier.get("consecutiveGatewayErrors"):
+            problems.append(f"{rule.label()}: no outlierDetection on gateway errors: a dead pod keeps its share")
+        elif outlier.get("maxEjectionPercent", 10) >= 100:
+            problems.append(f"{rule.label()}: maxEjectionPercent 100 can eject a one-pod release entirely")
+    headless = [s for s in of_kind(objects, "Service") if s.doc["spec"].get("clusterIP") == "None"]
+    if not any(p.get("name", "").startswith("grpc") for s in headless for p in s.doc["spec"]["ports"]):
+        problems.append("no headless Service with a grpc port: a client's round_robin would see one virtual IP")
     return problems

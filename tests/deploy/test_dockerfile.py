@@ -57,6 +57,8 @@ def test_dockerfile_is_multi_stage_on_the_agreed_base() -> None:
     assert [s.name for s in stages] == ["builder", "runtime"]
     assert {s.base for s in stages} == {"python:3.11-slim-bookworm"}
     assert args["PYTHON_IMAGE"] == "python:3.11-slim-bookworm"
+    # By default both stages use one base (the venv links to its python3); scripts/image passes two of its own.
+    assert args["BUILDER_IMAGE"] == args["PYTHON_IMAGE"]
 
 
 def test_image_agrees_with_the_deployments(cluster_objects: list[Manifest]) -> None:
@@ -95,6 +97,8 @@ def test_default_config_is_baked_in_where_cmd_reads_it() -> None:
         ("pyproject.toml", False),
         ("deploy/config/ortserve.toml", False),
         ("deploy/k8s/base/service.yaml", True),
+        ("deploy/build-inputs/wheels/numpy-2.4.6-cp311-cp311-manylinux_2_28_x86_64.whl", False),
+        ("deploy/build-inputs/ort-headers/usr/include/onnxruntime/onnxruntime_c_api.h", False),
     ],
 )
 def test_dockerignore_keeps_the_context_to_what_the_build_needs(path: str, ignored: bool) -> None:

@@ -18,8 +18,10 @@ from manifest_files import DEPLOY_ROOT, K8S_ROOT, load_docs, yaml_files
 
 KUSTOMIZATIONS = sorted(DEPLOY_ROOT.rglob("kustomization.yaml"))
 # Applied on their own, not through a kustomization (see the comments at their top).
-STANDALONE = {K8S_ROOT / "job-publish.yaml", K8S_ROOT / "optional" / "servicemonitor.yaml"}
+STANDALONE = {K8S_ROOT / "job-publish.yaml", K8S_ROOT / "optional" / "servicemonitor.yaml",
+              K8S_ROOT / "optional" / "prometheusrule.yaml"}
 HELM_VALUES = {DEPLOY_ROOT / "consul" / "values.yaml"}
+PROMETHEUS_RULES = {DEPLOY_ROOT / "prometheus" / "ortserve-alerts.yaml"}  # a rules file, not a Kubernetes object
 
 
 def _key(obj: dict) -> tuple[str, str, str]:
@@ -44,7 +46,8 @@ def test_no_manifest_is_orphaned() -> None:
     orphans = [
         p
         for p in yaml_files()
-        if p.name != "kustomization.yaml" and p.resolve() not in reached and p not in STANDALONE | HELM_VALUES
+        if p.name != "kustomization.yaml" and p.resolve() not in reached
+        and p not in STANDALONE | HELM_VALUES | PROMETHEUS_RULES
     ]
     assert orphans == []
 

@@ -92,7 +92,7 @@ def test_the_install_has_every_kind_the_issue_asks_for(cluster_objects: list[Man
     wanted = {
         "Namespace", "ServiceAccount", "ConfigMap", "PersistentVolumeClaim", "Service", "Deployment",
         "PodDisruptionBudget", "HorizontalPodAutoscaler", "ServiceMonitor", "Job", "VirtualService",
-        "DestinationRule",
+        "DestinationRule", "PrometheusRule",
     }  # fmt: skip
     assert wanted <= kinds, f"missing {wanted - kinds}"
     assert {m.doc["metadata"]["labels"]["version"] for m in cluster_objects if m.kind == "Deployment"} == {"v1", "v2"}
@@ -314,6 +314,11 @@ def _missing_configmap_key(objects: list[Manifest]) -> None:
     registry["valueFrom"]["configMapKeyRef"]["key"] = "REGISTRY"
 
 
+def _alert_field_typo(objects: list[Manifest]) -> None:
+    rule = _find(objects, "PrometheusRule", "ortserve")["spec"]["groups"][0]["rules"][0]
+    rule["anotations"] = rule.pop("annotations")
+
+
 Mutation = Callable[[list[Manifest]], None]
 MUTATIONS: list[tuple[str, Mutation, str]] = [
     ("weight-typo", _typo_weight, "'wieght' was unexpected"),
@@ -347,6 +352,7 @@ MUTATIONS: list[tuple[str, Mutation, str]] = [
     ("job-command", _job_wrong_command, "is not a console script"),
     ("undocumented-secret", _undocumented_secret, "Secret 'consul-token' is neither defined nor documented"),
     ("configmap-key", _missing_configmap_key, "reads missing ConfigMap key"),
+    ("alert-field-typo", _alert_field_typo, "'anotations' was unexpected"),
 ]
 
 

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -220,8 +220,10 @@ class LoadClient:
     """
 
     def __init__(self, address: str, model: str, *, concurrency: int = 16, timeout_s: float = 20.0,
-                 texts: list[str] | None = None, tag: str = "load") -> None:
+                 texts: list[str] | None = None, tag: str = "load",
+                 options: Sequence[tuple[str, Any]] = ()) -> None:
         self.address = address
+        self.options = list(options)  # channel arguments, e.g. a service config balancing over several replicas
         self.model = model
         self.concurrency = concurrency
         self.timeout_s = timeout_s
@@ -278,7 +280,7 @@ class LoadClient:
             self._ramped.set()
 
     async def _main(self) -> None:
-        async with grpc.aio.insecure_channel(self.address) as channel:
+        async with grpc.aio.insecure_channel(self.address, options=self.options) as channel:
             stub = pb_grpc.GRPCInferenceServiceStub(channel)
             request = pb.ModelInferRequest(model_name=self.model)
             request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(self.texts)])
@@ -371,14 +373,15 @@ def unroutable_replies(logs: list[dict[str, Any]], model: str, *,
 
 
 def versions_for_keys(address: str, model: str, keys: list[str], *, via: str = "param", pin: str = "",
-                      concurrency: int = 32) -> dict[str, str]:
+                      concurrency: int = 32, options: Sequence[tuple[str, Any]] = ()) -> dict[str, str]:
     """Send one call per key (request parameter `routing_key`, or `x-routing-key` metadata with
-    via="metadata"), `concurrency` at a time over grpc.aio; returns key -> the version that answered."""
+    via="metadata"), `concurrency` at a time over grpc.aio; returns key -> the version that answered.
+    `options` are channel arguments (a service config that balances over several replicas)."""
 
     async def sweep() -> dict[str, str]:
         out: dict[str, str] = {}
         gate = asyncio.Semaphore(concurrency)
-        async with grpc.aio.insecure_channel(address) as channel:
+        async with grpc.aio.insecure_channel(address, options=list(options)) as channel:
             stub = pb_grpc.GRPCInferenceServiceStub(channel)
 
             async def one(key: str) -> None:
