@@ -11,9 +11,10 @@ e.g. for a custom ORT build.
     engine.close()
 
 ``WordPiece`` (see ``load_wordpiece``) is the native BERT tokenizer, equal to HF tokenizers' ids.
-``route_bucket`` is the native data path's canary bucket, equal to ``service.router.bucket``.
-``classification_top_k`` is the native front end's classification extension, equal to
-``service.classification.top_k``.
+``route_bucket`` and ``Split`` choose a call's version (the canary bucket and the weights' layout over it), for both
+front ends. The wire rules of a ModelInfer (``decode_call``, ``check_outputs``, ``encode_outputs``,
+``choose_request_id``, ``choose_routing_key``, ``pushback_ms``; ``WireError``) are the C++ ones both front ends use;
+``classification_top_k`` is the classification extension's top-k.
 ``Frontend`` (when ``HAS_FRONTEND``) is the native gRPC front end: ModelInfer served natively, the rest
 proxied to the Python server.
 ``NativeVersion`` is one version on the batcher (every ModelInfer, both front ends), built from a
@@ -78,6 +79,20 @@ cuda_memory_info = _engine.cuda_memory_info
 WordPiece = _engine.WordPiece
 wordpiece_tables_version = _engine.wordpiece_tables_version
 route_bucket = _engine.route_bucket
+ROUTE_BUCKETS: int = _engine.ROUTE_BUCKETS
+Split = _engine.Split
+DecodedCall = _engine.DecodedCall
+WireError = _engine.WireError
+decode_call = _engine.decode_call
+check_outputs = _engine.check_outputs
+encode_outputs = _engine.encode_outputs
+choose_request_id = _engine.choose_request_id
+choose_routing_key = _engine.choose_routing_key
+pushback_ms = _engine.pushback_ms
+TEXT_INPUT: str = _engine.TEXT_INPUT
+CLASSIFIER_OUTPUT: str = _engine.CLASSIFIER_OUTPUT
+EMBEDDING_OUTPUT: str = _engine.EMBEDDING_OUTPUT
+MAX_REQUEST_ID_BYTES: int = _engine.MAX_REQUEST_ID_BYTES
 EventSink = _engine.EventSink
 NativeLanes = _engine.NativeLanes
 NativeVersion = _engine.NativeVersion
@@ -100,9 +115,15 @@ if HAS_FRONTEND:
     Frontend = _engine.Frontend
 
 __all__ = [
+    "CLASSIFIER_OUTPUT",
+    "EMBEDDING_OUTPUT",
     "FRONTEND_MISSING",
     "HAS_FRONTEND",
+    "MAX_REQUEST_ID_BYTES",
+    "ROUTE_BUCKETS",
+    "TEXT_INPUT",
     "BatchEvent",
+    "DecodedCall",
     "Engine",
     "EngineClosedError",
     "EngineError",
@@ -121,16 +142,24 @@ __all__ = [
     "NonFiniteOutputError",
     "OutOfMemoryError",
     "RequestEvent",
+    "Split",
     "TensorInfo",
     "UnsupportedTokenizer",
+    "WireError",
     "WordPiece",
     "bucket_shape",
+    "check_outputs",
+    "choose_request_id",
+    "choose_routing_key",
     "classification_top_k",
     "cuda_memory_info",
+    "decode_call",
+    "encode_outputs",
     "library_path",
     "load_wordpiece",
     "native_choose_batch",
     "ort_version",
+    "pushback_ms",
     "route_bucket",
     "split_rows",
     "wordpiece_tables_version",

@@ -362,7 +362,7 @@ ROUTE_BUCKETS: int = 10000
 
 def route_bucket(model: str, routing_key: str) -> int:
     """
-    Canary bucket 0..9999 of a routing key: equal to ortserve.service.router.bucket(model, routing_key).
+    Canary bucket 0..9999 of a routing key: BLAKE2b (8-byte digest) of 'model NUL routing_key', big-endian, mod 10000; the same in every process and after restarts.
     """
 
 def blake2b_digest(data: bytes, digest_size: int) -> bytes:
@@ -370,14 +370,94 @@ def blake2b_digest(data: bytes, digest_size: int) -> bytes:
     Unkeyed BLAKE2b of data with a digest_size-byte (1..64) digest, as hashlib.blake2b(data, digest_size=...).digest().
     """
 
-def split_pick(order: Sequence[str], upper: Sequence[int], bucket: int) -> str | None:
-    """
-    The version owning bucket in a split (order oldest first, exclusive upper bounds), or None: equal to ortserve.service.router.Split(order, upper).pick(bucket).
-    """
+class Split:
+    """Weights laid out over the buckets (route.h): oldest version lowest."""
+
+    @staticmethod
+    def of(weighted: Sequence[tuple[str, int]]) -> Split:
+        """[(version, percent)] oldest first; zero weights own no bucket."""
+
+    def pick(self, bucket: int) -> str | None:
+        """The version owning bucket, or None."""
+
+    @property
+    def order(self) -> list[str]:
+        """Versions with weight, oldest first."""
+
+    @property
+    def upper(self) -> list[int]:
+        """Exclusive upper bucket of each."""
+
+    def __eq__(self, arg: Split, /) -> bool: ...
+
+    def __repr__(self) -> str: ...
 
 def classification_top_k(scores: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], labels: Sequence[str], k: int, probabilities: bool = False) -> list:
     """
     Per row of scores (float32 [N, len(labels)]), its min(k, labels) best classes as b'score:index:label', best first: equal to ortserve.service.classification.top_k(scores, k, labels, probabilities=...).
+    """
+
+TEXT_INPUT: str = 'TEXT'
+
+CLASSIFIER_OUTPUT: str = 'LOGITS'
+
+EMBEDDING_OUTPUT: str = 'EMBEDDING'
+
+MAX_REQUEST_ID_BYTES: int = 256
+
+class WireError(ValueError):
+    pass
+
+class DecodedCall:
+    """A ModelInfer call the wire rules accepted."""
+
+    @property
+    def texts(self) -> list: ...
+
+    @property
+    def outputs(self) -> list[tuple[str, int]]:
+        """
+        [(name, classification k or 0)] as requested; [] = the version's tensor
+        """
+
+    @property
+    def probabilities(self) -> bool: ...
+
+    @property
+    def raw_output(self) -> bool: ...
+
+    @property
+    def routing_key(self) -> str:
+        """the routing_key parameter; '' when absent"""
+
+def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts: int) -> DecodedCall:
+    """
+    The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: [(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a parameter: None when absent, else (WhichOneof('parameter_choice'), value).
+    """
+
+def check_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], model: str) -> None:
+    """
+    WireError unless every requested output is the one a `kind` version answers (`output`), and classification only on a classifier.
+    """
+
+def encode_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], values: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)]) -> list:
+    """
+    The reply's outputs for values (float32 [rows, columns]): [(name, datatype, (rows, width), raw, payload)], payload the raw_output_contents bytes when raw, else the contents (a list of floats or of bytes).
+    """
+
+def choose_request_id(header: str) -> tuple[str, str | None]:
+    """
+    (request id, error): the caller's x-request-id when it fits, else a fresh one; error (an INVALID_ARGUMENT message) when the caller's is too long.
+    """
+
+def choose_routing_key(param: str, header: str, request_id: str) -> str:
+    """
+    The canary key: the routing_key parameter, else the x-routing-key header, else the request id.
+    """
+
+def pushback_ms(retry_after_s: float) -> int:
+    """
+    grpc-retry-pushback-ms of a refusal: the drain time in ms, half to even, at least 1.
     """
 
 class Frontend:
@@ -394,7 +474,7 @@ class Frontend:
 
     def set_routes(self, routes: dict) -> None:
         """
-        Replace the native route table: {model: (split order, split upper, {version: NativeVersion}[, {version: (output, labels)}])}.
+        Replace the native route table: {model: (split order, split upper, {version: NativeVersion}[, {version: (kind, output, labels)}])}.
         """
 
     def set_health(self, service: str, serving: bool) -> None:
@@ -423,7 +503,7 @@ class Frontend:
 
 def native_frontend_defaults() -> dict:
     """
-    FrontendOptions' own defaults, under service/config.Settings' names, and the x-request-id bound (codec.MAX_REQUEST_ID_BYTES): a test holds them equal.
+    FrontendOptions' own defaults, under service/config.Settings' names: a test holds them equal.
     """
 
 HAS_FRONTEND: bool = True

@@ -137,7 +137,7 @@ class VersionFactory:
             outputs = []
             for text in refs.texts:
                 try:
-                    outputs.append((await batcher.infer([text])).logits[0])
+                    outputs.append((await batcher.infer([text])).outputs[0])
                 except ServiceError as e:
                     verdict = verify.unanswered(text, f"{e.code.name}: {e}")
                     break

@@ -17,7 +17,7 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +28,8 @@ import structlog
 from ortserve import engine_ext
 from ortserve.service.config import Settings
 from ortserve.service.errors import Cancelled, DeadlineExceeded, Internal, ResourceExhausted, ServiceError, Unavailable
-from ortserve.service.logs import iso_utc
 from ortserve.service.metrics import Metrics
-from ortserve.service.request_log import finish_request, ms
+from ortserve.service.request_log import log_call
 from ortserve.service.textmodel import TextClassifier
 
 server_log = structlog.get_logger("ortserve.server")
@@ -53,8 +52,8 @@ def batcher_settings(settings: Settings) -> engine_ext.NativeBatcherSettings:
 
 @dataclass(slots=True)
 class InferResult:
-    logits: np.ndarray
-    """float32 [texts, columns]: the version's output for each text, in call order."""
+    outputs: np.ndarray
+    """float32 [texts, columns]: the version's output for each text, in call order (logits, embeddings)."""
     tokenize_s: float
     queue_s: float
     """Longest time any of the call's texts waited between tokenized and engine start."""
@@ -178,19 +177,7 @@ class DataPlane:
             server_log.exception("event_failed", event=repr(event)[:200])
 
     def _log_request(self, event: Any) -> None:
-        fields: dict[str, Any] = {"request_id": event.request_id, "model": event.model,
-                                  "version": event.version or None}
-        if event.route:
-            fields["route"] = event.route
-        fields["texts"] = event.texts
-        if event.status == "OK":
-            fields.update(batch_size=event.batch_size, queue_ms=ms(event.queue_s), tokenize_ms=ms(event.tokenize_s),
-                          engine_ms=ms(event.engine_s))
-        extra: Mapping[str, Any] = {"error": event.error} if event.error else {}
-        # Stamped with when the reply went out, not when this thread got to it (a moment later under load).
-        finish_request(self._metrics, fields, event.status, event.version or "none", event.total_s,
-                       queue_s=event.queue_s, tokenize_s=event.tokenize_s, frontend="native",
-                       timestamp=iso_utc(event.ended_unix), **extra)
+        log_call(self._metrics, event, frontend="native")  # a RequestEvent has CallRecord's fields
 
 
 class VersionBatcher:
@@ -231,7 +218,7 @@ class VersionBatcher:
             raise
         if output is None:
             raise _failure(code, message, timings["retry_after_s"])
-        return InferResult(logits=output, tokenize_s=timings["tokenize_s"], queue_s=timings["queue_s"],
+        return InferResult(outputs=output, tokenize_s=timings["tokenize_s"], queue_s=timings["queue_s"],
                            engine_s=timings["engine_s"], batch_size=int(timings["batch_size"]))
 
     async def close(self, drain_timeout_s: float) -> None:

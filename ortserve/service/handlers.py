@@ -1,8 +1,8 @@
-"""KServe V2 servicer: a translator. Decode and validate → lease a version → batcher → encode.
+"""KServe V2 servicer: a translator. Decode → lease a version → infer → encode.
 
-Lookup lives in the manager, batching in the batcher, the wire format in codec; this file only
-wires them per call, maps errors to statuses (errors carry their own code) and writes the one
-structured log line per request.
+The wire rules are the C++ ones both front ends use (reached through `codec`), lookup lives in the manager, batching
+in the batcher; this file only wires them per call, maps errors to statuses (errors carry their own code) and writes
+the call's record (`request_log`), the same one the native front end writes.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -18,14 +17,14 @@ import grpc
 import structlog
 from google.protobuf.message import DecodeError, Message
 
-from ortserve import __version__
+from ortserve import __version__, engine_ext
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 from ortserve.service import codec
-from ortserve.service.errors import NotFound, ResourceExhausted, ServiceError, Unavailable
+from ortserve.service.errors import InvalidArgument, NotFound, ResourceExhausted, ServiceError, Unavailable
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
-from ortserve.service.request_log import finish_request, ms
+from ortserve.service.request_log import CallRecord, log_call
 
 log = structlog.get_logger("ortserve.request")
 T = TypeVar("T")
@@ -121,7 +120,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         meta = pb.ModelMetadataResponse(name=request.name, versions=sorted(route.versions), platform="onnxruntime_onnx")
         meta.inputs.add(name=codec.INPUT_NAME, datatype="BYTES", shape=[-1])
         if version.classifier is None:  # closed between the table read and here: describe what it was
-            meta.outputs.add(name=codec.OUTPUT_NAME, datatype="FP32", shape=[-1, -1])
+            meta.outputs.add(name=codec.WIRE_OUTPUTS["classifier"], datatype="FP32", shape=[-1, -1])
             return meta
         served = codec.ServedOutput.of(version.classifier.manifest)
         meta.outputs.add(name=served.name, datatype="FP32", shape=[-1, served.columns])
@@ -135,75 +134,58 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
         started = time.monotonic()
         metadata = dict(context.invocation_metadata() or ())
-        caller_id = str(metadata.get("x-request-id") or "")
         # An id too long to echo is refused below, answered under one of ours.
-        fits = 0 < len(caller_id.encode()) <= codec.MAX_REQUEST_ID_BYTES
-        request_id = caller_id if fits else uuid.uuid4().hex
-        fields: dict[str, Any] = {
-            "request_id": request_id,
-            "model": request.model_name,
-            "version": request.model_version or None,
-        }
-        version_label = "none"
+        request_id, id_error = engine_ext.choose_request_id(str(metadata.get("x-request-id") or ""))
+        record = CallRecord(request_id=request_id, model=request.model_name, version=request.model_version)
         self._metrics.in_flight.inc()
         try:
-            codec.check_request_id(caller_id)
-            texts = codec.decode_texts(request, max_texts=self._max_texts)
-            outputs = codec.requested_outputs(request)
-            probabilities = codec.score_mode(request, outputs)
-            routing_key = (
-                codec.string_parameter(request.parameters, "routing_key")
-                or str(metadata.get("x-routing-key") or "")
-                or request_id
-            )
+            if id_error:
+                raise InvalidArgument(id_error)
+            call = codec.decode(request, max_texts=self._max_texts)
+            routing_key = engine_ext.choose_routing_key(call.routing_key, str(metadata.get("x-routing-key") or ""),
+                                                        request_id)
             remaining = context.time_remaining()
             deadline = None if remaining is None else started + remaining
-            fields["texts"] = len(texts)
+            record.texts = len(call.texts)
             with self._manager.lease(
                 request.model_name, version=request.model_version, routing_key=routing_key
             ) as lease:
                 lv = lease.version
-                fields.update(version=lv.version, route=lease.route)
-                version_label = lv.version
+                record.version, record.route = lv.version, lease.route
                 assert lv.batcher is not None and lv.classifier is not None  # READY versions always have both
                 served = codec.ServedOutput.of(lv.classifier.manifest)
-                codec.check_outputs(outputs, served, request.model_name)
-                result = await lv.batcher.infer(texts, deadline=deadline)
+                codec.check_outputs(call, served, request.model_name)
+                result = await lv.batcher.infer(call.texts, deadline=deadline)
             response = pb.ModelInferResponse(model_name=request.model_name, model_version=lv.version, id=request.id)
-            codec.encode_outputs(response, result.logits, served, outputs, probabilities=probabilities,
-                                 raw=codec.wants_raw_output(request))
+            codec.encode(response, call, served, result.outputs)
             # Trailers, not headers: they travel in the same write as the reply and the status, while an
             # explicit header send costs a separate gRPC batch per call (about a tenth of the loop's time).
             context.set_trailing_metadata((("x-request-id", request_id), ("x-model-version", lv.version)))
-            fields.update(
-                batch_size=result.batch_size,
-                queue_ms=ms(result.queue_s),
-                tokenize_ms=ms(result.tokenize_s),
-                engine_ms=ms(result.engine_s),
-            )
-            self._finish(fields, started, "OK", version_label, queue_s=result.queue_s, tokenize_s=result.tokenize_s)
+            record.answered(result)
+            self._finish(record, started, "OK")
             return response
         except ServiceError as e:
-            self._finish(fields, started, e.code.name, version_label, error=e.message)
+            self._finish(record, started, e.code.name, error=e.message)
             trailers: tuple[tuple[str, str], ...] = (("x-request-id", request_id),)
             if isinstance(e, ResourceExhausted):
-                trailers += (("grpc-retry-pushback-ms", str(max(1, round(e.retry_after_s * 1000)))),)
+                trailers += (("grpc-retry-pushback-ms", str(engine_ext.pushback_ms(e.retry_after_s))),)
             context.set_trailing_metadata(trailers)
             await context.abort(e.code, e.message)
             raise  # abort raises; this line is never reached
         except asyncio.CancelledError:
-            self._finish(fields, started, "CANCELLED", version_label)
+            self._finish(record, started, "CANCELLED")
             raise
         except Exception:
-            log.exception("request_failed", **fields)
-            self._finish(fields, started, "INTERNAL", version_label)
+            log.exception("request_failed", request_id=request_id, model=request.model_name)
+            self._finish(record, started, "INTERNAL")
             await context.abort(grpc.StatusCode.INTERNAL, f"internal error; request id {request_id}")
             raise
         finally:
             self._metrics.in_flight.dec()
 
-    def _finish(self, fields: dict[str, Any], started: float, code: str, version: str, **extra: Any) -> None:
-        finish_request(self._metrics, fields, code, version, time.monotonic() - started, **extra)
+    def _finish(self, record: CallRecord, started: float, status: str, error: str = "") -> None:
+        record.status, record.error, record.total_s = status, error, time.monotonic() - started
+        log_call(self._metrics, record)
 
 
 async def _answer(context: Any, make: Callable[[], Awaitable[T]]) -> T:

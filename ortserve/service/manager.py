@@ -26,8 +26,9 @@ from typing import Any, Protocol
 
 import structlog
 
+from ortserve import engine_ext
 from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
-from ortserve.service import router, version_plan
+from ortserve.service import version_plan
 from ortserve.service.data_plane import VersionBatcher
 from ortserve.service.errors import NotFound, Unavailable
 from ortserve.service.lifecycle import State, check_transition
@@ -89,7 +90,8 @@ class ModelRoute:
     """READY versions that requests may use (by pin or by split)."""
     weights: Mapping[str, int]
     """The routing in force."""
-    split: router.Split
+    split: Any
+    """engine_ext.Split: the weights laid out over the canary buckets (the native front end's code too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +168,7 @@ class ModelManager:
                 raise NotFound(f"model '{model}' has no loaded version '{version}'; loaded: {sorted(route.versions)}")
             reason = "pin"
         else:
-            b = router.bucket(model, routing_key)
+            b = engine_ext.route_bucket(model, routing_key)
             picked = route.split.pick(b)
             if picked is None:
                 raise Unavailable(f"model '{model}' has no routable version")
@@ -328,7 +330,7 @@ class ModelManager:
         ready = {v: lv for v, lv in loaded.items() if v in plan.serve}  # load order, as before
         models = dict(self._table.models)
         if ready and sum(weights.values()) > 0:
-            split = router.Split.of([(v, weights[v]) for v in plan.order])
+            split = engine_ext.Split.of([(v, weights[v]) for v in plan.order])
             models[model] = ModelRoute(versions=dict(ready), weights=dict(weights), split=split)
         else:
             models.pop(model, None)

@@ -3,10 +3,11 @@
 The C++ front end (`engine_ext/src/dataplane/frontend.cc`) owns the public port. It serves ModelInfer itself for every
 model whose versions all run on the C++ tokenizer, submitting into the version's batcher (the one every call uses,
 `data_plane`), and passes every other call (the other inference RPCs, admin status, ModelInfer for other models,
-and any request outside its fast path, bad ones included) to the Python server on a private unix socket, so there
-is one implementation of every error and of everything but the hot path. This class is the seam between the two:
+and any call the wire rules refuse, which the Python server answers with the same rules' message) to the Python
+server on a private unix socket. This class is the seam between the two:
 `publish` (manager hook, on the loop) turns each new route table into one immutable C++ snapshot of the versions'
-`NativeVersion`s. Its calls' records go to the data plane's event sink, which logs and counts them.
+`NativeVersion`s. Its calls' records go to the data plane's event sink, which logs and counts them. Both front ends
+decode, route and encode by the same C++ wire rules.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ class NativeFrontend:
             versions = {name: _native_version(lv) for name, lv in route.versions.items()}
             if any(v is None for v in versions.values()):
                 continue  # a version the C++ tokenizer cannot run: the whole model is served through Python
-            # What each version answers: its output's wire name and, for a classifier, the labels of its columns.
+            # What each version answers: its kind, its output's wire name and, for a classifier, its labels.
             outputs = {name: codec.ServedOutput.of(lv.classifier.manifest).native_entry()
                        for name, lv in route.versions.items() if lv.classifier is not None}
             routes[model] = (list(route.split.order), list(route.split.upper), versions, outputs)

@@ -1,34 +1,99 @@
 """The one `request` log line and the request metrics of a ModelInfer call, whichever front end answered it.
 
-The Python handler calls `finish_request` when a call ends; the native front end's event thread calls it for each
-call the C++ side answered, so both write the same line and move the same series.
+Both front ends describe a finished call by the same record: the Python handler fills a `CallRecord`, the native
+front end's C++ side an `engine_ext.RequestEvent` with the same fields (the data plane's event thread reads them);
+`log_call` turns either into the line and the series.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import structlog
 
+from ortserve.service.logs import iso_utc
 from ortserve.service.metrics import Metrics
 
 log = structlog.get_logger("ortserve.request")
 
 
-def finish_request(metrics: Metrics, fields: dict[str, Any], code: str, version: str, total_s: float, *,
-                   queue_s: float = 0.0, tokenize_s: float = 0.0, **extra: Any) -> None:
-    """Count the call (`texts` from `fields` on OK) and log it: `fields`, then status, total_ms, then `extra`."""
-    model = fields["model"] or "none"
-    if code == "OK":
+class CallFields(Protocol):
+    """What a finished call's record holds (`CallRecord`, `engine_ext.RequestEvent`)."""
+
+    request_id: str
+    model: str
+    version: str
+    route: str
+    texts: int
+    batch_size: int
+    queue_s: float
+    tokenize_s: float
+    engine_s: float
+    total_s: float
+    status: str
+    error: str
+    ended_unix: float
+
+
+@dataclass(slots=True)
+class CallRecord:
+    """A call the Python front end answered, filled in as it goes."""
+
+    request_id: str
+    model: str
+    version: str = ""
+    """The version that answered, else the one the call pinned, else ""."""
+    route: str = ""
+    """"pin" or "bucket N"; "" when no version was chosen."""
+    texts: int = 0
+    """0 until the call decoded."""
+    batch_size: int = 0
+    queue_s: float = 0.0
+    tokenize_s: float = 0.0
+    engine_s: float = 0.0
+    total_s: float = 0.0
+    status: str = ""
+    error: str = ""
+    ended_unix: float = 0.0
+    """0: now."""
+
+    def answered(self, result: Any) -> None:
+        """The batcher's timings of an answered call (data_plane.InferResult)."""
+        self.batch_size = result.batch_size
+        self.queue_s, self.tokenize_s, self.engine_s = result.queue_s, result.tokenize_s, result.engine_s
+
+
+def log_call(metrics: Metrics, call: CallFields, *, frontend: str = "") -> None:
+    """Count the call (its texts on OK) and write its line: request_id, model, version, route, texts, the batch's
+    timings on OK, status, total_ms, then frontend and error where set."""
+    model = call.model or "none"
+    version = call.version or "none"
+    if call.status == "OK":
         m = metrics.for_version(model, version)
         m.ok.inc()
-        m.request_seconds.observe(total_s)
-        m.texts.inc(fields["texts"])
-        m.queue_seconds.observe(queue_s)
-        m.tokenize_seconds.observe(tokenize_s)
+        m.request_seconds.observe(call.total_s)
+        m.texts.inc(call.texts)
+        m.queue_seconds.observe(call.queue_s)
+        m.tokenize_seconds.observe(call.tokenize_s)
     else:
-        metrics.requests.labels(model, version, code).inc()
-    log.info("request", **fields, status=code, total_ms=ms(total_s), **extra)
+        metrics.requests.labels(model, version, call.status).inc()
+    fields: dict[str, Any] = {"request_id": call.request_id, "model": call.model, "version": call.version or None}
+    if call.route:
+        fields["route"] = call.route
+    if call.texts:
+        fields["texts"] = call.texts
+    if call.status == "OK":
+        fields.update(batch_size=call.batch_size, queue_ms=ms(call.queue_s), tokenize_ms=ms(call.tokenize_s),
+                      engine_ms=ms(call.engine_s))
+    fields.update(status=call.status, total_ms=ms(call.total_s))
+    if frontend:
+        fields["frontend"] = frontend
+    if call.error:
+        fields["error"] = call.error
+    if call.ended_unix:
+        fields["timestamp"] = iso_utc(call.ended_unix)  # when the reply went out, not when this line was written
+    log.info("request", **fields)
 
 
 def ms(seconds: float) -> float:

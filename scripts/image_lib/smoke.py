@@ -200,11 +200,11 @@ def smoke(log: Log, *, image: str, workdir: Path | None, port_offset: int, keep:
                 raise ImageError("the server did not pick up `registry route` within 30 s")
             time.sleep(0.1)
         picked_s = time.monotonic() - routed_at
-        from ortserve.service import router  # pure: no protobuf
+        from ortserve import engine_ext
 
-        split = router.Split.of([("v1", 50), ("v2", 50)])
+        split = engine_ext.Split.of([("v1", 50), ("v2", 50)])
         answers = smoke_calls.versions_for_keys(address, model, KEYS)
-        wrong = {k: v for k, v in answers.items() if v != split.pick(router.bucket(model, k))}
+        wrong = {k: v for k, v in answers.items() if v != split.pick(engine_ext.route_bucket(model, k))}
         if wrong:
             raise ImageError(f"{len(wrong)} of {len(KEYS)} keys answered by another version than the router's: "
                              f"{list(wrong.items())[:3]}")

@@ -82,13 +82,17 @@ def test_close_while_threads_run(models, token_batch) -> None:
 def test_close_waits_for_an_in_flight_run(models) -> None:
     engine = Engine(models.slow, graph_optimization_level="disable")
     x = np.random.default_rng(13).random((512, 512), dtype=np.float32)
-    started = time.perf_counter()
-    engine.run({"x": x})
-    duration = time.perf_counter() - started
+    durations = []
+    for _ in range(3):  # the shortest of three warm runs: what the run below takes at least
+        started = time.perf_counter()
+        engine.run({"x": x})
+        durations.append(time.perf_counter() - started)
+    duration = min(durations)
     result: dict[str, object] = {}
     about_to_run = threading.Event()
 
     def runner() -> None:
+        result["began"] = time.perf_counter()
         about_to_run.set()
         try:
             result["y"] = engine.run({"x": x})["y"]
@@ -99,13 +103,17 @@ def test_close_waits_for_an_in_flight_run(models) -> None:
     thread = threading.Thread(target=runner)
     thread.start()
     about_to_run.wait()
-    time.sleep(duration / 3)  # the runner is inside ORT by now (it needs microseconds to get there)
+    time.sleep(duration / 4)  # the runner is inside ORT by now (it needs microseconds to get there)
+    closing = time.perf_counter()
     engine.close()
     close_returned = time.perf_counter()
     thread.join(timeout=30)
     assert "error" not in result, result.get("error")
     assert np.array_equal(result["y"], x)
-    assert result["finished"] <= close_returned + 0.01  # the run completed before close() returned
+    # close() blocked until the run ended, which takes about a run from when it began (a close that did not wait
+    # returns a quarter of a run after it began). Not "finished <= close_returned": the runner needs the GIL back to
+    # record it, which a loaded machine may take a while to give.
+    assert close_returned - float(result["began"]) >= 0.8 * duration, (close_returned - closing, duration)
 
 
 def test_gil_is_released_during_inference(models) -> None:

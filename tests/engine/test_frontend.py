@@ -1,8 +1,8 @@
 """The native gRPC front end (engine_ext.Frontend) in front of a Python grpc.aio backend on a unix socket.
 
 What it serves natively (ModelInfer on the tiny BERT bundle through a real NativeVersion, health, reflection)
-and what it proxies (every other method, and any ModelInfer outside the native fast path, whose errors the
-backend writes with service/codec.py's messages). Plus the fast-path decoder against codec.decode_texts.
+and what it proxies (every other method, and any ModelInfer the wire rules refuse, which the backend answers with the
+same rules' messages, through service/codec.py). Plus the wire rules themselves over plain values.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
+import re
 import struct
 import threading
 import time
@@ -27,19 +28,26 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from support.certs import make_certs
 from support.server_process import ask_classification
+from support.v2_tensors import join_raw_bytes, split_raw_bytes
 
 from ortserve.engine_ext import _engine
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 from ortserve.service import codec
-from ortserve.service.classification import top_k
 from ortserve.service.errors import InvalidArgument
 from ortserve.service.textmodel import EngineOptions, TextClassifier
 
 if not _engine.HAS_FRONTEND:
     pytest.skip(f"native front end not built: {_engine.FRONTEND_MISSING}", allow_module_level=True)
 
-from ortserve.engine_ext import EventSink, Frontend, NativeBatcherSettings, NativeLanes, NativeVersion
+from ortserve.engine_ext import (
+    EventSink,
+    Frontend,
+    NativeBatcherSettings,
+    NativeLanes,
+    NativeVersion,
+    classification_top_k,
+)
 
 MAX_TEXTS = 8
 MODEL = "classifier"
@@ -86,17 +94,14 @@ class _Servicer(pb_grpc.GRPCInferenceServiceServicer):
 
 
 # What the tiny bundle's version answers (conftest's tiny_bundle: the default labels).
-SERVED = codec.ServedOutput(name="LOGITS", kind="classifier", labels=("negative", "positive"), columns=2)
+SERVED = codec.ServedOutput(kind="classifier", name="LOGITS", labels=("negative", "positive"), columns=2)
 
 
 def _python_checks(request: pb.ModelInferRequest, served: codec.ServedOutput = SERVED) -> list[str]:
     """What handlers.ModelInfer checks before it runs the model, in its order; raises InvalidArgument."""
-    texts = codec.decode_texts(request, max_texts=MAX_TEXTS)
-    outputs = codec.requested_outputs(request)
-    codec.score_mode(request, outputs)
-    codec.string_parameter(request.parameters, "routing_key")
-    codec.check_outputs(outputs, served, request.model_name)
-    return texts
+    call = codec.decode(request, max_texts=MAX_TEXTS)
+    codec.check_outputs(call, served, request.model_name)
+    return list(call.texts)
 
 
 class Backend:
@@ -226,7 +231,7 @@ def _request(texts: list[str], *, model: str = MODEL, raw: bool = False, version
     request = pb.ModelInferRequest(model_name=model, model_version=version, id="call-7")
     tensor = request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(texts)])
     if raw:
-        request.raw_input_contents.append(codec.join_raw_bytes([t.encode() for t in texts]))
+        request.raw_input_contents.append(join_raw_bytes([t.encode() for t in texts]))
     else:
         tensor.contents.bytes_contents.extend(t.encode() for t in texts)
     if binary_data is not None:
@@ -243,7 +248,7 @@ def _classes(response: pb.ModelInferResponse) -> list[list[bytes]]:
     assert out.name == "LOGITS" and out.datatype == "BYTES"
     rows, k = list(out.shape)
     if response.raw_output_contents:
-        flat = codec.split_raw_bytes(response.raw_output_contents[0])
+        flat = split_raw_bytes(response.raw_output_contents[0])
     else:
         flat = list(out.contents.bytes_contents)
     assert len(flat) == rows * k
@@ -335,7 +340,7 @@ def _bad_requests() -> dict[str, pb.ModelInferRequest]:
     bad_utf8 = _request(["x"])
     bad_utf8.inputs[0].contents.bytes_contents[0] = b"ok \xff\xfe"
     surrogate = _request(["x"], raw=True)
-    surrogate.raw_input_contents[0] = codec.join_raw_bytes([b"\xed\xa0\x80"])
+    surrogate.raw_input_contents[0] = join_raw_bytes([b"\xed\xa0\x80"])
     truncated = _request(["hello"], raw=True)
     truncated.raw_input_contents[0] = truncated.raw_input_contents[0][:-1]
     bad_key = _request(["hello"])
@@ -418,7 +423,7 @@ def test_native_fp32_contents_when_binary_data_false(stub: Any, native: Native) 
     assert raw.raw_output_contents and not raw.outputs[0].contents.fp32_contents
 
 
-def test_native_classification_equals_the_python_top_k(stub: Any, backend: Backend, native: Native) -> None:
+def test_native_classification_is_the_top_k_of_the_logits(stub: Any, backend: Backend, native: Native) -> None:
     labels = native.classifier.labels
     logits = native.reference(TEXTS)
     before = len(backend.calls)
@@ -428,7 +433,7 @@ def test_native_classification_equals_the_python_top_k(stub: Any, backend: Backe
         assert bool(response.raw_output_contents) == (binary_data is None)
         assert list(response.outputs[0].shape) == [len(TEXTS), min(k, len(labels))]  # k past the labels: clamped
         got = _classes(response)
-        expected = top_k(logits, k, labels, probabilities=scores == "probabilities")
+        expected = classification_top_k(logits, list(labels), k, scores == "probabilities")
         # The engine's batched run may differ from one text alone in the last float bit: compare parsed values.
         for got_row, expected_row in zip(got, expected, strict=True):
             parsed = [entry.decode().split(":", 2) for entry in got_row]
@@ -459,7 +464,7 @@ def test_a_version_answering_embedding_names_it_and_refuses_logits(backend: Back
     port = fe.start()
     try:
         # The tiny classifier's session stands in for an embedding model's: the table says what the reply is named.
-        fe.set_routes({MODEL: (["1"], [10000], {"1": native.version}, {"1": ("EMBEDDING", [])})})
+        fe.set_routes({MODEL: (["1"], [10000], {"1": native.version}, {"1": ("embedding", "EMBEDDING", [])})})
         with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
             stub = pb_grpc.GRPCInferenceServiceStub(ch)
             before = len(backend.calls)
@@ -749,11 +754,11 @@ def _requests(draw: st.DrawFn) -> pb.ModelInferRequest:
         if where in ("contents", "both"):
             tensor.contents.bytes_contents.extend(elements)
         if where in ("raw", "both"):
-            request.raw_input_contents.append(codec.join_raw_bytes(elements))
+            request.raw_input_contents.append(join_raw_bytes(elements))
         if where == "raw2":
-            request.raw_input_contents.extend([codec.join_raw_bytes(elements)] * 2)
+            request.raw_input_contents.extend([join_raw_bytes(elements)] * 2)
         if where == "junk":  # lengths that do not add up (or, by chance, do)
-            buffer = codec.join_raw_bytes(elements) + draw(st.binary(max_size=5))
+            buffer = join_raw_bytes(elements) + draw(st.binary(max_size=5))
             request.raw_input_contents.append(buffer[: draw(st.integers(0, len(buffer)))])
         if where == "contents" and draw(st.booleans()):
             tensor.contents.fp32_contents.append(1.0)  # other content fields: codec ignores them
@@ -794,81 +799,104 @@ def _requests(draw: st.DrawFn) -> pb.ModelInferRequest:
     return request
 
 
-def _python_decode(request: pb.ModelInferRequest, max_texts: int) -> tuple[Any, ...] | None:
-    """What codec checks before a version is chosen, in the native decoder's shape."""
+def _oracle(request: pb.ModelInferRequest, max_texts: int) -> tuple[list[str], list[tuple[str, int]], bool] | None:
+    """The wire rules restated over the message, independent of the decoder: (texts, outputs, probabilities) of a
+    call they accept, None for one they refuse (docs/serving.md, Calling it)."""
+    if [t.name for t in request.inputs] != ["TEXT"]:
+        return None
+    tensor = request.inputs[0]
+    shape = list(tensor.shape)
+    if tensor.datatype != "BYTES" or not (len(shape) == 1 or shape[1:] == [1]) or not 1 <= shape[0] <= max_texts:
+        return None
+    if request.raw_input_contents:
+        if tensor.HasField("contents") or len(request.raw_input_contents) != 1:
+            return None
+        try:
+            elements = split_raw_bytes(request.raw_input_contents[0])
+        except ValueError:
+            return None
+    else:
+        elements = list(tensor.contents.bytes_contents)
+    if len(elements) != shape[0]:
+        return None
     try:
-        texts = codec.decode_texts(request, max_texts=max_texts)
-        outputs = codec.requested_outputs(request)
-        probabilities = codec.score_mode(request, outputs)
-        codec.string_parameter(request.parameters, "routing_key")
+        texts = [e.decode("utf-8") for e in elements]
+    except UnicodeDecodeError:
+        return None
+    outputs: list[tuple[str, int]] = []
+    for out in request.outputs:
+        if out.name in [name for name, _ in outputs]:
+            return None
+        k = 0
+        if "classification" in out.parameters:
+            param = out.parameters["classification"]
+            choice = param.WhichOneof("parameter_choice")
+            if choice not in ("int64_param", "uint64_param") or getattr(param, choice) < 1:
+                return None
+            k = min(getattr(param, choice), 2**63 - 1)
+        outputs.append((out.name, k))
+    probabilities = False
+    if "scores" in request.parameters:
+        param = request.parameters["scores"]
+        if param.WhichOneof("parameter_choice") != "string_param" or param.string_param not in ("logits",
+                                                                                                 "probabilities"):
+            return None
+        if not any(k for _, k in outputs):
+            return None
+        probabilities = param.string_param == "probabilities"
+    if "routing_key" in request.parameters and \
+            request.parameters["routing_key"].WhichOneof("parameter_choice") != "string_param":
+        return None
+    return texts, outputs, probabilities
+
+
+def _decoded(request: pb.ModelInferRequest, max_texts: int) -> tuple[list[str], list[tuple[str, int]], bool] | None:
+    try:
+        call = codec.decode(request, max_texts=max_texts)
     except InvalidArgument:
         return None
-    return texts, [(out.name, out.classes) for out in outputs], probabilities
-
-
-def _texts(decoded: tuple[Any, ...] | None) -> list[str] | None:
-    return None if decoded is None else decoded[0]
+    return list(call.texts), [(name, k) for name, k in call.outputs], call.probabilities
 
 
 @given(request=_requests(), max_texts=st.sampled_from([1, 2, 3, 4, 5, 8, 8, 8]))
 @settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_native_decode_equals_codec(request: pb.ModelInferRequest, max_texts: int) -> None:
-    expected = _python_decode(request, max_texts)
-    event("codec accepts" if expected is not None else "codec refuses")  # --hypothesis-show-statistics: both
+def test_the_wire_rules_accept_exactly_what_they_state(request: pb.ModelInferRequest, max_texts: int) -> None:
+    expected = _oracle(request, max_texts)
+    event("accepted" if expected is not None else "refused")  # --hypothesis-show-statistics: both
     if expected is not None and expected[1]:
         event("with outputs" + (", classification" if any(k for _, k in expected[1]) else ""))
-    native = _engine._native_decode(request.SerializeToString(), max_texts)
-    if native is not None:  # uint64 k past int64 is clamped natively (either way: more than any labels)
-        native = (native[0], [(name, k) for name, k in native[1]], native[2])
-        expected = expected and (expected[0], [(n, min(k, 2**63 - 1)) for n, k in expected[1]], expected[2])
-    assert native == expected
-
-
-_SERVED_KINDS = {
-    "classifier": SERVED,
-    "embedding": codec.ServedOutput(name="EMBEDDING", kind="embedding", labels=(), columns=32),
-}
-
-
-@given(request=_requests(), kind=st.sampled_from(sorted(_SERVED_KINDS)))
-@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_native_outputs_fit_equals_codec(request: pb.ModelInferRequest, kind: str) -> None:
-    served = _SERVED_KINDS[kind]
-    try:
-        _python_checks(request, served)
-        expected = True
-    except InvalidArgument:
-        expected = False
-    event(f"{kind}: codec {'accepts' if expected else 'refuses'}")
-    assert _engine._native_outputs_fit(request.SerializeToString(), MAX_TEXTS, *served.native_entry()) == expected
+    assert _decoded(request, max_texts) == expected
 
 
 @pytest.mark.parametrize("element", _UTF8_EDGES)
-def test_native_decode_utf8_edges(element: bytes) -> None:
+def test_utf8_as_python_decodes_it(element: bytes) -> None:
     request = _request(["x"])
     request.inputs[0].contents.bytes_contents[0] = element
-    assert _engine._native_decode(request.SerializeToString(), 4) == _python_decode(request, 4)
-    if _python_decode(request, 4) is not None:
-        assert _texts(_engine._native_decode(request.SerializeToString(), 4)) == [element.decode()]
+    try:
+        text = element.decode("utf-8")
+    except UnicodeDecodeError as e:
+        with pytest.raises(InvalidArgument, match=re.escape(f"element 0 is not valid UTF-8 ({e.reason} at byte "
+                                                            f"{e.start})")):
+            codec.decode(request, max_texts=4)
+    else:
+        assert list(codec.decode(request, max_texts=4).texts) == [text]
 
 
-def test_many_outputs_go_to_python() -> None:
-    """A version answers one output: a request naming many is never served, so the decoder does not look at them
-    (its duplicate check stays cheap) and Python names the error."""
+def test_many_outputs_are_decoded_and_named() -> None:
     request = _request(["x"])
     for i in range(9):
         request.outputs.add(name=f"OUT{i}")
-    assert _engine._native_decode(request.SerializeToString(), 4) is None
+    assert len(codec.decode(request, max_texts=4).outputs) == 9
     with pytest.raises(InvalidArgument, match="unknown output 'OUT0'"):
         _python_checks(request)
 
 
-def test_native_decode_raw_and_shapes() -> None:
+def test_raw_contents_and_shapes() -> None:
     request = _request(["a", "bé"], raw=True)
-    assert _engine._native_decode(request.SerializeToString(), 2) == (["a", "bé"], [], False)
-    assert _engine._native_decode(request.SerializeToString(), 1) is None  # more than max_texts
+    assert _decoded(request, 2) == (["a", "bé"], [], False)
+    assert _decoded(request, 1) is None  # more than max_texts
     request.inputs[0].shape[:] = [2, 1]
-    assert _texts(_engine._native_decode(request.SerializeToString(), 2)) == ["a", "bé"]
+    assert _decoded(request, 2) == (["a", "bé"], [], False)
     request.raw_input_contents[0] += struct.pack("<I", 5) + b"abc"  # declares more bytes than remain
-    assert _engine._native_decode(request.SerializeToString(), 4) is None
-    assert _engine._native_decode(b"\xff\xff not a message", 4) is None
+    with pytest.raises(InvalidArgument, match="element 2 declares 5 bytes but only 3 remain"):
+        codec.decode(request, max_texts=4)

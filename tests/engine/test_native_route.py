@@ -1,5 +1,5 @@
-"""The native route helpers against their Python references: BLAKE2b against hashlib, the canary bucket
-against service/router.bucket, and the split pick against router.Split.pick."""
+"""The route both front ends use (route.h): BLAKE2b against hashlib, the canary bucket against its definition
+(hashlib's BLAKE2b of "model NUL key", 8 bytes, big-endian, mod 10000), and the split's layout over the buckets."""
 
 from __future__ import annotations
 
@@ -9,10 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ortserve.engine_ext import _engine, route_bucket
-from ortserve.service import router
+from ortserve.engine_ext import ROUTE_BUCKETS, Split, _engine, route_bucket
 
 EXAMPLES = settings(max_examples=500, deadline=None)
+
+
+def reference_bucket(model: str, routing_key: str) -> int:
+    """The bucket's definition, in hashlib's terms."""
+    digest = hashlib.blake2b(f"{model}\x00{routing_key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % 10_000
 
 # Lengths around the 128-byte block boundary, where the last-block handling differs.
 EDGE_LENGTHS = (0, 1, 63, 64, 127, 128, 129, 255, 256, 257, 384, 1000)
@@ -61,10 +66,10 @@ def test_blake2b_rejects_digest_sizes_outside_1_to_64(digest_size: int) -> None:
 
 @given(model=TEXT, routing_key=TEXT)
 @EXAMPLES
-def test_route_bucket_equals_router_bucket(model: str, routing_key: str) -> None:
+def test_route_bucket_is_its_definition(model: str, routing_key: str) -> None:
     bucket = route_bucket(model, routing_key)
-    assert bucket == router.bucket(model, routing_key)
-    assert 0 <= bucket < _engine.ROUTE_BUCKETS == router.BUCKETS
+    assert bucket == reference_bucket(model, routing_key)
+    assert 0 <= bucket < ROUTE_BUCKETS == 10_000
 
 
 @pytest.mark.parametrize(
@@ -72,7 +77,7 @@ def test_route_bucket_equals_router_bucket(model: str, routing_key: str) -> None
     [("", ""), ("m", ""), ("", "k"), ("a\x00b", "c"), ("a", "\x00bc"), ("\U0001f600", "\U0010ffff" * 50)],
 )
 def test_route_bucket_edge_strings(model: str, routing_key: str) -> None:
-    assert route_bucket(model, routing_key) == router.bucket(model, routing_key)
+    assert route_bucket(model, routing_key) == reference_bucket(model, routing_key)
 
 
 def test_route_bucket_separates_model_from_key() -> None:
@@ -83,40 +88,37 @@ def test_route_bucket_separates_model_from_key() -> None:
 
 def test_route_bucket_rejects_lone_surrogates_like_str_encode() -> None:
     with pytest.raises(UnicodeEncodeError):
-        router.bucket("m", "\ud800")
-    with pytest.raises(UnicodeEncodeError):
         route_bucket("m", "\ud800")
 
 
 WEIGHTS = st.lists(st.tuples(st.text(min_size=1, max_size=8), st.one_of(st.just(0), st.integers(0, 100))), max_size=6)
-BUCKETS = st.one_of(st.integers(0, router.BUCKETS - 1), st.integers(-(2**31), 2**31 - 1))
 
 
-@given(weighted=WEIGHTS, buckets=st.lists(BUCKETS, min_size=1, max_size=20))
-@EXAMPLES
-def test_split_pick_equals_router_split(weighted: list[tuple[str, int]], buckets: list[int]) -> None:
-    split = router.Split.of(weighted)
-    for bucket in buckets:
-        assert _engine.split_pick(list(split.order), list(split.upper), bucket) == split.pick(bucket)
+def reference_pick(weighted: list[tuple[str, int]], bucket: int) -> str | None:
+    """The layout's definition: versions with weight stacked oldest first, each owning weight/total of the buckets,
+    the boundary of each the floor of its cumulative share."""
+    total = sum(w for _, w in weighted if w > 0)
+    acc = 0
+    for version, weight in weighted:
+        if weight <= 0:
+            continue
+        acc += weight
+        if bucket < acc * ROUTE_BUCKETS // total:
+            return version
+    return None
 
 
 @given(weighted=WEIGHTS)
 @settings(max_examples=50, deadline=None)
-def test_split_pick_every_bucket(weighted: list[tuple[str, int]]) -> None:
-    split = router.Split.of(weighted)
-    order, upper = list(split.order), list(split.upper)
-    for bucket in range(-1, router.BUCKETS + 1):
-        assert _engine.split_pick(order, upper, bucket) == split.pick(bucket)
+def test_split_is_its_definition_on_every_bucket(weighted: list[tuple[str, int]]) -> None:
+    split = Split.of(weighted)
+    for bucket in range(ROUTE_BUCKETS + 1):
+        assert split.pick(bucket) == reference_pick(weighted, bucket)
+    assert list(split.order) == [v for v, w in weighted if w > 0]
 
 
-def test_split_pick_canary_owns_the_top() -> None:
-    split = router.Split.of([("v1", 80), ("v2", 20)])
-    assert _engine.split_pick(list(split.order), list(split.upper), 7999) == "v1"
-    assert _engine.split_pick(list(split.order), list(split.upper), 8000) == "v2"
-    assert _engine.split_pick(list(split.order), list(split.upper), 10000) is None
-    assert _engine.split_pick([], [], 0) is None
-
-
-def test_split_pick_rejects_unequal_lengths() -> None:
-    with pytest.raises(ValueError, match="order has 2 versions but upper has 1"):
-        _engine.split_pick(["a", "b"], [10000], 0)
+def test_the_canary_owns_the_top() -> None:
+    split = Split.of([("v1", 80), ("v2", 20)])
+    assert (split.pick(7999), split.pick(8000), split.pick(10000)) == ("v1", "v2", None)
+    assert list(split.upper) == [8000, 10000] and split == Split.of([("v1", 80), ("v2", 20)])
+    assert Split.of([]).pick(0) is None and Split.of([("v1", 0)]).pick(0) is None

@@ -1,6 +1,6 @@
 """Canary routing over the wire (invariant 6): sticky keys, a split near the weights, pins, monotone ramps.
 
-The exact accuracy (within 0.5 points over 100,000 keys) is a unit test of the pure router
+The exact accuracy (within 0.5 points over 100,000 keys) is a unit test of the route
 (tests/service/test_router.py); here the same properties are checked end to end, through the
 registry and a real server process, on 2,000 distinct keys with a loose bound.
 """
@@ -15,7 +15,7 @@ import pytest
 from reload_harness import Registry, versions_for_keys, wait_routing
 from support.server_process import infer_request, running_server, stub_for
 
-from ortserve.service import router
+from ortserve import engine_ext
 
 MODEL = "sentiment"
 KEYS = [f"customer-{i:05d}" for i in range(2000)]
@@ -52,8 +52,8 @@ def test_canary_over_the_wire(file_registry: Registry, bundle: Callable[..., Pat
             assert sum(1 for e in lines if e.get("frontend") == "native") >= 0.9 * len(lines)
 
         # Deterministic across processes: the server's choice is the router's pure function of the key.
-        split = router.Split.of([("v1", 80), ("v2", 20)])
-        assert at20 == {k: split.pick(router.bucket(MODEL, k)) for k in KEYS}
+        split = engine_ext.Split.of([("v1", 80), ("v2", 20)])
+        assert at20 == {k: split.pick(engine_ext.route_bucket(MODEL, k)) for k in KEYS}
 
         # Sticky: the same key again, and the same key as x-routing-key metadata, land on the same version.
         sample = KEYS[:200]

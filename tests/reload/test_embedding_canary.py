@@ -14,9 +14,9 @@ from reload_harness import Registry, wait_routing
 from support.reference import Reference
 from support.server_process import infer_request, logits_of, running_server, stub_for
 
+from ortserve import engine_ext
 from ortserve.devtools.bert_bundle import build_tiny_embedding_bundle
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
-from ortserve.service import router
 
 MODEL = "search"
 TEXT = "the battery died but the story was great"
@@ -55,9 +55,9 @@ def test_embedding_canary(file_registry: Registry, tmp_path: Path, frontend: str
 
     def check(got: dict[str, tuple[str, np.ndarray]], weights: list[tuple[str, int]]) -> float:
         """Every key on the version the router's split picks, with that version's embedding; v2's share."""
-        split = router.Split.of(weights)
+        split = engine_ext.Split.of(weights)
         for key, (version, embedding) in got.items():
-            assert version == split.pick(router.bucket(MODEL, key)), key
+            assert version == split.pick(engine_ext.route_bucket(MODEL, key)), key
             np.testing.assert_allclose(embedding, expected[version], rtol=0, atol=1e-5)
         return 100.0 * sum(v == "v2" for v, _ in got.values()) / len(got)
 

@@ -15,7 +15,7 @@ import pytest
 from reload_harness import LoadClient, Registry, versions_for_keys
 from replica_set import ReplicaSet, client_options, sweep_keys
 
-from ortserve.service import router
+from ortserve import engine_ext
 
 MODEL = "sentiment"
 KEYS = [f"user-{i:04d}" for i in range(151)]  # not a multiple of 3: each round starts on another replica
@@ -24,8 +24,8 @@ RAMP = ({"v1": 95, "v2": 5}, {"v1": 80, "v2": 20}, {"v1": 50, "v2": 50}, {"v1": 
 
 def routed(weights: dict[str, int], keys: list[str]) -> dict[str, str]:
     """What the router's pure function says each key gets (oldest version first, as the server stacks them)."""
-    split = router.Split.of(sorted(weights.items()))
-    return {k: str(split.pick(router.bucket(MODEL, k))) for k in keys}
+    split = engine_ext.Split.of(sorted(weights.items()))
+    return {k: str(split.pick(engine_ext.route_bucket(MODEL, k))) for k in keys}
 
 
 def test_replicas_serve_each_route_and_keep_users_on_one_version(registry: Registry, bundle: Callable[..., Path],

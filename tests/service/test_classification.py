@@ -1,4 +1,5 @@
-"""The classification extension's top-k, as a pure function: its rules, and the C++ copy byte for byte the same."""
+"""The classification extension's top-k (classification.h, the one implementation both front ends use): its rules
+on hand-made scores, and on any scores against the rules restated here."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ortserve.engine_ext import classification_top_k
-from ortserve.service.classification import format_score, softmax, top_k
 
-LABELS = ("negative", "neutral", "positive", "mixed")
+LABELS = ["negative", "neutral", "positive", "mixed"]
+
+
+def top_k(scores: np.ndarray, k: int, labels: list[str], probabilities: bool = False) -> list[list[bytes]]:
+    return classification_top_k(np.asarray(scores, np.float32), labels, k, probabilities)
 
 
 def _parse(entry: bytes) -> tuple[float, int, str]:
@@ -40,32 +44,27 @@ def test_probabilities_are_the_softmax_and_sum_to_one() -> None:
     logits = np.array([[2.0, 1.0, 0.1, -3.0], [1000.0, 999.0, -1000.0, 0.0]], np.float32)
     for row, entries in zip(logits, top_k(logits, 4, LABELS, probabilities=True), strict=True):
         shown = {index: score for score, index, _ in map(_parse, entries)}
-        expected = np.exp(row.astype(np.float64) - row.max())
+        expected = np.exp(row.astype(np.float64) - row.max())  # no overflow at 1000: exp(x - max)
         expected /= expected.sum()
         for index, score in shown.items():
             assert score == pytest.approx(expected[index], abs=5e-7)
         assert sum(shown.values()) == pytest.approx(1.0, abs=4 * 5e-7)  # six decimals each
-    assert math.fsum(softmax([1000.0, 999.0, -1000.0])) == pytest.approx(1.0)  # no overflow: exp(x - max)
 
 
 def test_scores_print_like_triton() -> None:
-    assert format_score(1.0) == "1.000000" and format_score(-0.0) == "-0.000000"
-    assert format_score(0.0078125) == "0.007812"  # an exact tie rounds to even, as printf does
-    assert format_score(float("inf")) == "inf" and format_score(float("-nan")) == "nan"
+    row = np.array([[1.0, -0.0, 0.0078125, np.inf, np.nan]], np.float32)
+    printed = {_parse(e)[1]: e.decode().split(":")[0] for e in top_k(row, 5, ["a", "b", "c", "d", "e"])[0]}
+    assert printed == {0: "1.000000", 1: "-0.000000", 2: "0.007812", 3: "inf", 4: "nan"}  # ties round to even
 
 
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="k must be >= 1"):
-        top_k(np.zeros((1, 4), np.float32), 0, LABELS)
-    with pytest.raises(ValueError, match="do not fit 3 labels"):
-        top_k(np.zeros((1, 4), np.float32), 1, LABELS[:3])
-    with pytest.raises(ValueError, match="k must be >= 1"):
-        classification_top_k(np.zeros((1, 4), np.float32), list(LABELS), 0)
+        classification_top_k(np.zeros((1, 4), np.float32), LABELS, 0)
     with pytest.raises(ValueError, match="4 columns but there are 3 labels"):
-        classification_top_k(np.zeros((1, 4), np.float32), list(LABELS[:3]), 1)
+        classification_top_k(np.zeros((1, 4), np.float32), LABELS[:3], 1)
 
 
-# ---- the C++ copy (the native front end's) gives the same bytes -------------------------------------------
+# ---- any scores, against the rules restated --------------------------------------------------------------
 
 _SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, 0.0078125, 1e-7, -1e-7, 5e-7, 1e-45, 3.4e38, -3.4e38, math.inf, -math.inf,
             math.nan, 88.7, -103.9]
@@ -87,18 +86,30 @@ def _case(draw: st.DrawFn) -> tuple[np.ndarray, list[str], int, bool]:
             draw(st.booleans()))
 
 
+def _shown(row: list[float], probabilities: bool) -> list[float]:
+    if not probabilities:
+        return row
+    top = max((v for v in row if v == v), default=math.nan)
+    exps = [math.exp(v - top) if v == v and top == top and not (math.isinf(top) and v == top) else math.nan
+            for v in row]
+    total = math.fsum(e for e in exps if e == e)
+    return [e / total if e == e and total else math.nan for e in exps]
+
+
 @given(case=_case())
 @settings(max_examples=2000, deadline=None)
-def test_native_top_k_equals_python(case: tuple[np.ndarray, list[str], int, bool]) -> None:
+def test_top_k_follows_its_rules(case: tuple[np.ndarray, list[str], int, bool]) -> None:
+    """Rank by the raw score (higher first, ties by lower index, NaN last); min(k, labels) entries; each the score
+    shown (the logit, or its softmax probability) with six decimals, the column and its label."""
     scores, labels, k, probabilities = case
-    expected = top_k(scores, k, labels, probabilities=probabilities)
-    assert classification_top_k(scores, labels, k, probabilities) == expected
-
-
-def test_native_top_k_on_model_sized_rows() -> None:
-    rng = np.random.default_rng(0)
-    scores = (rng.standard_normal((64, 1000)) * 4).astype(np.float32)
-    labels = [f"class {i}: é" for i in range(1000)]
-    for probabilities in (False, True):
-        assert classification_top_k(scores, labels, 5, probabilities) == top_k(scores, 5, labels,
-                                                                                probabilities=probabilities)
+    got = top_k(scores, k, labels, probabilities)
+    for row, entries in zip(scores.tolist(), got, strict=True):
+        order = sorted(range(len(row)), key=lambda i: (math.isnan(row[i]), -row[i] if row[i] == row[i] else 0.0, i))
+        assert [(index, label) for _, index, label in map(_parse, entries)] == [
+            (i, labels[i]) for i in order[:min(k, len(labels))]]
+        shown = _shown(row, probabilities)
+        for score, index, _ in map(_parse, entries):
+            want = shown[index]
+            if math.isnan(want) or math.isnan(score):
+                continue  # inf - inf and friends: the order above is what is promised
+            assert score == pytest.approx(want, abs=5e-7, rel=1e-6) or math.isinf(want)

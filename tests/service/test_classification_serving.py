@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from support.reference import Reference
 from support.server_process import ServerProcess, ask_classification, infer_request, running_server, stub_for
+from support.v2_tensors import split_raw_bytes
 
 from ortserve.devtools.bert_bundle import build_tiny_bundle
 from ortserve.proto import grpc_service_pb2 as pb
-from ortserve.service.codec import split_raw_bytes
 
 LABELS = ("anger", "joy: pure", "fear", "sadness")  # a colon inside a label: the client splits at the first two
 TEXTS = ["the movie was great", "a much longer sentence about the weather, neither good nor bad", "ok", "hello"]

@@ -6,7 +6,9 @@ import subprocess
 import sys
 from itertools import pairwise
 
-from ortserve.service.router import BUCKETS, Split, bucket
+from ortserve.engine_ext import ROUTE_BUCKETS as BUCKETS
+from ortserve.engine_ext import Split
+from ortserve.engine_ext import route_bucket as bucket
 
 KEYS = [f"user-{i}" for i in range(100_000)]
 
@@ -20,7 +22,7 @@ def shares(split: Split, keys: list[str], model: str = "m") -> dict[str, float]:
 
 
 def test_bucket_is_stable_across_processes() -> None:
-    code = "from ortserve.service.router import bucket; print([bucket('m', f'k{i}') for i in range(50)])"
+    code = "from ortserve.engine_ext import route_bucket as b; print([b('m', f'k{i}') for i in range(50)])"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={"PYTHONHASHSEED": "123", **__import__("os").environ})
     assert other.stdout.strip() == str([bucket("m", f"k{i}") for i in range(50)])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ortserve import engine_ext
-from ortserve.service import codec, config
+from ortserve.service import config
 from ortserve.service.data_plane import batcher_settings
 
 
@@ -34,7 +34,6 @@ def test_the_front_end_defaults_to_the_settings() -> None:
     native = engine_ext._engine.native_frontend_defaults()
     assert native == {"max_message_bytes": config.default("max_message_bytes"),
                       "max_header_bytes": config.default("max_header_bytes"),
-                      "max_request_id_bytes": codec.MAX_REQUEST_ID_BYTES,
                       "max_texts_per_request": config.default("max_texts_per_request")}
 
 

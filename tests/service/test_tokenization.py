@@ -131,7 +131,7 @@ def test_queued_requests_tokenize_on_the_loop_only_with_the_native_tokenizer(
         tokenize_pool.shutdown()
     reference = Reference(tiny_bundle)
     for texts, result in zip(requests, results, strict=True):
-        np.testing.assert_allclose(result.logits, reference.logits(texts), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(result.outputs, reference.logits(texts), rtol=1e-4, atol=1e-5)
     # Natively, the batcher tokenizes (on the loop's thread, GIL released) all but the long text, which leaves the
     # loop to be tokenized in the pool; the HF tokenizer always runs in the pool.
     assert tokenize_pool.submitted == (1 if kind == "native" else len(requests))

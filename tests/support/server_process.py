@@ -16,6 +16,7 @@ from typing import Any
 
 import grpc
 from support.prometheus_text import scrape
+from support.v2_tensors import join_raw_bytes
 
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
@@ -140,8 +141,6 @@ def running_server(args: Sequence[str], *, env: dict[str, str] | None = None, re
 
 def infer_request(texts: Sequence[str | bytes], *, model: str = "classifier", version: str = "",
                   raw: bool = False, routing_key: str | None = None) -> pb.ModelInferRequest:
-    from ortserve.service.codec import join_raw_bytes
-
     elements = [t.encode() if isinstance(t, str) else t for t in texts]
     request = pb.ModelInferRequest(model_name=model, model_version=version)
     tensor = request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(elements)])

@@ -1,4 +1,5 @@
-// Fuzz target: the native front end's decoder (infer_codec.h) on arbitrary bytes, as a ModelInfer body arrives.
+// Fuzz target: the wire rules (infer_wire.h, through infer_codec.h's protobuf views) on arbitrary bytes, as a
+// ModelInfer body arrives.
 // Built by scripts/fuzz_native: with libFuzzer (clang, coverage-guided) or with replay_main.cc (any compiler: runs
 // the seed corpus once, under ASan/UBSan in the sanitizer job).
 //
@@ -12,8 +13,8 @@
 // - IsValidUtf8 equals a decode-then-range-check UTF-8 validator on the raw input bytes;
 // - a decoded request has one input TEXT, BYTES, shape [N] or [N, 1] with 1 <= N <= max_texts, exactly N texts,
 //   each valid UTF-8 and a view into the request (its bytes_contents, or its one raw buffer split the same way by
-//   the reference splitter below), as many outputs as requested, each with classes >= 0;
-// - EncodeOutputs on a request that fits writes outputs of the promised shapes and sizes.
+//   the reference splitter below), as many outputs as requested, each with classes >= 0; a refused one a message;
+// - EncodeOutputs on a request whose outputs pass CheckOutputs writes outputs of the promised shapes and sizes.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -21,12 +22,14 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include <google/protobuf/stubs/logging.h>
 
 #include "grpc_service.pb.h"
 #include "infer_codec.h"
+#include "infer_wire.h"
 #include "route.h"
 
 namespace {
@@ -90,7 +93,7 @@ bool Inside(std::string_view part, const std::string& whole) {
   return part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size();
 }
 
-void CheckDecoded(const inference::ModelInferRequest& request, const ortserve::DecodedRequest& decoded,
+void CheckDecoded(const inference::ModelInferRequest& request, const ortserve::DecodedCall& decoded,
                   long long max_texts) {
   Check(request.inputs_size() == 1, "decoded a request without exactly one input");
   const auto& tensor = request.inputs(0);
@@ -123,9 +126,10 @@ void CheckDecoded(const inference::ModelInferRequest& request, const ortserve::D
 }
 
 // EncodeOutputs for a version with `labels` (possibly none), as the front end calls it once the request fits.
-void CheckEncode(const inference::ModelInferRequest& request, const ortserve::DecodedRequest& decoded,
+void CheckEncode(const inference::ModelInferRequest& request, const ortserve::DecodedCall& decoded,
                  const ortserve::VersionOutput& served, const uint8_t* data, size_t size) {
-  if (!ortserve::OutputsFit(decoded, served)) return;
+  (void)request;
+  if (ortserve::CheckOutputs(decoded, served, "m")) return;
   const int rows = static_cast<int>(decoded.texts.size());
   const int columns = served.labels.empty() ? 3 : static_cast<int>(served.labels.size());
   for (const auto& out : decoded.outputs) {
@@ -138,9 +142,9 @@ void CheckEncode(const inference::ModelInferRequest& request, const ortserve::De
     if (size >= 4) std::memcpy(&bits, data + (i * 4) % (size - 3), 4);
     std::memcpy(&values[i], &bits, 4);
   }
-  const bool raw = ortserve::WantsRawOutput(request);
+  const bool raw = decoded.raw_output;
   inference::ModelInferResponse response;
-  ortserve::EncodeOutputs(response, decoded, served, values.data(), rows, columns, raw);
+  ortserve::WriteOutputs(response, ortserve::EncodeOutputs(decoded, served, values.data(), rows, columns));
   const size_t wanted = decoded.outputs.empty() ? 1 : decoded.outputs.size();
   Check(static_cast<size_t>(response.outputs_size()) == wanted, "EncodeOutputs wrote another number of outputs");
   Check(raw ? static_cast<size_t>(response.raw_output_contents_size()) == wanted
@@ -264,19 +268,30 @@ inference::ModelInferRequest Built(Reader& in) {
 }
 
 void Exercise(const inference::ModelInferRequest& request, const uint8_t* data, size_t size) {
-  const std::string_view key = ortserve::RoutingKeyParam(request);
-  if (!key.empty()) {
-    const auto it = request.parameters().find("routing_key");
-    Check(it != request.parameters().end() && it->second.string_param() == key, "routing key from nowhere");
-  }
-  static const ortserve::VersionOutput kPlain;                                    // LOGITS, no labels
-  static const ortserve::VersionOutput kLabelled{"LOGITS", {"neg", "pos", "x"}};  // a classifier with labels
-  static const ortserve::VersionOutput kEmbedding{"EMBEDDING", {}};
+  static const ortserve::VersionOutput kPlain{"classifier", "LOGITS", {}};  // a table without labels
+  static const ortserve::VersionOutput kLabelled{"classifier", "LOGITS", {"neg", "pos", "x"}};
+  static const ortserve::VersionOutput kEmbedding{"embedding", "EMBEDDING", {}};
   for (const long long max_texts : {1LL, 16LL, 1LL << 40}) {
-    const auto decoded = ortserve::DecodeRequest(request, max_texts);
-    if (!decoded) continue;
-    CheckDecoded(request, *decoded, max_texts);
-    for (const auto* served : {&kPlain, &kLabelled, &kEmbedding}) CheckEncode(request, *decoded, *served, data, size);
+    const auto decoded = ortserve::Decode(ortserve::ToWire(request), max_texts);
+    if (const auto* error = std::get_if<ortserve::WireError>(&decoded)) {
+      Check(!error->message.empty() && error->code == ortserve::Code::kInvalidArgument, "a refusal without a message");
+      continue;
+    }
+    const auto& call = std::get<ortserve::DecodedCall>(decoded);
+    if (!call.routing_key.empty()) {
+      const auto it = request.parameters().find("routing_key");
+      Check(it != request.parameters().end() && it->second.string_param() == call.routing_key,
+            "routing key from nowhere");
+    }
+    CheckDecoded(request, call, max_texts);
+    for (const auto* served : {&kPlain, &kLabelled, &kEmbedding}) {
+      if (served->labels.empty() && served->kind == "classifier") {
+        bool classification = false;
+        for (const auto& out : call.outputs) classification |= out.classes > 0;
+        if (classification) continue;  // the front end passes such calls on (no labels to name)
+      }
+      CheckEncode(request, call, *served, data, size);
+    }
   }
 }
 

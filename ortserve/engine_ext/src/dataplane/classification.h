@@ -1,6 +1,6 @@
-// The KServe/Triton classification extension for the native front end: scores -> top-k "score:index:label".
-// The same function as ortserve/service/classification.py, byte for byte (a hypothesis test holds them equal), so
-// the same sequence of IEEE operations: rank by raw score (higher first, ties by lower index, NaN last);
+// The KServe/Triton classification extension, for both front ends: scores -> top-k "score:index:label". A requested
+// output with the parameter `classification` = k (tritonclient: InferRequestedOutput("LOGITS", class_count=k)) is
+// answered, per text, with its k best classes: rank by raw score (higher first, ties by lower index, NaN last);
 // probabilities = softmax in double (max with NaN skipped, std::exp(x - max), summed left to right, divided);
 // the score printed as C's "%.6f" (Triton's std::to_string), "nan" for any NaN.
 #pragma once

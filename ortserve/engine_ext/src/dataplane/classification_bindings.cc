@@ -1,5 +1,5 @@
-// Python binding of the classification extension's top-k (classification.h), for the parity test against
-// ortserve/service/classification.py; the native front end calls TopKClasses directly.
+// Python binding of the classification extension's top-k (classification.h), for its tests; both front ends reach
+// TopKClasses through EncodeOutputs (infer_wire.h).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -41,5 +41,5 @@ void BindClassification(nb::module_& m) {
       },
       "scores"_a, "labels"_a, "k"_a, "probabilities"_a = false,
       "Per row of scores (float32 [N, len(labels)]), its min(k, labels) best classes as b'score:index:label', best "
-      "first: equal to ortserve.service.classification.top_k(scores, k, labels, probabilities=...).");
+      "first (classification.h).");
 }

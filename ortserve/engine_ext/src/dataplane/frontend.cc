@@ -18,10 +18,10 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "grpc_service.grpc.pb.h"
@@ -46,18 +46,6 @@ bool Forwardable(std::string_view key, bool to_client) {
   }
   if (key.substr(0, 5) == "grpc-") return to_client && key == "grpc-retry-pushback-ms";
   return true;
-}
-
-std::string RandomRequestId() {
-  thread_local std::mt19937_64 rng{std::random_device{}() ^
-                                   static_cast<uint64_t>(Clock::now().time_since_epoch().count())};
-  static const char* hex = "0123456789abcdef";
-  std::string id(32, '0');
-  for (int half = 0; half < 2; ++half) {
-    uint64_t v = rng();
-    for (int i = 0; i < 16; ++i, v >>= 4) id[half * 16 + i] = hex[v & 0xF];
-  }
-  return id;
 }
 
 // The last value of a client metadata key (dict(invocation_metadata()) in Python keeps the last), or "".
@@ -290,7 +278,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     grpc::CallbackServerContext* ctx;
     grpc::ByteBuffer* response;
     std::unique_ptr<ParsedRequest> parsed;
-    DecodedRequest decoded;  // views into `parsed`
+    DecodedCall decoded;  // views into `parsed`
     std::shared_ptr<NativeVersion> version;
     std::shared_ptr<const RouteTable> table;  // keeps `served` alive
     const VersionOutput* served = nullptr;
@@ -303,7 +291,6 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   void Start() {
     const std::vector<std::string_view>& texts = s_.decoded.texts;
     texts_ = static_cast<int>(texts.size());
-    raw_ = WantsRawOutput(*s_.parsed->request);
     // may_run_here: a lone call runs on this gRPC thread (Submit's comment says when); the other callback
     // threads keep serving meanwhile, and Finish before this handler returns is allowed.
     auto handle = s_.version->batcher().Submit(
@@ -350,16 +337,14 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       reply->set_model_name(request.model_name());
       reply->set_model_version(s_.version_name);
       reply->set_id(request.id());
-      EncodeOutputs(*reply, s_.decoded, *s_.served, result.logits.data(), result.rows, result.labels, raw_);
+      WriteOutputs(*reply, EncodeOutputs(s_.decoded, *s_.served, result.logits.data(), result.rows, result.labels));
       bool own = false;
       status = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(*reply, s_.response, &own);
       ctx.AddTrailingMetadata("x-model-version", s_.version_name);
     } else {
       status = grpc::Status(static_cast<grpc::StatusCode>(result.code), result.message);
       if (result.code == Code::kResourceExhausted) {
-        // Python's round() (half to even), as handlers.py computes it.
-        const auto ms = static_cast<long long>(std::nearbyint(result.retry_after_s * 1000));
-        ctx.AddTrailingMetadata("grpc-retry-pushback-ms", std::to_string(std::max(1LL, ms)));
+        ctx.AddTrailingMetadata("grpc-retry-pushback-ms", std::to_string(PushbackMs(result.retry_after_s)));
       }
     }
     s_.version->Release();
@@ -392,7 +377,6 @@ class InferReactor final : public grpc::ServerUnaryReactor {
 
   Setup s_;
   int texts_ = 0;
-  bool raw_ = true;
   std::mutex mutex_;
   NativeBatcher::CallHandle handle_;
   bool finished_ = false;
@@ -410,21 +394,20 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
   const std::shared_ptr<const RouteTable> table = routes.Load();
   const auto model = table->models.find(req.model_name());
   if (model == table->models.end()) return PassOn(Passthrough::kModelNotNative, ctx, request, response);
-  auto decoded = DecodeRequest(req, options.max_texts);
-  if (!decoded) return PassOn(Passthrough::kBadInput, ctx, request, response);
-
-  std::string request_id(ClientHeader(*ctx, "x-request-id"));
-  if (request_id.size() > kMaxRequestIdBytes) return PassOn(Passthrough::kBadInput, ctx, request, response);
-  if (request_id.empty()) request_id = RandomRequestId();
+  // A call the rules refuse goes to the Python server, which answers it with the same rules' message and logs it.
+  auto decoded = Decode(ToWire(req), options.max_texts);
+  if (std::holds_alternative<WireError>(decoded)) return PassOn(Passthrough::kBadInput, ctx, request, response);
+  RequestIdChoice id = ChooseRequestId(ClientHeader(*ctx, "x-request-id"));
+  if (id.error) return PassOn(Passthrough::kBadInput, ctx, request, response);
+  std::string request_id = std::move(id.id);
+  DecodedCall& call = std::get<DecodedCall>(decoded);
   const ModelRoute& route = model->second;
   std::string version_name, route_name;
   if (!req.model_version().empty()) {
     version_name = req.model_version();
     route_name = "pin";
   } else {
-    std::string_view key = RoutingKeyParam(req);
-    if (key.empty()) key = ClientHeader(*ctx, "x-routing-key");
-    if (key.empty()) key = request_id;
+    const std::string_view key = ChooseRoutingKey(call.routing_key, ClientHeader(*ctx, "x-routing-key"), request_id);
     const int bucket = Bucket(req.model_name(), key);
     const std::string* picked = route.split.Pick(bucket);
     if (picked == nullptr) return PassOn(Passthrough::kNoRoutableVersion, ctx, request, response);
@@ -438,10 +421,14 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
   // Outputs this version does not answer, or classification without its labels: Python names the error, or serves
   // what the native table cannot (on the same version for a pin or a routing key).
   const VersionOutput& served = route.OutputOf(version_name);
-  if (!OutputsFit(*decoded, served)) return PassOn(Passthrough::kBadInput, ctx, request, response);
+  const bool labels_missing = served.labels.empty() && std::any_of(call.outputs.begin(), call.outputs.end(),
+                                                                   [](const RequestedOutput& o) { return o.classes > 0; });
+  if (labels_missing || CheckOutputs(call, served, req.model_name())) {
+    return PassOn(Passthrough::kBadInput, ctx, request, response);
+  }
   if (!version->second->Acquire()) return PassOn(Passthrough::kVersionDraining, ctx, request, response);
 
-  auto* reactor = new InferReactor(InferReactor::Setup{this, ctx, response, std::move(parsed), std::move(*decoded),
+  auto* reactor = new InferReactor(InferReactor::Setup{this, ctx, response, std::move(parsed), std::move(call),
                                                        version->second, table, &served, std::move(version_name),
                                                        std::move(route_name), std::move(request_id), arrived});
   reactor->Start();

@@ -36,10 +36,6 @@ inline constexpr const char* kPassthroughReasons[] = {"unparsable",          "mo
                                                       "version_not_native",  "version_draining"};
 static_assert(std::size(kPassthroughReasons) == static_cast<size_t>(Passthrough::kVersionDraining) + 1);
 
-// The longest x-request-id a caller may send: a longer one is passed on to the Python server, which answers
-// INVALID_ARGUMENT naming the bound (service/codec.MAX_REQUEST_ID_BYTES; a test holds the two equal).
-constexpr size_t kMaxRequestIdBytes = 256;
-
 struct FrontendOptions {
   std::string address;  // "host:port" to listen on
   std::string backend;  // the Python server, e.g. "unix:/run/ortserve/backend.sock"

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "frontend.h"
-#include "infer_codec.h"
 #include "native_bindings.h"
 
 namespace nb = nanobind;
@@ -25,9 +24,9 @@ std::string Bytes(const std::optional<nb::bytes>& value) {
   return value ? std::string(value->c_str(), value->size()) : std::string();
 }
 
-// {model: (split order, split upper, {version: NativeVersion}[, {version: (output, labels)}])} -> one immutable
-// RouteTable. The fourth element is codec.ServedOutput.native_entry() per version; without it (or for a version
-// it does not list) a version answers LOGITS and sends classification requests to the Python server.
+// {model: (split order, split upper, {version: NativeVersion}[, {version: (kind, output, labels)}])} -> one
+// immutable RouteTable. The fourth element is what each version answers; without it (or for a version it does not
+// list) a version answers LOGITS and sends classification requests to the Python server.
 std::shared_ptr<const ortserve::RouteTable> ToRouteTable(nb::dict routes) {
   auto table = std::make_shared<ortserve::RouteTable>();
   for (auto [key, value] : routes) {
@@ -48,44 +47,21 @@ std::shared_ptr<const ortserve::RouteTable> ToRouteTable(nb::dict routes) {
     }
     if (entry.size() == 4) {
       for (auto [name, served] : nb::cast<nb::dict>(entry[3])) {
-        nb::tuple pair = nb::cast<nb::tuple>(served);
-        if (pair.size() != 2) {
-          throw nb::value_error(("routes['" + model + "'] outputs must be {version: (output name, labels)}").c_str());
+        nb::tuple entry = nb::cast<nb::tuple>(served);
+        if (entry.size() != 3) {
+          throw nb::value_error(
+              ("routes['" + model + "'] outputs must be {version: (kind, output name, labels)}").c_str());
         }
         auto output = std::make_shared<ortserve::VersionOutput>();
-        output->name = nb::cast<std::string>(pair[0]);
-        for (nb::handle label : pair[1]) output->labels.push_back(nb::cast<std::string>(label));
+        output->kind = nb::cast<std::string>(entry[0]);
+        output->name = nb::cast<std::string>(entry[1]);
+        for (nb::handle label : entry[2]) output->labels.push_back(nb::cast<std::string>(label));
         route.outputs[nb::cast<std::string>(name)] = std::move(output);
       }
     }
     table->models.emplace(model, std::move(route));
   }
   return table;
-}
-
-nb::str Str(std::string_view text) {
-  return nb::steal<nb::str>(PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "strict"));
-}
-
-// (texts, [(output, k)], probabilities) of a request on the native fast path, or None.
-std::optional<nb::tuple> NativeDecode(nb::bytes request, long long max_texts) {
-  inference::ModelInferRequest parsed;
-  if (!parsed.ParseFromArray(request.c_str(), static_cast<int>(request.size()))) return std::nullopt;
-  auto decoded = ortserve::DecodeRequest(parsed, max_texts);
-  if (!decoded) return std::nullopt;
-  nb::list texts, outputs;
-  for (std::string_view text : decoded->texts) texts.append(Str(text));
-  for (const auto& out : decoded->outputs) outputs.append(nb::make_tuple(Str(out.name), out.classes));
-  return nb::make_tuple(texts, outputs, decoded->probabilities);
-}
-
-// OutputsFit, for the parity test with codec.check_outputs.
-bool NativeOutputsFit(nb::bytes request, long long max_texts, const std::string& output,
-                      const std::vector<std::string>& labels) {
-  inference::ModelInferRequest parsed;
-  if (!parsed.ParseFromArray(request.c_str(), static_cast<int>(request.size()))) return false;
-  auto decoded = ortserve::DecodeRequest(parsed, max_texts);
-  return decoded && ortserve::OutputsFit(*decoded, ortserve::VersionOutput{output, labels});
 }
 
 }  // namespace
@@ -117,7 +93,7 @@ void BindFrontend(nb::module_& m) {
           "set_routes", [](ortserve::Frontend& self, nb::dict routes) { self.SetRoutes(ToRouteTable(routes)); },
           "routes"_a,
           "Replace the native route table: {model: (split order, split upper, {version: NativeVersion}[, {version: "
-          "(output, labels)}])}.")
+          "(kind, output, labels)}])}.")
       .def("set_health", &ortserve::Frontend::SetHealth, "service"_a, "serving"_a,
            nb::call_guard<nb::gil_scoped_release>(),
            "Set a grpc.health.v1 status ('' = the server, also ServerReady); ignored after not_serving().")
@@ -142,15 +118,8 @@ void BindFrontend(nb::module_& m) {
         nb::dict defaults;
         defaults["max_message_bytes"] = options.max_message_bytes;
         defaults["max_header_bytes"] = options.max_header_bytes;
-        defaults["max_request_id_bytes"] = ortserve::kMaxRequestIdBytes;
         defaults["max_texts_per_request"] = options.max_texts;
         return defaults;
       },
-      "FrontendOptions' own defaults, under service/config.Settings' names, and the x-request-id bound "
-      "(codec.MAX_REQUEST_ID_BYTES): a test holds them equal.");
-  m.def("_native_decode", &NativeDecode, "request"_a, "max_texts"_a,
-        "(texts, [(output, classification k)], probabilities) of a serialized ModelInferRequest on the native fast "
-        "path, or None (then it is proxied).");
-  m.def("_native_outputs_fit", &NativeOutputsFit, "request"_a, "max_texts"_a, "output"_a, "labels"_a,
-        "Whether the request decodes and its outputs fit a version answering `output` with `labels` natively.");
+      "FrontendOptions' own defaults, under service/config.Settings' names: a test holds them equal.");
 }

@@ -20,18 +20,6 @@
 
 namespace ortserve {
 
-const char* CodeName(Code code) {
-  switch (code) {
-    case Code::kOk: return "OK";
-    case Code::kCancelled: return "CANCELLED";
-    case Code::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case Code::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case Code::kInternal: return "INTERNAL";
-    case Code::kUnavailable: return "UNAVAILABLE";
-  }
-  return "UNKNOWN";
-}
-
 namespace {
 
 constexpr char kShuttingDown[] = "model version is shutting down; retry";

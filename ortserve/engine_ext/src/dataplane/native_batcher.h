@@ -32,16 +32,12 @@
 #include "batch_policy.h"
 #include "engine.h"
 #include "events.h"
+#include "status.h"
 #include "wordpiece.h"
 
 namespace ortserve {
 
 using Clock = std::chrono::steady_clock;
-
-// gRPC status codes the batcher answers with (numbers as in grpc::StatusCode).
-enum class Code : int { kOk = 0, kCancelled = 1, kDeadlineExceeded = 4, kResourceExhausted = 8, kInternal = 13,
-                        kUnavailable = 14 };
-const char* CodeName(Code code);  // "OK", "CANCELLED", ...
 
 // What one version's batches run on. Borrowed: the owner (Python's NativeTextModel object) keeps them alive
 // until Close() returned.

@@ -1,5 +1,5 @@
-// BLAKE2b per RFC 7693 (the unkeyed, sequential variant only: that is all Bucket needs), the bucket and
-// split of service/router.py, and the route table holder.
+// BLAKE2b per RFC 7693 (the unkeyed, sequential variant only: that is all Bucket needs), the bucket, the split,
+// and the route table holder.
 #include "route.h"
 
 #include <cstring>
@@ -107,6 +107,21 @@ int Bucket(std::string_view model, std::string_view routing_key) {
   uint64_t value = 0;
   for (uint8_t byte : digest) value = (value << 8) | byte;  // big-endian, as int.from_bytes(..., "big")
   return static_cast<int>(value % kBuckets);
+}
+
+Split Split::Of(const std::vector<std::pair<std::string, int>>& weighted) {
+  long long total = 0;
+  for (const auto& [version, weight] : weighted) total += weight > 0 ? weight : 0;
+  Split split;
+  if (total <= 0) return split;
+  long long acc = 0;
+  for (const auto& [version, weight] : weighted) {
+    if (weight <= 0) continue;
+    acc += weight;
+    split.order.push_back(version);
+    split.upper.push_back(static_cast<int>(acc * kBuckets / total));
+  }
+  return split;
 }
 
 const std::string* Split::Pick(int bucket) const {

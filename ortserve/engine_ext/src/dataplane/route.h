@@ -1,6 +1,7 @@
-// Version choice for the native data path: the same bucket as service/router.py (blake2b, 8-byte digest,
-// of "model NUL routing_key", big-endian, mod 10000) and a route table that Python replaces as one
-// immutable snapshot on every swap (invariant 2: a call loads the pointer once and sees old or new).
+// Version choice, for both front ends: the canary bucket (BLAKE2b, 8-byte digest, of "model NUL routing_key",
+// big-endian, mod 10000: identical across processes and restarts), the split of the buckets between versions, and
+// the native front end's route table, which Python replaces as one immutable snapshot on every swap (invariant 2: a
+// call loads the pointer once and sees old or new).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace ortserve {
@@ -22,17 +24,22 @@ constexpr int kBuckets = 10000;
 std::vector<uint8_t> Blake2b(std::string_view data, size_t out_len);
 int Bucket(std::string_view model, std::string_view routing_key);
 
-// service/router.Split, computed in Python (Split.of) and handed over as is.
+// Weights laid out over the buckets: versions own contiguous ranges, stacked oldest first, so the newest (the
+// canary) owns the top: ramping it from 5% to 20% moves keys only from the version below it to the canary, and
+// ramping down moves them back (invariant 6).
 struct Split {
-  std::vector<std::string> order;  // oldest first
+  std::vector<std::string> order;  // versions with weight, oldest first
   std::vector<int> upper;          // exclusive upper bucket of each
+  // `weighted` is (version, percent) oldest first; zero weights own no bucket; all zero: an empty split.
+  static Split Of(const std::vector<std::pair<std::string, int>>& weighted);
   const std::string* Pick(int bucket) const;  // nullptr when no version owns it
 };
 
-// What a version's replies carry (service/codec.ServedOutput): its output's name ("LOGITS" for a classifier,
-// "EMBEDDING" for an embedding model) and a classifier's labels, for the classification extension. A version
-// without labels sends classification requests to the Python server (which answers them or names the error).
+// What a version's replies carry: its kind ("classifier", "embedding"), its output's name ("LOGITS" for a
+// classifier, "EMBEDDING" for an embedding model) and a classifier's labels, for the classification extension. A
+// version without labels sends classification requests to the Python server.
 struct VersionOutput {
+  std::string kind = "classifier";
   std::string name = "LOGITS";
   std::vector<std::string> labels;
 };

@@ -1,6 +1,8 @@
-// Python bindings for the route helpers of route.h, so tests can hold them against service/router.py.
+// Python bindings of route.h: the bucket and the split the manager routes the Python front end's calls with (the
+// native front end uses the same code in C++).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -17,7 +19,7 @@ using namespace nb::literals;
 namespace {
 
 // The str's UTF-8, cached by CPython inside the object (valid while it lives). A lone surrogate raises
-// UnicodeEncodeError, as str.encode() does in router.bucket, instead of nanobind's generic TypeError.
+// UnicodeEncodeError, as str.encode() does, instead of nanobind's generic TypeError.
 std::string_view Utf8(const nb::str& text) {
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
@@ -34,7 +36,8 @@ void BindRoute(nb::module_& m) {
       "route_bucket",
       [](nb::str model, nb::str routing_key) { return ortserve::Bucket(Utf8(model), Utf8(routing_key)); },
       "model"_a, "routing_key"_a,
-      "Canary bucket 0..9999 of a routing key: equal to ortserve.service.router.bucket(model, routing_key).");
+      "Canary bucket 0..9999 of a routing key: BLAKE2b (8-byte digest) of 'model NUL routing_key', big-endian, "
+      "mod 10000; the same in every process and after restarts.");
 
   m.def(
       "blake2b_digest",
@@ -51,20 +54,29 @@ void BindRoute(nb::module_& m) {
       "Unkeyed BLAKE2b of data with a digest_size-byte (1..64) digest, as hashlib.blake2b(data, "
       "digest_size=...).digest().");
 
-  m.def(
-      "split_pick",
-      [](std::vector<std::string> order, std::vector<int> upper, int bucket) -> std::optional<std::string> {
-        if (order.size() != upper.size()) {
-          throw nb::value_error(("split_pick: order has " + std::to_string(order.size()) + " versions but upper has " +
-                                 std::to_string(upper.size()) + " bounds; pass Split.of(...).order and .upper")
-                                    .c_str());
+  nb::class_<ortserve::Split>(m, "Split", "Weights laid out over the buckets (route.h): oldest version lowest.")
+      .def_static(
+          "of",
+          [](std::vector<std::pair<std::string, int>> weighted) { return ortserve::Split::Of(weighted); },
+          "weighted"_a, "[(version, percent)] oldest first; zero weights own no bucket.")
+      .def(
+          "pick",
+          [](const ortserve::Split& self, int bucket) -> std::optional<std::string> {
+            const std::string* version = self.Pick(bucket);
+            if (version == nullptr) return std::nullopt;
+            return *version;
+          },
+          "bucket"_a, "The version owning bucket, or None.")
+      .def_ro("order", &ortserve::Split::order, "Versions with weight, oldest first.")
+      .def_ro("upper", &ortserve::Split::upper, "Exclusive upper bucket of each.")
+      .def("__eq__", [](const ortserve::Split& a, const ortserve::Split& b) {
+        return a.order == b.order && a.upper == b.upper;
+      })
+      .def("__repr__", [](const ortserve::Split& self) {
+        std::string out = "Split(";
+        for (size_t i = 0; i < self.order.size(); ++i) {
+          out += (i ? ", " : "") + self.order[i] + "<" + std::to_string(self.upper[i]);
         }
-        const ortserve::Split split{std::move(order), std::move(upper)};
-        const std::string* version = split.Pick(bucket);
-        if (version == nullptr) return std::nullopt;
-        return *version;
-      },
-      "order"_a, "upper"_a, "bucket"_a,
-      "The version owning bucket in a split (order oldest first, exclusive upper bounds), or None: "
-      "equal to ortserve.service.router.Split(order, upper).pick(bucket).");
+        return out + ")";
+      });
 }

@@ -146,6 +146,7 @@ void BindWordPiece(nb::module_& m);  // wordpiece_bindings.cc
 void BindRoute(nb::module_& m);      // route_bindings.cc
 void BindNative(nb::module_& m);     // native_bindings.cc
 void BindClassification(nb::module_& m);  // classification_bindings.cc
+void BindWire(nb::module_& m);            // wire_bindings.cc
 #ifdef ORTSERVE_WITH_FRONTEND
 void BindFrontend(nb::module_& m);   // frontend_bindings.cc
 #endif
@@ -174,6 +175,7 @@ NB_MODULE(_engine, m) {
   BindNative(m);
   BindRoute(m);
   BindClassification(m);
+  BindWire(m);
 #ifdef ORTSERVE_WITH_FRONTEND
   BindFrontend(m);
   m.attr("HAS_FRONTEND") = true;

@@ -1,0 +1,408 @@
+#include "infer_wire.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+
+#include "classification.h"
+
+namespace ortserve {
+namespace {
+
+std::string Quote(std::string_view text) { return "'" + std::string(text) + "'"; }
+
+// ['a', 'b'] as Python prints a list of str.
+std::string List(const std::vector<std::string_view>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ", ";
+    out += PyRepr(items[i]);
+  }
+  return out + "]";
+}
+
+// [1, 2] as Python prints a list of int.
+std::string List(const std::vector<int64_t>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(items[i]);
+  }
+  return out + "]";
+}
+
+WireError Invalid(std::string message) { return WireError{Code::kInvalidArgument, std::move(message)}; }
+
+uint32_t ReadLe32(const unsigned char* p) {
+  return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
+}
+
+// The elements of a raw BYTES buffer (4-byte little-endian length, then the bytes, repeated), or the error.
+std::optional<WireError> SplitRaw(std::string_view buffer, std::vector<std::string_view>& out) {
+  const std::string what = std::string("raw_input_contents for ") + Quote(kTextInput);
+  const auto* data = reinterpret_cast<const unsigned char*>(buffer.data());
+  size_t offset = 0;
+  while (offset < buffer.size()) {
+    if (buffer.size() - offset < 4) {
+      return Invalid(what + ": truncated length prefix at byte " + std::to_string(offset) + " (buffer is " +
+                     std::to_string(buffer.size()) + " bytes)");
+    }
+    const uint32_t size = ReadLe32(data + offset);
+    offset += 4;
+    if (size > buffer.size() - offset) {
+      return Invalid(what + ": element " + std::to_string(out.size()) + " declares " + std::to_string(size) +
+                     " bytes but only " + std::to_string(buffer.size() - offset) + " remain");
+    }
+    out.push_back(buffer.substr(offset, size));
+    offset += size;
+  }
+  return std::nullopt;
+}
+
+std::optional<WireError> DecodeTexts(const WireRequest& request, long long max_texts,
+                                     std::vector<std::string_view>& texts) {
+  const std::string input = Quote(kTextInput);
+  std::vector<std::string_view> names;
+  for (const WireInput& tensor : request.inputs) names.push_back(tensor.name);
+  if (std::find(names.begin(), names.end(), kTextInput) == names.end()) {
+    return Invalid("missing input " + input + " (BYTES [N]); got inputs " + (names.empty() ? "none" : List(names)));
+  }
+  std::vector<std::string_view> extra;
+  for (std::string_view name : names) {
+    if (name != kTextInput) extra.push_back(name);
+  }
+  std::sort(extra.begin(), extra.end());
+  extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
+  if (!extra.empty() || names.size() != 1) {
+    return Invalid("unexpected inputs " + List(extra.empty() ? names : extra) + ": this model takes only " + input);
+  }
+  const WireInput& tensor = request.inputs[0];
+  if (tensor.datatype != "BYTES") {
+    return Invalid("input " + input + " has datatype " +
+                   (tensor.datatype.empty() ? std::string("(empty)") : std::string(tensor.datatype)) +
+                   ", expected BYTES");
+  }
+  const std::vector<int64_t>& shape = tensor.shape;
+  if (!(shape.size() == 1 || (shape.size() == 2 && shape[1] == 1))) {
+    return Invalid("input " + input + " has shape " + List(shape) + ", expected [N] or [N, 1]");
+  }
+  const int64_t count = shape[0];
+  if (count < 1) return Invalid("input " + input + " has shape " + List(shape) + ": send at least one text");
+  if (count > max_texts) {
+    return Invalid("input " + input + " has " + std::to_string(count) + " texts, more than the maximum of " +
+                   std::to_string(max_texts) + " per request; split it into several requests");
+  }
+  if (!request.raw_input_contents.empty()) {
+    if (tensor.has_contents) return Invalid("input " + input + " sets both contents and raw_input_contents");
+    if (request.raw_input_contents.size() != 1) {
+      return Invalid("raw_input_contents has " + std::to_string(request.raw_input_contents.size()) +
+                     " entries, expected 1 (one per input)");
+    }
+    // At most count views reserved: the declared count is the caller's word, the buffer is what it sent.
+    texts.reserve(std::min(static_cast<size_t>(count), request.raw_input_contents[0].size() / 4));
+    if (auto error = SplitRaw(request.raw_input_contents[0], texts)) return error;
+  } else {
+    texts = tensor.bytes_contents;
+  }
+  if (static_cast<int64_t>(texts.size()) != count) {
+    return Invalid("input " + input + " has shape " + List(shape) + " but carries " + std::to_string(texts.size()) +
+                   " elements");
+  }
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const char* reason = nullptr;
+    size_t at = 0;
+    if (!IsValidUtf8(texts[i], &reason, &at)) {
+      return Invalid("input " + input + " element " + std::to_string(i) + " is not valid UTF-8 (" + reason +
+                     " at byte " + std::to_string(at) + ")");
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<WireError> DecodeOutputs(const WireRequest& request, std::vector<RequestedOutput>& outputs) {
+  for (const WireOutput& out : request.outputs) {
+    const std::string name = Quote(out.name);
+    for (const RequestedOutput& seen : outputs) {
+      if (seen.name == out.name) return Invalid("output " + name + " is requested twice");
+    }
+    RequestedOutput wanted{out.name, 0};
+    const WireParam& k = out.classification;
+    if (k.present) {
+      const std::string param = "output " + name + " parameter " + Quote(kClassificationParam);
+      if (k.kind == WireParam::Kind::kInt64) {
+        wanted.classes = k.int64_value;
+      } else if (k.kind == WireParam::Kind::kUint64) {
+        wanted.classes = k.uint64_value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                             ? std::numeric_limits<int64_t>::max()
+                             : static_cast<int64_t>(k.uint64_value);
+      } else {
+        return Invalid(param + " must be an integer (int64_param), got " + k.KindName());
+      }
+      if (wanted.classes < 1) {
+        return Invalid(param + " must be >= 1 (how many of the best classes to return), got " +
+                       std::to_string(wanted.classes));
+      }
+    }
+    outputs.push_back(wanted);
+  }
+  return std::nullopt;
+}
+
+std::string Article(std::string_view kind) {
+  const bool vowel = !kind.empty() && std::string_view("aeiou").find(kind[0]) != std::string_view::npos;
+  return std::string(vowel ? "an " : "a ") + std::string(kind) + " model";
+}
+
+bool LittleEndianHost() {
+  const uint32_t one = 1;
+  unsigned char first = 0;
+  std::memcpy(&first, &one, 1);
+  return first == 1;
+}
+
+void AppendLe32(std::string& out, uint32_t v) {
+  for (int b = 0; b < 4; ++b) out.push_back(static_cast<char>((v >> (8 * b)) & 0xFF));
+}
+
+ReplyTensor Fp32Tensor(std::string_view name, const float* values, int rows, int columns, bool raw) {
+  ReplyTensor t;
+  t.name = std::string(name);
+  t.datatype = "FP32";
+  t.rows = rows;
+  t.width = columns;
+  t.raw = raw;
+  const size_t count = static_cast<size_t>(std::max(rows, 0)) * static_cast<size_t>(std::max(columns, 0));
+  if (raw) {
+    t.raw_bytes.resize(count * 4);
+    if (LittleEndianHost()) {
+      if (count > 0) std::memcpy(t.raw_bytes.data(), values, count * 4);
+    } else {
+      for (size_t i = 0; i < count; ++i) {
+        uint32_t v;
+        std::memcpy(&v, &values[i], 4);
+        for (int b = 0; b < 4; ++b) t.raw_bytes[i * 4 + b] = static_cast<char>((v >> (8 * b)) & 0xFF);
+      }
+    }
+  } else {
+    t.fp32.assign(values, values + count);
+  }
+  return t;
+}
+
+ReplyTensor BytesTensor(std::string_view name, std::vector<std::string>&& elements, int rows, bool raw) {
+  ReplyTensor t;
+  t.name = std::string(name);
+  t.datatype = "BYTES";
+  t.rows = rows;
+  t.width = rows > 0 ? static_cast<int64_t>(elements.size() / static_cast<size_t>(rows)) : 0;
+  t.raw = raw;
+  if (raw) {
+    size_t total = 0;
+    for (const std::string& e : elements) total += 4 + e.size();
+    t.raw_bytes.reserve(total);
+    for (const std::string& e : elements) {
+      AppendLe32(t.raw_bytes, static_cast<uint32_t>(e.size()));
+      t.raw_bytes.append(e);
+    }
+  } else {
+    t.bytes = std::move(elements);
+  }
+  return t;
+}
+
+}  // namespace
+
+const char* WireParam::KindName() const {
+  switch (kind) {
+    case Kind::kBool: return "bool_param";
+    case Kind::kInt64: return "int64_param";
+    case Kind::kString: return "string_param";
+    case Kind::kDouble: return "double_param";
+    case Kind::kUint64: return "uint64_param";
+    case Kind::kNone: break;
+  }
+  return "no value";
+}
+
+std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts) {
+  DecodedCall call;
+  if (auto error = DecodeTexts(request, max_texts, call.texts)) return *error;
+  if (auto error = DecodeOutputs(request, call.outputs)) return *error;
+  const std::string scores = "request parameter " + Quote(kScoresParam);
+  if (request.scores.present) {
+    if (request.scores.kind != WireParam::Kind::kString) return Invalid(scores + " must be a string");
+    const std::string_view mode = request.scores.string_value;
+    if (mode != "logits" && mode != "probabilities") {
+      return Invalid(scores + " must be 'logits' or 'probabilities', got " + PyRepr(mode));
+    }
+    const bool classification =
+        std::any_of(call.outputs.begin(), call.outputs.end(), [](const RequestedOutput& o) { return o.classes > 0; });
+    if (!classification) {
+      return Invalid(scores + " applies to classification outputs: request " + Quote(kClassifierOutput) +
+                     " with the output parameter " + Quote(kClassificationParam) + " = k");
+    }
+    call.probabilities = mode == "probabilities";
+  }
+  if (request.routing_key.present) {
+    if (request.routing_key.kind != WireParam::Kind::kString) {
+      return Invalid("request parameter " + Quote(kRoutingKeyParam) + " must be a string");
+    }
+    call.routing_key = request.routing_key.string_value;
+  }
+  for (const WireOutput& out : request.outputs) {
+    if (out.binary_data.kind == WireParam::Kind::kBool) {
+      call.raw_output = out.binary_data.bool_value;
+      break;
+    }
+  }
+  return call;
+}
+
+std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutput& version, std::string_view model) {
+  for (const RequestedOutput& out : call.outputs) {
+    if (out.name != version.name) {
+      return Invalid("unknown output " + Quote(out.name) + " requested; model " + Quote(model) + " (" +
+                     Article(version.kind) + ") has outputs [" + Quote(version.name) + "]");
+    }
+    if (out.classes > 0 && version.kind != "classifier") {
+      return Invalid("output " + Quote(out.name) + " does not take parameter " + Quote(kClassificationParam) +
+                     ": model " + Quote(model) + " is " + Article(version.kind) + "; classification applies to a "
+                     "classifier's " + Quote(kClassifierOutput));
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOutput& version, const float* values,
+                                        int rows, int columns) {
+  std::vector<ReplyTensor> tensors;
+  if (call.outputs.empty()) {
+    tensors.push_back(Fp32Tensor(version.name, values, rows, columns, call.raw_output));
+    return tensors;
+  }
+  for (const RequestedOutput& out : call.outputs) {
+    if (out.classes > 0) {
+      tensors.push_back(BytesTensor(out.name, TopKClasses(values, rows, version.labels, out.classes,
+                                                          call.probabilities), rows, call.raw_output));
+    } else {
+      tensors.push_back(Fp32Tensor(out.name, values, rows, columns, call.raw_output));
+    }
+  }
+  return tensors;
+}
+
+std::string NewRequestId() {
+  thread_local std::mt19937_64 rng{std::random_device{}() ^
+                                   static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
+  static const char* hex = "0123456789abcdef";
+  std::string id(32, '0');
+  for (int half = 0; half < 2; ++half) {
+    uint64_t v = rng();
+    for (int i = 0; i < 16; ++i, v >>= 4) id[half * 16 + i] = hex[v & 0xF];
+  }
+  return id;
+}
+
+RequestIdChoice ChooseRequestId(std::string_view header) {
+  if (!header.empty() && header.size() <= kMaxRequestIdBytes) return {std::string(header), std::nullopt};
+  RequestIdChoice choice{NewRequestId(), std::nullopt};
+  if (header.size() > kMaxRequestIdBytes) {
+    choice.error = Invalid("x-request-id is " + std::to_string(header.size()) + " bytes; at most " +
+                           std::to_string(kMaxRequestIdBytes));
+  }
+  return choice;
+}
+
+std::string_view ChooseRoutingKey(std::string_view param, std::string_view header, std::string_view request_id) {
+  if (!param.empty()) return param;
+  if (!header.empty()) return header;
+  return request_id;
+}
+
+long long PushbackMs(double retry_after_s) {
+  // Half to even (std::nearbyint in the default rounding mode), so a hint of 0.0025 s is 2 ms, as Python's round().
+  return std::max(1LL, static_cast<long long>(std::nearbyint(retry_after_s * 1000)));
+}
+
+bool IsValidUtf8(std::string_view bytes, const char** reason, size_t* at) {
+  const auto* s = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t n = bytes.size();
+  auto fail = [&](size_t where, const char* why) {
+    if (reason) *reason = why;
+    if (at) *at = where;
+    return false;
+  };
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF;  // bounds of the second byte (they exclude overlongs, surrogates)
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return fail(i, "invalid start byte");
+    }
+    // As CPython: a continuation byte that is there and wrong, else a sequence cut short by the end.
+    for (size_t k = 1; k < len; ++k) {
+      if (i + k >= n) return fail(i, "unexpected end of data");
+      const unsigned char b = s[i + k];
+      const bool ok = k == 1 ? (b >= lo && b <= hi) : (b & 0xC0) == 0x80;
+      if (!ok) return fail(i, "invalid continuation byte");
+    }
+    i += len;
+  }
+  return true;
+}
+
+std::string PyRepr(std::string_view text) {
+  const bool has_single = text.find('\'') != std::string_view::npos;
+  const bool has_double = text.find('"') != std::string_view::npos;
+  const char quote = has_single && !has_double ? '"' : '\'';
+  std::string out(1, quote);
+  static const char* hex = "0123456789abcdef";
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\\' || c == static_cast<unsigned char>(quote)) {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7F) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 0xF];
+    } else if (c == 0xC2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) <= 0x9F) {
+      const auto cont = static_cast<unsigned char>(text[i + 1]);  // a C1 control, U+0080..U+009F
+      out += "\\x";
+      out += hex[cont >> 4];
+      out += hex[cont & 0xF];
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  out += quote;
+  return out;
+}
+
+}  // namespace ortserve

@@ -1,0 +1,139 @@
+// The wire rules of a KServe V2 ModelInfer call, over plain views of the request: no protobuf here, so that every
+// build has them and every front end uses them (the native grpc++ one through infer_codec.h, the Python grpc.aio
+// one through the bindings). What a call may carry and what it is told when it may not (the one implementation of
+// each message), how its request id and routing key are chosen, what its reply holds.
+//
+//   Decode(request, max_texts)      -> texts, requested outputs, score mode, raw output | INVALID_ARGUMENT
+//   CheckOutputs(call, version)     -> the requested outputs are what the leased version answers | INVALID_ARGUMENT
+//   EncodeOutputs(call, version, values) -> the reply's output tensors
+//   RequestId(header), RoutingKey(param, header, id), PushbackMs(retry_after_s)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "route.h"
+#include "status.h"
+
+namespace ortserve {
+
+constexpr const char* kTextInput = "TEXT";
+constexpr const char* kClassifierOutput = "LOGITS";
+constexpr const char* kEmbeddingOutput = "EMBEDDING";
+constexpr const char* kClassificationParam = "classification";  // a requested output's top-k
+constexpr const char* kScoresParam = "scores";                  // "logits" (default) or "probabilities"
+constexpr const char* kRoutingKeyParam = "routing_key";
+constexpr const char* kBinaryDataParam = "binary_data";
+// The longest x-request-id a caller may send: it is echoed in the reply's trailers (a gRPC client refuses trailers
+// past 16 KiB) and logged.
+constexpr size_t kMaxRequestIdBytes = 256;
+
+// One InferParameter of a map: whether the key is there, which of its oneof fields is set, and that value.
+struct WireParam {
+  enum class Kind { kNone, kBool, kInt64, kString, kDouble, kUint64 };
+  bool present = false;
+  Kind kind = Kind::kNone;
+  bool bool_value = false;
+  int64_t int64_value = 0;
+  uint64_t uint64_value = 0;
+  double double_value = 0;
+  std::string_view string_value;
+  const char* KindName() const;  // "bool_param", ..., "no value"
+};
+
+struct WireInput {
+  std::string_view name, datatype;
+  std::vector<int64_t> shape;
+  bool has_contents = false;  // the contents message is set (whatever it holds)
+  std::vector<std::string_view> bytes_contents;
+};
+
+struct WireOutput {
+  std::string_view name;
+  WireParam classification, binary_data;
+};
+
+// The parts of a ModelInferRequest the rules read; the views point into the caller's request.
+struct WireRequest {
+  std::vector<WireInput> inputs;
+  std::vector<WireOutput> outputs;
+  std::vector<std::string_view> raw_input_contents;
+  WireParam scores, routing_key;
+};
+
+struct RequestedOutput {
+  std::string_view name;
+  int64_t classes = 0;  // k of the classification extension; 0: the output tensor itself
+};
+
+// A call the rules accept; views into the request.
+struct DecodedCall {
+  std::vector<std::string_view> texts;
+  std::vector<RequestedOutput> outputs;  // as requested; empty: the version's output tensor
+  bool probabilities = false;            // scores = "probabilities"
+  bool raw_output = true;                // binary_data: the first requested output with a bool decides
+  std::string_view routing_key;          // the routing_key parameter; "" when absent
+};
+
+struct WireError {
+  Code code = Code::kInvalidArgument;
+  std::string message;
+};
+
+// The call's texts and outputs, or the first rule it breaks, with the message a caller can act on:
+// one input TEXT, BYTES, shape [N] or [N, 1], 1 <= N <= max_texts, N strict UTF-8 elements in contents.bytes_contents
+// or in the one raw_input_contents entry (each a 4-byte little-endian length, then the bytes); each output name
+// once, a classification parameter an integer >= 1; scores "logits" or "probabilities", with a classification
+// output; routing_key a string.
+std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts);
+
+// What a loaded version answers (route.h VersionOutput): every requested output is its output, and classification
+// only on a classifier. `model` names the model in the message.
+std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutput& version, std::string_view model);
+
+// One output tensor of the reply: raw (little-endian floats, or length-prefixed strings) for raw_output_contents,
+// else its contents (fp32 or bytes).
+struct ReplyTensor {
+  std::string name, datatype;  // "FP32" or "BYTES"
+  int64_t rows = 0, width = 0;
+  bool raw = true;
+  std::string raw_bytes;
+  std::vector<float> fp32;
+  std::vector<std::string> bytes;
+};
+
+// The reply's outputs for a call that passed CheckOutputs: the version's output FP32 [rows, columns] when none
+// was requested, else each requested one, a classification one as BYTES [rows, min(k, labels)] of
+// "score:index:label" (classification.h). `values` is row-major rows x columns.
+std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOutput& version, const float* values,
+                                        int rows, int columns);
+
+// The caller's x-request-id when it fits (1..kMaxRequestIdBytes bytes), else a fresh 32-hex-digit id; `error` when
+// the caller's is too long (the call is refused, answered under the fresh id).
+struct RequestIdChoice {
+  std::string id;
+  std::optional<WireError> error;
+};
+RequestIdChoice ChooseRequestId(std::string_view header);
+std::string NewRequestId();
+
+// The key the canary bucket hashes: the routing_key parameter, else the x-routing-key header, else the request id
+// (then a caller is not sticky).
+std::string_view ChooseRoutingKey(std::string_view param, std::string_view header, std::string_view request_id);
+
+// The grpc-retry-pushback-ms a refusal carries: the queued work's drain time in ms, half to even, at least 1.
+long long PushbackMs(double retry_after_s);
+
+// Strict UTF-8 as Python's bytes.decode("utf-8"): no overlongs, no surrogates, nothing past U+10FFFF. On failure,
+// `reason` and `at` say what Python's UnicodeDecodeError says.
+bool IsValidUtf8(std::string_view bytes, const char** reason = nullptr, size_t* at = nullptr);
+
+// Python's repr() of a str, for names quoted in messages (printable non-ASCII kept as is, C0/C1 controls escaped).
+std::string PyRepr(std::string_view text);
+
+}  // namespace ortserve

@@ -1,0 +1,244 @@
+// Python bindings of the wire rules (infer_wire.h): the Python front end decodes, checks and encodes every ModelInfer
+// with them, so both front ends answer each call by the one implementation.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "infer_wire.h"
+#include "route.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+using ortserve::WireParam;
+
+// A call the rules accepted, owning its texts and names (the views of DecodedCall point into the request, which
+// Python frees after the call to decode_call).
+struct OwnedWireCall {
+  std::vector<std::string> texts;
+  std::vector<std::pair<std::string, int64_t>> outputs;
+  bool probabilities = false;
+  bool raw_output = true;
+  std::string routing_key;
+
+  ortserve::DecodedCall View() const {
+    ortserve::DecodedCall call;
+    for (const auto& text : texts) call.texts.emplace_back(text);
+    for (const auto& [name, k] : outputs) call.outputs.push_back({name, k});
+    call.probabilities = probabilities;
+    call.raw_output = raw_output;
+    call.routing_key = routing_key;
+    return call;
+  }
+};
+
+std::string_view View(nb::handle bytes) {
+  char* data = nullptr;
+  Py_ssize_t size = 0;
+  if (PyBytes_AsStringAndSize(bytes.ptr(), &data, &size) != 0) throw nb::python_error();
+  return {data, static_cast<size_t>(size)};
+}
+
+std::string_view Utf8(nb::handle text) {
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
+  if (data == nullptr) throw nb::python_error();
+  return {data, static_cast<size_t>(size)};
+}
+
+// None (absent), or (oneof field name or None, value) as InferParameter.WhichOneof and getattr give them.
+WireParam Param(nb::handle param) {
+  WireParam out;
+  if (param.is_none()) return out;
+  out.present = true;
+  nb::tuple pair = nb::cast<nb::tuple>(param);
+  if (pair.size() != 2) throw nb::value_error("a parameter is None or (kind, value)");
+  if (pair[0].is_none()) return out;
+  const std::string kind = nb::cast<std::string>(pair[0]);
+  if (kind == "bool_param") {
+    out.kind = WireParam::Kind::kBool;
+    out.bool_value = nb::cast<bool>(pair[1]);
+  } else if (kind == "int64_param") {
+    out.kind = WireParam::Kind::kInt64;
+    out.int64_value = nb::cast<int64_t>(pair[1]);
+  } else if (kind == "uint64_param") {
+    out.kind = WireParam::Kind::kUint64;
+    out.uint64_value = nb::cast<uint64_t>(pair[1]);
+  } else if (kind == "double_param") {
+    out.kind = WireParam::Kind::kDouble;
+    out.double_value = nb::cast<double>(pair[1]);
+  } else if (kind == "string_param") {
+    out.kind = WireParam::Kind::kString;
+    out.string_value = Utf8(pair[1]);
+  } else {
+    throw nb::value_error(("unknown parameter kind " + kind).c_str());
+  }
+  return out;
+}
+
+ortserve::VersionOutput Version(const std::string& kind, const std::string& output, std::vector<std::string> labels) {
+  return ortserve::VersionOutput{kind, output, std::move(labels)};
+}
+
+// A call the rules refuse, raised in Python as engine_ext.WireError(message); every such refusal is
+// INVALID_ARGUMENT (the rules decide nothing else).
+struct WireRefusal : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void Raise(const ortserve::WireError& error) { throw WireRefusal(error.message); }
+
+}  // namespace
+
+void BindWire(nb::module_& m) {
+  m.attr("TEXT_INPUT") = ortserve::kTextInput;
+  m.attr("CLASSIFIER_OUTPUT") = ortserve::kClassifierOutput;
+  m.attr("EMBEDDING_OUTPUT") = ortserve::kEmbeddingOutput;
+  m.attr("MAX_REQUEST_ID_BYTES") = ortserve::kMaxRequestIdBytes;
+  nb::exception<WireRefusal>(m, "WireError", PyExc_ValueError);
+
+  nb::class_<OwnedWireCall>(m, "DecodedCall", "A ModelInfer call the wire rules accepted.")
+      .def_prop_ro("texts",
+                   [](const OwnedWireCall& self) {
+                     nb::list out;
+                     for (const auto& text : self.texts) {
+                       out.append(nb::steal<nb::str>(
+                           PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "strict")));
+                     }
+                     return out;
+                   })
+      .def_ro("outputs", &OwnedWireCall::outputs, "[(name, classification k or 0)] as requested; [] = the version's tensor")
+      .def_ro("probabilities", &OwnedWireCall::probabilities)
+      .def_ro("raw_output", &OwnedWireCall::raw_output)
+      .def_ro("routing_key", &OwnedWireCall::routing_key, "the routing_key parameter; '' when absent");
+
+  m.def(
+      "decode_call",
+      [](nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores, nb::handle routing_key,
+         long long max_texts) {
+        ortserve::WireRequest request;
+        for (nb::handle item : inputs) {
+          nb::tuple t = nb::cast<nb::tuple>(item);
+          if (t.size() != 5) throw nb::value_error("an input is (name, datatype, shape, has_contents, bytes_contents)");
+          ortserve::WireInput& in = request.inputs.emplace_back();
+          in.name = Utf8(t[0]);
+          in.datatype = Utf8(t[1]);
+          for (nb::handle dim : t[2]) in.shape.push_back(nb::cast<int64_t>(dim));
+          in.has_contents = nb::cast<bool>(t[3]);
+          for (nb::handle element : t[4]) in.bytes_contents.push_back(View(element));
+        }
+        for (nb::handle item : outputs) {
+          nb::tuple t = nb::cast<nb::tuple>(item);
+          if (t.size() != 3) throw nb::value_error("an output is (name, classification, binary_data)");
+          ortserve::WireOutput& out = request.outputs.emplace_back();
+          out.name = Utf8(t[0]);
+          out.classification = Param(t[1]);
+          out.binary_data = Param(t[2]);
+        }
+        for (nb::handle raw : raw_input_contents) request.raw_input_contents.push_back(View(raw));
+        request.scores = Param(scores);
+        request.routing_key = Param(routing_key);
+        auto decoded = ortserve::Decode(request, max_texts);
+        if (auto* error = std::get_if<ortserve::WireError>(&decoded)) Raise(*error);
+        const auto& call = std::get<ortserve::DecodedCall>(decoded);
+        OwnedWireCall owned;
+        owned.texts.reserve(call.texts.size());
+        for (std::string_view text : call.texts) owned.texts.emplace_back(text);
+        for (const auto& out : call.outputs) owned.outputs.emplace_back(std::string(out.name), out.classes);
+        owned.probabilities = call.probabilities;
+        owned.raw_output = call.raw_output;
+        owned.routing_key = std::string(call.routing_key);
+        return owned;
+      },
+      "inputs"_a, "outputs"_a, "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(), "max_texts"_a,
+      "The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: "
+      "[(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a "
+      "parameter: None when absent, else (WhichOneof('parameter_choice'), value).");
+
+  m.def(
+      "check_outputs",
+      [](const OwnedWireCall& call, const std::string& kind, const std::string& output, std::vector<std::string> labels,
+         const std::string& model) {
+        if (auto error = ortserve::CheckOutputs(call.View(), Version(kind, output, std::move(labels)), model)) {
+          Raise(*error);
+        }
+      },
+      "call"_a, "kind"_a, "output"_a, "labels"_a, "model"_a,
+      "WireError unless every requested output is the one a `kind` version answers (`output`), and classification "
+      "only on a classifier.");
+
+  m.def(
+      "encode_outputs",
+      [](const OwnedWireCall& call, const std::string& kind, const std::string& output, std::vector<std::string> labels,
+         nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> values) {
+        const auto version = Version(kind, output, std::move(labels));
+        const int rows = static_cast<int>(values.shape(0));
+        const int columns = static_cast<int>(values.shape(1));
+        for (const auto& [name, k] : call.outputs) {
+          if (k > 0 && version.labels.size() != static_cast<size_t>(columns)) {
+            throw nb::value_error(("values have " + std::to_string(columns) + " columns for " +
+                                   std::to_string(version.labels.size()) + " labels").c_str());
+          }
+        }
+        std::vector<ortserve::ReplyTensor> tensors;
+        {
+          nb::gil_scoped_release release;
+          tensors = ortserve::EncodeOutputs(call.View(), version, values.data(), rows, columns);
+        }
+        nb::list out;
+        for (auto& t : tensors) {
+          nb::object payload;
+          if (t.raw) {
+            payload = nb::bytes(t.raw_bytes.data(), t.raw_bytes.size());
+          } else if (t.datatype == "FP32") {
+            nb::list floats;
+            for (float v : t.fp32) floats.append(v);
+            payload = floats;
+          } else {
+            nb::list elements;
+            for (const auto& e : t.bytes) elements.append(nb::bytes(e.data(), e.size()));
+            payload = elements;
+          }
+          out.append(nb::make_tuple(t.name, t.datatype, nb::make_tuple(t.rows, t.width), t.raw, payload));
+        }
+        return out;
+      },
+      "call"_a, "kind"_a, "output"_a, "labels"_a, "values"_a,
+      "The reply's outputs for values (float32 [rows, columns]): [(name, datatype, (rows, width), raw, payload)], "
+      "payload the raw_output_contents bytes when raw, else the contents (a list of floats or of bytes).");
+
+  m.def(
+      "choose_request_id",
+      [](nb::str header) {
+        auto choice = ortserve::ChooseRequestId(Utf8(header));
+        std::optional<std::string> error;
+        if (choice.error) error = choice.error->message;
+        return std::make_pair(std::move(choice.id), std::move(error));
+      },
+      "header"_a,
+      "(request id, error): the caller's x-request-id when it fits, else a fresh one; error (an INVALID_ARGUMENT "
+      "message) when the caller's is too long.");
+  m.def(
+      "choose_routing_key",
+      [](nb::str param, nb::str header, nb::str request_id) {
+        return std::string(ortserve::ChooseRoutingKey(Utf8(param), Utf8(header), Utf8(request_id)));
+      },
+      "param"_a, "header"_a, "request_id"_a,
+      "The canary key: the routing_key parameter, else the x-routing-key header, else the request id.");
+  m.def("pushback_ms", &ortserve::PushbackMs, "retry_after_s"_a,
+        "grpc-retry-pushback-ms of a refusal: the drain time in ms, half to even, at least 1.");
+}
