@@ -6,7 +6,7 @@ engine is compiled against ORT's C API headers but not linked to the library, so
 ORT release at least as new as those headers (1.21). ``ORTSERVE_ONNXRUNTIME_LIB`` overrides the path,
 e.g. for a custom ORT build.
 
-    engine = Engine("model.onnx", intra_op_threads=2)
+    engine = Engine("model.onnx", EngineOptions(intra_op_threads=2))
     logits = engine.run({"input_ids": ids, "attention_mask": mask})["logits"]
     engine.close()
 
@@ -66,6 +66,7 @@ except _engine.EngineError as error:
     raise ImportError(f"ortserve.engine_ext: {error}") from error
 
 Engine = _engine.Engine
+EngineOptions = _engine.EngineOptions
 TensorInfo = _engine.TensorInfo
 EngineError = _engine.EngineError
 ModelLoadError = _engine.ModelLoadError
@@ -127,6 +128,7 @@ __all__ = [
     "Engine",
     "EngineClosedError",
     "EngineError",
+    "EngineOptions",
     "EventSink",
     "InputError",
     "ModelLoadError",

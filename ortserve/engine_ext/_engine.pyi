@@ -394,7 +394,7 @@ class Split:
 
 def classification_top_k(scores: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], labels: Sequence[str], k: int, probabilities: bool = False) -> list:
     """
-    Per row of scores (float32 [N, len(labels)]), its min(k, labels) best classes as b'score:index:label', best first: equal to ortserve.service.classification.top_k(scores, k, labels, probabilities=...).
+    Per row of scores (float32 [N, len(labels)]), its min(k, labels) best classes as b'score:index:label', best first (classification.h).
     """
 
 TEXT_INPUT: str = 'TEXT'
@@ -430,7 +430,7 @@ class DecodedCall:
     def routing_key(self) -> str:
         """the routing_key parameter; '' when absent"""
 
-def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts: int) -> DecodedCall:
+def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int) -> DecodedCall:
     """
     The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: [(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a parameter: None when absent, else (WhichOneof('parameter_choice'), value).
     """
@@ -465,7 +465,7 @@ class Frontend:
     grpc++ server on the public port: native ModelInfer, the rest proxied to backend.
     """
 
-    def __init__(self, address: str, backend: str, *, events: object, max_message_bytes: int, max_header_bytes: int, max_texts: int, tls_cert: bytes | None = None, tls_key: bytes | None = None, tls_client_ca: bytes | None = None) -> None: ...
+    def __init__(self, address: str, backend: str, *, events: object, max_message_bytes: int, max_header_bytes: int, max_texts_per_request: int, tls_cert: bytes | None = None, tls_key: bytes | None = None, tls_client_ca: bytes | None = None) -> None: ...
 
     def start(self) -> int:
         """
@@ -535,10 +535,100 @@ class TensorInfo:
 
     def __repr__(self) -> str: ...
 
+class EngineOptions:
+    """
+    How a session runs: each field a setting of service/config.Settings under the same name, defaulting to its default there (the server builds one from its Settings).
+    """
+
+    def __init__(self, *, intra_op_threads: int = 2, inter_op_threads: int = 1, graph_optimization_level: str = 'all', device: str = 'cpu', allow_spinning: bool = True, spin_between_runs: bool = False, check_finite: bool = True, gpu_memory_limit_mb: int = 0, cudnn_conv_algo_search: str = 'exhaustive', cuda_graphs: bool = False, cpu_arena_limit_mb: int = 0, gpu_oom_fallback: str = 'lazy', gpu_fallback_cooldown_s: float = 30.0) -> None: ...
+
+    @property
+    def intra_op_threads(self) -> int: ...
+
+    @intra_op_threads.setter
+    def intra_op_threads(self, arg: int, /) -> None: ...
+
+    @property
+    def inter_op_threads(self) -> int: ...
+
+    @inter_op_threads.setter
+    def inter_op_threads(self, arg: int, /) -> None: ...
+
+    @property
+    def graph_optimization_level(self) -> str: ...
+
+    @graph_optimization_level.setter
+    def graph_optimization_level(self, arg: str, /) -> None: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @device.setter
+    def device(self, arg: str, /) -> None: ...
+
+    @property
+    def allow_spinning(self) -> bool: ...
+
+    @allow_spinning.setter
+    def allow_spinning(self, arg: bool, /) -> None: ...
+
+    @property
+    def spin_between_runs(self) -> bool: ...
+
+    @spin_between_runs.setter
+    def spin_between_runs(self, arg: bool, /) -> None: ...
+
+    @property
+    def check_finite(self) -> bool: ...
+
+    @check_finite.setter
+    def check_finite(self, arg: bool, /) -> None: ...
+
+    @property
+    def gpu_memory_limit_mb(self) -> int: ...
+
+    @gpu_memory_limit_mb.setter
+    def gpu_memory_limit_mb(self, arg: int, /) -> None: ...
+
+    @property
+    def cudnn_conv_algo_search(self) -> str: ...
+
+    @cudnn_conv_algo_search.setter
+    def cudnn_conv_algo_search(self, arg: str, /) -> None: ...
+
+    @property
+    def cuda_graphs(self) -> bool: ...
+
+    @cuda_graphs.setter
+    def cuda_graphs(self, arg: bool, /) -> None: ...
+
+    @property
+    def cpu_arena_limit_mb(self) -> int: ...
+
+    @cpu_arena_limit_mb.setter
+    def cpu_arena_limit_mb(self, arg: int, /) -> None: ...
+
+    @property
+    def gpu_oom_fallback(self) -> str: ...
+
+    @gpu_oom_fallback.setter
+    def gpu_oom_fallback(self, arg: str, /) -> None: ...
+
+    @property
+    def gpu_fallback_cooldown_s(self) -> float: ...
+
+    @gpu_fallback_cooldown_s.setter
+    def gpu_fallback_cooldown_s(self, arg: float, /) -> None: ...
+
+    def __copy__(self) -> EngineOptions: ...
+
 class Engine:
     """One ONNX Runtime session; run() is thread-safe and releases the GIL."""
 
-    def __init__(self, path: str | os.PathLike, *, intra_op_threads: int = 1, inter_op_threads: int = 1, graph_optimization_level: str = 'all', device: str = 'cpu', allow_spinning: bool = False, spin_between_runs: bool = False, check_finite: bool = True, gpu_memory_limit_mb: int = 0, cudnn_conv_algo_search: str = 'exhaustive', cuda_graphs: bool = False, cpu_arena_limit_mb: int = 0, oom_fallback: str = 'off', oom_cooldown_s: float = 30.0) -> None: ...
+    def __init__(self, path: str | os.PathLike, options: EngineOptions | None = None) -> None:
+        """
+        One session of the model at `path`, run as `options` say (EngineOptions; its defaults are the settings').
+        """
 
     @property
     def inputs(self) -> list[TensorInfo]: ...

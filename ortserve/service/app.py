@@ -91,7 +91,8 @@ class Server:
             observer=self._on_lifecycle,
             data_path=self.native,
         )
-        self.servicer = InferenceServicer(self.manager, self.metrics, max_texts=settings.max_texts_per_request)
+        self.servicer = InferenceServicer(self.manager, self.metrics,
+                                          max_texts_per_request=settings.max_texts_per_request)
         self.health = health.aio.HealthServicer()
         self._server: grpc.aio.Server | None = None
         self._source_task: asyncio.Task[None] | None = None
@@ -221,10 +222,10 @@ class Server:
             self.log_fallbacks()
 
     def log_fallbacks(self) -> None:
-        for model, version, classifier in self.manager.loaded_classifiers():
-            for event in classifier.engine.take_fallback_events():
+        for model, version, instance in self.manager.loaded_instances():
+            for event in instance.engine.take_fallback_events():
                 log.warning(
-                    "gpu_oom_fallback", model=model, version=version, device=classifier.engine.device,
+                    "gpu_oom_fallback", model=model, version=version, device=instance.engine.device,
                     shape=event["shape"], answered_on_cpu=event["answered"], reason=event["reason"],
                     cooldown_s=self.settings.gpu_fallback_cooldown_s,
                     **({"error": event["error"]} if event["error"] else {}),

@@ -3,7 +3,7 @@ front end. No rule lives here: what a ModelInfer may carry, what a caller is tol
 and the routing key are chosen and what a reply holds are the C++ rules, the same for both front ends; this module
 only hands them the request's fields and writes the reply's tensors into the response message.
 
-    call = decode(request, max_texts=...)          InvalidArgument naming the first rule the call breaks
+    call = decode(request, max_texts_per_request=...)          InvalidArgument naming the first rule the call breaks
     check_outputs(call, served, model)             InvalidArgument unless the leased version answers them
     encode(response, call, served, values)         the reply's output tensors
 """
@@ -45,7 +45,7 @@ class ServedOutput:
         return self.kind, self.name, list(self.labels)
 
 
-def decode(request: pb.ModelInferRequest, *, max_texts: int) -> Any:
+def decode(request: pb.ModelInferRequest, *, max_texts_per_request: int) -> Any:
     """The call (`engine_ext.DecodedCall`: texts, outputs, probabilities, raw_output, routing_key)."""
     inputs = [(t.name, t.datatype, list(t.shape), t.HasField("contents"), list(t.contents.bytes_contents))
               for t in request.inputs]
@@ -54,7 +54,7 @@ def decode(request: pb.ModelInferRequest, *, max_texts: int) -> Any:
     try:
         return engine_ext.decode_call(inputs, outputs, list(request.raw_input_contents),
                                       _param(request.parameters, "scores"), _param(request.parameters, "routing_key"),
-                                      max_texts)
+                                      max_texts_per_request)
     except engine_ext.WireError as e:
         raise InvalidArgument(str(e)) from None
 

@@ -84,10 +84,10 @@ def add_inference_service(servicer: InferenceServicer, server: grpc.aio.Server) 
 
 
 class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
-    def __init__(self, manager: ModelManager, metrics: Metrics, *, max_texts: int) -> None:
+    def __init__(self, manager: ModelManager, metrics: Metrics, *, max_texts_per_request: int) -> None:
         self._manager = manager
         self._metrics = metrics
-        self._max_texts = max_texts
+        self._max_texts = max_texts_per_request
         self.accepting = True  # False once shutdown starts: readiness says so before the port closes
 
     async def ServerLive(self, request: pb.ServerLiveRequest, context: Any) -> pb.ServerLiveResponse:
@@ -119,10 +119,10 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         version = route.versions[request.version] if request.version else next(iter(route.versions.values()))
         meta = pb.ModelMetadataResponse(name=request.name, versions=sorted(route.versions), platform="onnxruntime_onnx")
         meta.inputs.add(name=codec.INPUT_NAME, datatype="BYTES", shape=[-1])
-        if version.classifier is None:  # closed between the table read and here: describe what it was
+        if version.instance is None:  # closed between the table read and here: describe what it was
             meta.outputs.add(name=codec.WIRE_OUTPUTS["classifier"], datatype="FP32", shape=[-1, -1])
             return meta
-        served = codec.ServedOutput.of(version.classifier.manifest)
+        served = codec.ServedOutput.of(version.instance.manifest)
         meta.outputs.add(name=served.name, datatype="FP32", shape=[-1, served.columns])
         # An extension of the protocol (MLServer's field number, see the .proto): the model's kind and a classifier's
         # labels in LOGITS column order, as a JSON array (labels may hold commas); class_count names them per call.
@@ -141,7 +141,7 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         try:
             if id_error:
                 raise InvalidArgument(id_error)
-            call = codec.decode(request, max_texts=self._max_texts)
+            call = codec.decode(request, max_texts_per_request=self._max_texts)
             routing_key = engine_ext.choose_routing_key(call.routing_key, str(metadata.get("x-routing-key") or ""),
                                                         request_id)
             remaining = context.time_remaining()
@@ -152,8 +152,8 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             ) as lease:
                 lv = lease.version
                 record.version, record.route = lv.version, lease.route
-                assert lv.batcher is not None and lv.classifier is not None  # READY versions always have both
-                served = codec.ServedOutput.of(lv.classifier.manifest)
+                assert lv.batcher is not None and lv.instance is not None  # READY versions always have both
+                served = codec.ServedOutput.of(lv.instance.manifest)
                 codec.check_outputs(call, served, request.model_name)
                 result = await lv.batcher.infer(call.texts, deadline=deadline)
             response = pb.ModelInferResponse(model_name=request.model_name, model_version=lv.version, id=request.id)

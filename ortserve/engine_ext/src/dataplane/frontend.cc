@@ -395,7 +395,7 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
   const auto model = table->models.find(req.model_name());
   if (model == table->models.end()) return PassOn(Passthrough::kModelNotNative, ctx, request, response);
   // A call the rules refuse goes to the Python server, which answers it with the same rules' message and logs it.
-  auto decoded = Decode(ToWire(req), options.max_texts);
+  auto decoded = Decode(ToWire(req), options.max_texts_per_request);
   if (std::holds_alternative<WireError>(decoded)) return PassOn(Passthrough::kBadInput, ctx, request, response);
   RequestIdChoice id = ChooseRequestId(ClientHeader(*ctx, "x-request-id"));
   if (id.error) return PassOn(Passthrough::kBadInput, ctx, request, response);

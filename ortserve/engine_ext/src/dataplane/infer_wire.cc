@@ -63,7 +63,7 @@ std::optional<WireError> SplitRaw(std::string_view buffer, std::vector<std::stri
   return std::nullopt;
 }
 
-std::optional<WireError> DecodeTexts(const WireRequest& request, long long max_texts,
+std::optional<WireError> DecodeTexts(const WireRequest& request, long long max_texts_per_request,
                                      std::vector<std::string_view>& texts) {
   const std::string input = Quote(kTextInput);
   std::vector<std::string_view> names;
@@ -92,9 +92,9 @@ std::optional<WireError> DecodeTexts(const WireRequest& request, long long max_t
   }
   const int64_t count = shape[0];
   if (count < 1) return Invalid("input " + input + " has shape " + List(shape) + ": send at least one text");
-  if (count > max_texts) {
+  if (count > max_texts_per_request) {
     return Invalid("input " + input + " has " + std::to_string(count) + " texts, more than the maximum of " +
-                   std::to_string(max_texts) + " per request; split it into several requests");
+                   std::to_string(max_texts_per_request) + " per request; split it into several requests");
   }
   if (!request.raw_input_contents.empty()) {
     if (tensor.has_contents) return Invalid("input " + input + " sets both contents and raw_input_contents");
@@ -228,9 +228,9 @@ const char* WireParam::KindName() const {
   return "no value";
 }
 
-std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts) {
+std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts_per_request) {
   DecodedCall call;
-  if (auto error = DecodeTexts(request, max_texts, call.texts)) return *error;
+  if (auto error = DecodeTexts(request, max_texts_per_request, call.texts)) return *error;
   if (auto error = DecodeOutputs(request, call.outputs)) return *error;
   const std::string scores = "request parameter " + Quote(kScoresParam);
   if (request.scores.present) {

@@ -3,7 +3,7 @@
 // one through the bindings). What a call may carry and what it is told when it may not (the one implementation of
 // each message), how its request id and routing key are chosen, what its reply holds.
 //
-//   Decode(request, max_texts)      -> texts, requested outputs, score mode, raw output | INVALID_ARGUMENT
+//   Decode(request, max_texts_per_request)      -> texts, requested outputs, score mode, raw output | INVALID_ARGUMENT
 //   CheckOutputs(call, version)     -> the requested outputs are what the leased version answers | INVALID_ARGUMENT
 //   EncodeOutputs(call, version, values) -> the reply's output tensors
 //   RequestId(header), RoutingKey(param, header, id), PushbackMs(retry_after_s)
@@ -86,11 +86,11 @@ struct WireError {
 };
 
 // The call's texts and outputs, or the first rule it breaks, with the message a caller can act on:
-// one input TEXT, BYTES, shape [N] or [N, 1], 1 <= N <= max_texts, N strict UTF-8 elements in contents.bytes_contents
+// one input TEXT, BYTES, shape [N] or [N, 1], 1 <= N <= max_texts_per_request, N strict UTF-8 elements in contents.bytes_contents
 // or in the one raw_input_contents entry (each a 4-byte little-endian length, then the bytes); each output name
 // once, a classification parameter an integer >= 1; scores "logits" or "probabilities", with a classification
 // output; routing_key a string.
-std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts);
+std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts_per_request);
 
 // What a loaded version answers (route.h VersionOutput): every requested output is its output, and classification
 // only on a classifier. `model` names the model in the message.

@@ -129,7 +129,7 @@ void BindWire(nb::module_& m) {
   m.def(
       "decode_call",
       [](nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores, nb::handle routing_key,
-         long long max_texts) {
+         long long max_texts_per_request) {
         ortserve::WireRequest request;
         for (nb::handle item : inputs) {
           nb::tuple t = nb::cast<nb::tuple>(item);
@@ -152,7 +152,7 @@ void BindWire(nb::module_& m) {
         for (nb::handle raw : raw_input_contents) request.raw_input_contents.push_back(View(raw));
         request.scores = Param(scores);
         request.routing_key = Param(routing_key);
-        auto decoded = ortserve::Decode(request, max_texts);
+        auto decoded = ortserve::Decode(request, max_texts_per_request);
         if (auto* error = std::get_if<ortserve::WireError>(&decoded)) Raise(*error);
         const auto& call = std::get<ortserve::DecodedCall>(decoded);
         OwnedWireCall owned;
@@ -164,7 +164,7 @@ void BindWire(nb::module_& m) {
         owned.routing_key = std::string(call.routing_key);
         return owned;
       },
-      "inputs"_a, "outputs"_a, "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(), "max_texts"_a,
+      "inputs"_a, "outputs"_a, "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(), "max_texts_per_request"_a,
       "The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: "
       "[(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a "
       "parameter: None when absent, else (WhichOneof('parameter_choice'), value).");
