@@ -441,6 +441,8 @@ class ModelManager:
             for (m, v), lv in self._loading.items():
                 if m == model and v not in versions:
                     versions[v] = {"state": lv.state.value, "leases": 0, "source": lv.spec.source(), "queue_depth": 0}
+                    if lv.state is State.FAILED:  # failed, still closing what the attempt opened: say why already
+                        versions[v]["error"] = lv.reason
             for (m, v), failure in self._failures.items():
                 if m == model and v not in versions:
                     versions[v] = {
