@@ -13,8 +13,8 @@ e.g. for a custom ORT build.
 ``WordPiece`` (see ``load_wordpiece``) is the native BERT tokenizer, equal to HF tokenizers' ids.
 ``route_bucket`` and ``Split`` choose a call's version (the canary bucket and the weights' layout over it), for both
 front ends. The wire rules of a ModelInfer (``decode_call``, ``check_outputs``, ``encode_outputs``,
-``choose_request_id``, ``choose_routing_key``, ``pushback_ms``; ``WireError``) are the C++ ones both front ends use;
-``classification_top_k`` is the classification extension's top-k.
+``choose_request_id``, ``choose_routing_key``, ``pushback_ms``, ``parse_trace_context``; ``WireError``) are the
+C++ ones both front ends and both transports use; ``classification_top_k`` is the classification extension's top-k.
 ``Frontend`` (when ``HAS_FRONTEND``) is the native gRPC front end: ModelInfer served natively, the rest
 proxied to the Python server.
 ``NativeVersion`` is one version on the batcher (every ModelInfer, both front ends), built from a
@@ -90,6 +90,7 @@ encode_outputs = _engine.encode_outputs
 choose_request_id = _engine.choose_request_id
 choose_routing_key = _engine.choose_routing_key
 pushback_ms = _engine.pushback_ms
+parse_trace_context = _engine.parse_trace_context
 TEXT_INPUT: str = _engine.TEXT_INPUT
 CLASSIFIER_OUTPUT: str = _engine.CLASSIFIER_OUTPUT
 EMBEDDING_OUTPUT: str = _engine.EMBEDDING_OUTPUT
@@ -161,6 +162,7 @@ __all__ = [
     "load_wordpiece",
     "native_choose_batch",
     "ort_version",
+    "parse_trace_context",
     "pushback_ms",
     "route_bucket",
     "split_rows",

@@ -155,6 +155,21 @@ class RequestEvent:
     def ended_unix(self) -> float:
         """when the reply went out (seconds since the epoch)"""
 
+    @property
+    def trace_id(self) -> str:
+        """the caller's trace (32 hex digits), "" when none"""
+
+    @property
+    def parent_span_id(self) -> str:
+        """the caller's span (16 hex digits), "" when none"""
+
+    @property
+    def sampled(self) -> int:
+        """the caller's sampling decision: 1, 0, or -1 when none"""
+
+    @property
+    def tracestate(self) -> str: ...
+
 class BatchEvent:
     """One engine run of the batcher."""
 
@@ -453,6 +468,11 @@ def choose_request_id(header: str) -> tuple[str, str | None]:
 def choose_routing_key(param: str, header: str, request_id: str) -> str:
     """
     The canary key: the routing_key parameter, else the x-routing-key header, else the request id.
+    """
+
+def parse_trace_context(traceparent: str, tracestate: str, b3: str, b3_trace_id: str, b3_span_id: str, b3_sampled: str, b3_flags: str) -> tuple:
+    """
+    (trace_id, parent_span_id, sampled, tracestate) of a caller's W3C or B3 trace headers (infer_wire.h); trace_id '' when none is valid, sampled 1, 0 or -1 (none).
     """
 
 def pushback_ms(retry_after_s: float) -> int:

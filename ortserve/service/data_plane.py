@@ -81,8 +81,10 @@ _Answer = tuple[str, str, np.ndarray | None, dict[str, float]]
 class DataPlane:
     """The process's batching resources and the loop's side of them. Built before the loop runs; `start` on it."""
 
-    def __init__(self, settings: Settings, metrics: Metrics, *, tokenize_pool: Executor) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics, *, tokenize_pool: Executor, tracing: Any = None) -> None:
         self._metrics = metrics
+        self.tracing = tracing
+        """tracing.Tracing when spans are exported; the native front end's calls are traced here."""
         self.tokenize_pool = tokenize_pool
         self.settings = batcher_settings(settings)
         # One lane thread per unit of engine_concurrency, shared by every version (a canary's two versions take
@@ -177,7 +179,8 @@ class DataPlane:
             server_log.exception("event_failed", event=repr(event)[:200])
 
     def _log_request(self, event: Any) -> None:
-        log_call(self._metrics, event, frontend="native")  # a RequestEvent has CallRecord's fields
+        # A RequestEvent has CallRecord's fields.
+        log_call(self._metrics, event, frontend="native", tracing=self.tracing)
 
 
 class VersionBatcher:

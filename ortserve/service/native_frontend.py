@@ -16,8 +16,8 @@ import asyncio
 from typing import Any
 
 from ortserve import engine_ext
-from ortserve.service import codec
 from ortserve.service.config import Settings
+from ortserve.service.inference import ServedOutput
 from ortserve.service.manager import LoadedVersion, RouteTable
 from ortserve.service.metrics import Metrics
 
@@ -77,7 +77,7 @@ class NativeFrontend:
             if any(v is None for v in versions.values()):
                 continue  # a version the C++ tokenizer cannot run: the whole model is served through Python
             # What each version answers: its kind, its output's wire name and, for a classifier, its labels.
-            outputs = {name: codec.ServedOutput.of(lv.instance.manifest).native_entry()
+            outputs = {name: ServedOutput.of(lv.instance.manifest).native_entry()
                        for name, lv in route.versions.items() if lv.instance is not None}
             routes[model] = (list(route.split.order), list(route.split.upper), versions, outputs)
         self._frontend.set_routes(routes)

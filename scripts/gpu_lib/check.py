@@ -212,6 +212,7 @@ class Server:
         self.log_file = log_path.open("w")
         command = [sys.executable, "-m", "ortserve.service.cli", "serve", "--host", "127.0.0.1", "--port",
                    str(self.port), "--metrics-host", "127.0.0.1", "--metrics-port", str(self.metrics_port),
+                   "--http-port", "0",
                    "--bundle", str(bundle), "--model-name", "m", "--device", "cuda", "--frontend", "python",
                    "--intra-op-threads", "1", "--max-batch-size", "64", "--max-batch-tokens", "8192",
                    # warn: a GPU's figures against the reference answers are recorded (outputs_check), not fatal

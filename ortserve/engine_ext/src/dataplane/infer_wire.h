@@ -129,6 +129,20 @@ std::string_view ChooseRoutingKey(std::string_view param, std::string_view heade
 // The grpc-retry-pushback-ms a refusal carries: the queued work's drain time in ms, half to even, at least 1.
 long long PushbackMs(double retry_after_s);
 
+// A caller's trace context, from its W3C `traceparent` (and `tracestate`), else its B3 headers (the single `b3`,
+// else `x-b3-traceid`, `x-b3-spanid`, `x-b3-sampled`, `x-b3-flags`), as a mesh (Istio, Envoy) propagates them.
+// Invalid or absent: trace_id "" (the call starts a trace of its own).
+struct TraceHeaders {
+  std::string_view traceparent, tracestate, b3, b3_trace_id, b3_span_id, b3_sampled, b3_flags;
+};
+struct TraceContext {
+  std::string trace_id;        // 32 lowercase hex digits (a 64-bit B3 id left-padded with zeros); "" when none
+  std::string parent_span_id;  // 16 lowercase hex digits: the caller's span; "" when it sent none
+  int sampled = -1;            // the caller's decision: 1 yes, 0 no, -1 none (the server's ratio decides)
+  std::string tracestate;      // passed on with a valid traceparent only
+};
+TraceContext ParseTraceContext(const TraceHeaders& headers);
+
 // Strict UTF-8 as Python's bytes.decode("utf-8"): no overlongs, no surrogates, nothing past U+10FFFF. On failure,
 // `reason` and `at` say what Python's UnicodeDecodeError says.
 bool IsValidUtf8(std::string_view bytes, const char** reason = nullptr, size_t* at = nullptr);

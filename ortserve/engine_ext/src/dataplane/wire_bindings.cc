@@ -239,6 +239,18 @@ void BindWire(nb::module_& m) {
       },
       "param"_a, "header"_a, "request_id"_a,
       "The canary key: the routing_key parameter, else the x-routing-key header, else the request id.");
+  m.def(
+      "parse_trace_context",
+      [](nb::str traceparent, nb::str tracestate, nb::str b3, nb::str b3_trace_id, nb::str b3_span_id,
+         nb::str b3_sampled, nb::str b3_flags) {
+        ortserve::TraceContext trace = ortserve::ParseTraceContext(ortserve::TraceHeaders{
+            Utf8(traceparent), Utf8(tracestate), Utf8(b3), Utf8(b3_trace_id), Utf8(b3_span_id), Utf8(b3_sampled),
+            Utf8(b3_flags)});
+        return nb::make_tuple(trace.trace_id, trace.parent_span_id, trace.sampled, trace.tracestate);
+      },
+      "traceparent"_a, "tracestate"_a, "b3"_a, "b3_trace_id"_a, "b3_span_id"_a, "b3_sampled"_a, "b3_flags"_a,
+      "(trace_id, parent_span_id, sampled, tracestate) of a caller's W3C or B3 trace headers (infer_wire.h); "
+      "trace_id '' when none is valid, sampled 1, 0 or -1 (none).");
   m.def("pushback_ms", &ortserve::PushbackMs, "retry_after_s"_a,
         "grpc-retry-pushback-ms of a refusal: the drain time in ms, half to even, at least 1.");
 }
