@@ -146,6 +146,7 @@ async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
                 return e
         except Exception as e:  # a client-side failure is a result to report, not a crash of the run
             record(started, f"CLIENT_{type(e).__name__}", payload.texts, str(e))
+            await asyncio.sleep(0)  # a call that fails before it awaits would otherwise starve the window's timers
         else:
             record(started, "OK", payload.texts, "")
         return None
