@@ -47,7 +47,7 @@ std::vector<size_t> ChooseBatch(const std::vector<PendingText>& pending, double 
 
 // A lone call's rows (token counts, in call order) as consecutive runs the engine may take: each within
 // max_batch_size rows and max_batch_tokens padded tokens (a row over max_batch_tokens alone is a run of its own).
-// Half-open [begin, end) index ranges covering every row, in order. Both batchers' idle paths run these.
+// Half-open [begin, end) index ranges covering every row, in order: a lone call's runs (RunSplit).
 std::vector<std::pair<size_t, size_t>> SplitRows(const std::vector<int>& lengths, const BatchPolicy& policy);
 
 // The shape ladder a batch is padded up to on a GPU (service/config's bucket_rows / bucket_tokens, the token
