@@ -21,7 +21,8 @@ proxied to the Python server.
 ``NativeTextModel`` (sessions, tokenizer, output) and ``NativeBatcherSettings``; its batches run on
 ``NativeLanes``, are reported through an ``EventSink`` (``BatchEvent``, ``RequestEvent``) and answer the event
 loop through ``NativeCompletions``. ``native_choose_batch``, ``split_rows``, ``bucket_shape``, ``NativeThroughput``,
-``admission_refusal``, ``next_run`` and ``pick_lane`` are the batcher's pure decisions, bound for their tests.
+``admission_refusal``, ``call_tokens``, ``next_run`` and ``pick_lane`` are the batcher's pure decisions, bound for
+their tests.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ native_choose_batch = _engine.native_choose_batch
 bucket_shape = _engine.bucket_shape
 split_rows = _engine.split_rows
 admission_refusal = _engine.admission_refusal
+call_tokens = _engine.call_tokens
 ADMISSION_DEADLINE_SHARE: float = _engine.ADMISSION_DEADLINE_SHARE
 next_run = _engine.next_run
 pick_lane = _engine.pick_lane
@@ -155,6 +157,7 @@ __all__ = [
     "WordPiece",
     "admission_refusal",
     "bucket_shape",
+    "call_tokens",
     "check_outputs",
     "choose_request_id",
     "choose_routing_key",

@@ -173,7 +173,7 @@ def bucket_shape(rows: int, tokens: int, bucket_rows: Sequence[int], bucket_toke
 
 class NativeThroughput:
     """
-    The rate the queue drains at, which admission turns queued texts into a wait with (batch_policy.h; for the tests).
+    The rate the queue drains at, which admission turns queued work into a wait with (batch_policy.h; the batcher observes padded tokens; for the tests).
     """
 
     def __init__(self) -> None: ...
@@ -187,9 +187,14 @@ class NativeThroughput:
 
 ADMISSION_DEADLINE_SHARE: float = 0.75
 
-def admission_refusal(*, closed: bool, queued_texts: int, running_texts: int, texts_per_s: float, texts: int, left_s: float | None, max_queue_items: int, max_queue_wait_s: float) -> object:
+def call_tokens(lengths: Sequence[int], policy: NativeBatchPolicy, bucket_rows: Sequence[int] = [], bucket_tokens: Sequence[int] = []) -> int:
     """
-    Admission over a plain snapshot of the queue: (code name, message, retry_after_s) for a call of `texts` texts with `left_s` to its deadline (None: no deadline), or None to admit it.
+    The padded tokens the engine runs for rows of these token counts alone: SplitRows' runs, each padded to its longest row and up to the shape ladder. A call's work as admission counts it.
+    """
+
+def admission_refusal(*, closed: bool, queued_texts: int, queued_tokens: int, running_tokens: int, tokens_per_s: float, texts: int, tokens: int, left_s: float | None, max_queue_items: int, max_queue_wait_s: float) -> object:
+    """
+    Admission over a plain snapshot of the queue: (code name, message, retry_after_s) for a call of `texts` texts and `tokens` padded tokens with `left_s` to its deadline (None: no deadline), or None to admit it.
     """
 
 def next_run(*, in_flight: int, wide_running: bool, on_lanes: int, pending: int, queued: bool, engine_concurrency: int, lanes: int, has_narrow: bool, queue_behind_at: int) -> str | None:
@@ -427,7 +432,7 @@ class NativeVersion:
 
     def refusal(self, texts: int, timeout_s: float | None) -> object:
         """
-        (code name, message, retry_after_s) that submitting `texts` texts would be answered at once as the queue stands, or None when they would be admitted: a check before tokenizing them elsewhere.
+        (code name, message, retry_after_s) that submitting `texts` texts of one token each would be answered at once as the queue stands, or None when they would be admitted: a check before tokenizing them elsewhere (submitting checks again, with their tokens).
         """
 
     @property
@@ -435,6 +440,12 @@ class NativeVersion:
 
     @property
     def in_flight(self) -> int: ...
+
+    @property
+    def tokens_per_s(self) -> float:
+        """
+        The rate admission counts with: padded tokens the engine ran per busy second, recent runs weighted most (0 before any run ended).
+        """
 
     @property
     def model(self) -> str: ...

@@ -30,6 +30,13 @@ std::optional<double> LeftS(std::optional<Clock::time_point> deadline, Clock::ti
   return std::chrono::duration<double>(*deadline - now).count();
 }
 
+std::vector<int> Lengths(const std::vector<std::vector<int64_t>>& ids) {
+  std::vector<int> lengths;
+  lengths.reserve(ids.size());
+  for (const auto& row : ids) lengths.push_back(static_cast<int>(row.size()));
+  return lengths;
+}
+
 }  // namespace
 
 struct Batcher::State {
@@ -46,47 +53,48 @@ struct Batcher::State {
   mutable std::mutex mutex;
   std::condition_variable idle;  // Idle() became true: Close() may return
   std::vector<Item> pending;
-  int queued_texts = 0;   // texts admitted, not yet in a batch (tokenizing + pending)
-  int running_texts = 0;  // texts in runs handed to a thread, not finished
-  int in_flight = 0;      // runs handed to a lane, a wide thread or the caller, not finished
-  int submitting = 0;     // Submit()s between admission and queueing (they read the tokenizer)
+  int queued_texts = 0;        // the texts in `pending`
+  int64_t queued_tokens = 0;   // their tokens
+  int64_t running_tokens = 0;  // padded tokens of the runs in flight
+  int in_flight = 0;           // runs handed to a lane, a wide thread or the caller, not finished
+  int submitting = 0;          // Submit()s tokenizing (they read the tokenizer, which Close() lets go)
   int delivering = 0;          // finished runs whose answers are being sent
   bool wide_running = false;
   bool closed = false;
   std::vector<int> lane_load;  // this version's batches per lane: running + queued behind
   int on_lanes = 0;            // their sum
   std::vector<int> all_loads;  // PickLane's scratch: every version's batches per lane
-  Throughput throughput;         // texts per busy second
+  Throughput throughput;         // padded tokens per busy second
   Clock::time_point drained_at;  // when the last run finished, or the engine went busy after being idle
 
   bool Idle() const { return in_flight == 0 && submitting == 0 && delivering == 0; }
 
-  std::optional<ortserve::Refusal> Check(int texts, std::optional<Clock::time_point> deadline,
+  std::optional<ortserve::Refusal> Check(int texts, int64_t tokens, std::optional<Clock::time_point> deadline,
                                          Clock::time_point now) const {
-    const QueueSnapshot queue{closed, queued_texts, running_texts, throughput.texts_per_s()};
-    return Admission(queue, texts, LeftS(deadline, now), limits);
+    const QueueSnapshot queue{closed, queued_texts, queued_tokens, running_tokens, throughput.per_s()};
+    return Admission(queue, CallWork{texts, tokens}, LeftS(deadline, now), limits);
   }
 
   std::optional<Session> Next(bool queued) const {
     return NextRun(EngineLoad{in_flight, wide_running, on_lanes, pending.size()}, queued, lane_config);
   }
 
-  void Start(Session session, int texts) {
+  void Start(Session session, int64_t tokens) {
     if (in_flight == 0) drained_at = Clock::now();
     ++in_flight;
-    running_texts += texts;
+    running_tokens += tokens;
     wide_running = session == Session::kWide && lane_config.has_narrow;  // it holds every intra-op thread
   }
 
-  void Stop(int texts) {
+  void Stop(int64_t tokens) {
     --in_flight;
-    running_texts -= texts;
+    running_tokens -= tokens;
     wide_running = false;
   }
 
-  void Drained(int texts) {
+  void Drained(int64_t tokens) {
     const Clock::time_point now = Clock::now();
-    throughput.Observe(texts, std::chrono::duration<double>(now - drained_at).count());
+    throughput.Observe(tokens, std::chrono::duration<double>(now - drained_at).count());
     drained_at = now;
   }
 
@@ -96,7 +104,10 @@ struct Batcher::State {
     call->finished = true;
     const auto dropped = std::stable_partition(pending.begin(), pending.end(),
                                                [&](const Item& item) { return item.call != call; });
-    queued_texts -= static_cast<int>(pending.end() - dropped);
+    for (auto item = dropped; item != pending.end(); ++item) {
+      --queued_texts;
+      queued_tokens -= static_cast<int64_t>(item->ids.size());
+    }
     pending.erase(dropped, pending.end());
     InferResult result;
     result.code = code;
@@ -134,8 +145,11 @@ struct Batcher::State {
     auto batch = std::make_shared<Batch>();
     batch->narrow = session == Session::kNarrow;
     std::vector<bool> picked(pending.size(), false);
+    int longest = 0;
     for (size_t i : chosen) {
       picked[i] = true;
+      longest = std::max(longest, keys[i].length);
+      queued_tokens -= keys[i].length;
       batch->items.push_back(std::move(pending[i]));
     }
     size_t kept = 0;
@@ -146,6 +160,8 @@ struct Batcher::State {
     }
     pending.resize(kept);
     queued_texts -= static_cast<int>(batch->items.size());
+    const auto [rows, width] = BucketShape(static_cast<int>(batch->items.size()), longest, model.buckets);
+    batch->tokens = rows * width;
     return batch;
   }
 
@@ -157,8 +173,7 @@ struct Batcher::State {
       Expire(now, answers);
       if (pending.empty()) return;
       std::shared_ptr<Batch> batch = Take(now, *session);
-      const int texts = static_cast<int>(batch->items.size());
-      Start(*session, texts);
+      Start(*session, batch->tokens);
       if (lane_config.lanes > 0) {
         lanes->Loads(lane_config.lanes, all_loads);
         batch->slot = PickLane(lane_load, all_loads);
@@ -166,7 +181,7 @@ struct Batcher::State {
         ++on_lanes;
       }
       if (!lanes->Post(batch->slot, [this, self, batch] { RunBatch(self, *batch); })) {
-        Stop(texts);  // the lanes stopped: the server is going down
+        Stop(batch->tokens);  // the lanes stopped: the server is going down
         if (batch->slot >= 0) {
           --lane_load[static_cast<size_t>(batch->slot)];
           --on_lanes;
@@ -214,7 +229,7 @@ struct Batcher::State {
       run = RunRows(model, batch.narrow, rows);
     }
     std::unique_lock<std::mutex> lock(mutex);
-    Stop(static_cast<int>(batch.items.size()));
+    Stop(batch.tokens);
     if (batch.slot >= 0) {
       --lane_load[static_cast<size_t>(batch.slot)];
       --on_lanes;
@@ -223,7 +238,7 @@ struct Batcher::State {
       for (const Item* item : kept) Fail(item->call, run.code, "inference failed: " + run.error, answers);
     } else if (!kept.empty()) {
       const int texts = static_cast<int>(kept.size());
-      Drained(texts);
+      Drained(run.padded_tokens);
       Event(texts, run.padded_tokens, run.real_tokens, run.engine_s, batch.narrow);
       const auto columns = static_cast<size_t>(model.columns);
       std::unordered_set<const Call*> seen;
@@ -250,10 +265,9 @@ struct Batcher::State {
 
   // A lone call: nothing queued, so nothing to batch with. On a wide thread, or with `on_caller` on the submitting
   // thread (Submit's may_run_here), whose slot goes back before the answer, so that the caller's next call, which
-  // may come as soon as it has the answer, can take it again.
+  // may come as soon as it has the answer, can take it again. `tokens`: what Start counted for it.
   void RunAlone(const std::shared_ptr<Batcher>& self, const CallHandle& call,
-                const std::vector<std::vector<int64_t>>& ids, bool narrow, bool on_caller) {
-    const int texts = static_cast<int>(ids.size());
+                const std::vector<std::vector<int64_t>>& ids, bool narrow, int64_t tokens, bool on_caller) {
     Rows rows;
     rows.reserve(ids.size());
     for (const auto& row : ids) rows.push_back(&row);
@@ -261,11 +275,11 @@ struct Batcher::State {
     if (on_caller) lanes->ReleaseCallerRun();
     Answers answers;
     std::unique_lock<std::mutex> lock(mutex);
-    Stop(texts);
+    Stop(tokens);
     if (run.failed) {
       Fail(call, run.code, "inference failed: " + run.error, answers);
     } else {
-      Drained(texts);
+      Drained(run.padded_tokens);
       for (const Run::Part& part : run.parts) {
         Event(part.texts, part.padded_tokens, part.real_tokens, part.engine_s, narrow);
       }
@@ -323,15 +337,23 @@ CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::opti
     done(std::move(refusal));
     return nullptr;
   }
-  std::optional<Admitted> admitted = Admit(static_cast<int>(texts.size()), deadline, std::move(done));
-  if (!admitted) return nullptr;
-  CallHandle call = admitted->call;
+  const int n = static_cast<int>(texts.size());
+  std::optional<ortserve::Refusal> refusal;
+  {
+    // At one token a text: under overload a refused call costs no tokenizing.
+    std::lock_guard<std::mutex> lock(s.mutex);
+    refusal = s.Check(n, n, deadline, Clock::now());
+    if (!refusal) ++s.submitting;
+  }
+  if (refusal) {
+    done(Answered(*refusal));
+    return nullptr;
+  }
   const Clock::time_point started = Clock::now();
   std::vector<std::vector<int64_t>> ids(texts.size());
   for (size_t i = 0; i < texts.size(); ++i) s.model.tokenizer->Encode(texts[i], ids[i]);
   const double tokenize_s = std::chrono::duration<double>(Clock::now() - started).count();
-  Enqueue(std::move(*admitted), std::move(ids), tokenize_s, may_run_here);
-  return call;
+  return Enqueue(std::move(ids), deadline, std::move(done), tokenize_s, may_run_here, /*submitting=*/true);
 }
 
 CallHandle Batcher::SubmitIds(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
@@ -339,109 +361,85 @@ CallHandle Batcher::SubmitIds(std::vector<std::vector<int64_t>> ids, std::option
   for (auto& row : ids) {
     if (row.empty()) row.push_back(state_->model.pad_id);  // the engine needs one token per row
   }
-  std::optional<Admitted> admitted = Admit(static_cast<int>(ids.size()), deadline, std::move(done));
-  if (!admitted) return nullptr;
-  CallHandle call = admitted->call;
-  Enqueue(std::move(*admitted), std::move(ids), tokenize_s, /*may_run_here=*/false);
-  return call;
+  return Enqueue(std::move(ids), deadline, std::move(done), tokenize_s, /*may_run_here=*/false,
+                 /*submitting=*/false);
 }
 
-std::optional<Batcher::Admitted> Batcher::Admit(int n, std::optional<Clock::time_point> deadline, InferDone done) {
+CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
+                            InferDone done, double tokenize_s, bool may_run_here, bool submitting) {
   State& s = *state_;
+  const int n = static_cast<int>(ids.size());
+  const std::vector<int> lengths = Lengths(ids);
+  const int64_t tokens = CallTokens(lengths, s.settings.policy, s.model.buckets);
   auto call = std::make_shared<Call>();
   call->done = std::move(done);
   call->deadline = deadline;
-  std::optional<Session> lone;
-  std::optional<InferResult> answer;
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    if (std::optional<ortserve::Refusal> refusal = s.Check(n, deadline, Clock::now())) {
-      answer = Answered(*refusal);
-    } else if (n == 0) {
-      answer = InferResult{};  // nothing to run: an empty OK answer
-      answer->columns = s.model.columns;
-    } else {
-      if (s.queued_texts == 0) lone = s.Next(/*queued=*/false);
-      if (lone) {
-        s.Start(*lone, n);
-      } else {
-        s.queued_texts += n;
-      }
-      ++s.submitting;
-    }
-  }
-  if (answer) {
-    call->finished = true;
-    call->done(std::move(*answer));  // on the caller's thread, no lock held
-    return std::nullopt;
-  }
-  return Admitted{std::move(call), lone};
-}
-
-void Batcher::Enqueue(Admitted admitted, std::vector<std::vector<int64_t>> ids, double tokenize_s,
-                      bool may_run_here) {
-  State& s = *state_;
-  const CallHandle& call = admitted.call;
-  const std::optional<Session> lone = admitted.lone;
-  const int n = static_cast<int>(ids.size());
-  const Clock::time_point tokenized = Clock::now();
+  const Clock::time_point now = Clock::now();
 
   Answers answers;
   std::unique_lock<std::mutex> lock(s.mutex);
-  --s.submitting;
-  call->result.tokenize_s = tokenize_s;
-  call->result.rows = n;
-  call->result.columns = s.model.columns;
-  call->result.logits.assign(static_cast<size_t>(n) * static_cast<size_t>(s.model.columns), 0.0f);
+  if (submitting) --s.submitting;
+  std::optional<InferResult> answer;
+  if (std::optional<ortserve::Refusal> refusal = s.Check(n, tokens, deadline, now)) {
+    answer = Answered(*refusal);
+  } else if (n == 0) {
+    answer = InferResult{};  // nothing to run: an empty OK answer
+    answer->columns = s.model.columns;
+  }
+  if (answer) {
+    answer->tokenize_s = tokenize_s;
+    call->finished = true;
+    if (s.Idle()) s.idle.notify_all();
+    lock.unlock();
+    call->done(std::move(*answer));  // on the caller's thread, no lock held
+    return nullptr;
+  }
+  InferResult& result = call->result;
+  result.tokenize_s = tokenize_s;
+  result.rows = n;
+  result.columns = s.model.columns;
+  result.logits.assign(static_cast<size_t>(n) * static_cast<size_t>(s.model.columns), 0.0f);
   call->remaining = n;
-  auto refuse = [&](Code code, const char* message) {
-    if (lone) {
-      s.Stop(n);
-    } else {
-      s.queued_texts -= n;
-    }
-    s.Fail(call, code, message, answers);
-    if (lone && !s.closed) s.Dispatch(shared_from_this(), answers);  // calls may have queued behind this one
-  };
-  if (s.closed) {
-    refuse(Code::kUnavailable, kShuttingDown);
-  } else if (call->finished) {
-    refuse(Code::kCancelled, kCancelled);  // cancelled while its texts were tokenized: nothing left to answer
-  } else if (call->Expired(tokenized)) {
-    refuse(Code::kDeadlineExceeded, kExpiredBefore);
-  } else if (lone) {
+  std::optional<Session> lone;
+  if (s.queued_texts == 0) lone = s.Next(/*queued=*/false);
+  if (lone) {
+    s.Start(*lone, tokens);
     auto self = shared_from_this();
     const bool narrow = *lone == Session::kNarrow;
     if (may_run_here && !narrow && s.lanes->ClaimCallerRun()) {
       // Saves waking a sleeping wide thread on an idle vCPU for every lone call (0.18 ms at c=1, tiny model).
       lock.unlock();
-      s.RunAlone(self, call, ids, narrow, /*on_caller=*/true);
-      return;
+      s.RunAlone(self, call, ids, narrow, tokens, /*on_caller=*/true);
+      return call;
     }
     auto shared_ids = std::make_shared<std::vector<std::vector<int64_t>>>(std::move(ids));
     State* state = &s;
-    if (!s.lanes->Post(-1, [state, self, call, shared_ids, narrow] {
-          state->RunAlone(self, call, *shared_ids, narrow, /*on_caller=*/false);
+    if (!s.lanes->Post(-1, [state, self, call, shared_ids, narrow, tokens] {
+          state->RunAlone(self, call, *shared_ids, narrow, tokens, /*on_caller=*/false);
         })) {
-      refuse(Code::kUnavailable, kShuttingDown);
+      s.Stop(tokens);  // the lanes stopped: the server is going down
+      s.Fail(call, Code::kUnavailable, kShuttingDown, answers);
     }
   } else {
-    const double enqueued_at = Seconds(tokenized);
+    const double enqueued_at = Seconds(now);
     for (int row = 0; row < n; ++row) {
       s.pending.push_back(Item{call, row, std::move(ids[static_cast<size_t>(row)]), enqueued_at});
     }
+    s.queued_texts += n;
+    for (int length : lengths) s.queued_tokens += length;
     s.Dispatch(shared_from_this(), answers);
   }
   if (s.Idle()) s.idle.notify_all();
   lock.unlock();
   Deliver(answers);
+  return call;
 }
 
 std::optional<InferResult> Batcher::Refusal(int n, std::optional<Clock::time_point> deadline) const {
   std::optional<ortserve::Refusal> refusal;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    refusal = state_->Check(n, deadline, Clock::now());
+    refusal = state_->Check(n, n, deadline, Clock::now());
   }
   if (!refusal) return std::nullopt;
   return Answered(*refusal);
@@ -475,6 +473,11 @@ void Batcher::Close() {
 int Batcher::queue_depth() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->queued_texts;
+}
+
+double Batcher::tokens_per_s() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->throughput.per_s();
 }
 
 }  // namespace ortserve

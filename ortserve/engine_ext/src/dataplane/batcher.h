@@ -7,11 +7,12 @@
 //   batcher->Cancel(call);                                // the client went away: its texts leave the queue
 //   batcher->Close();                                     // queued calls get UNAVAILABLE; waits running batches
 //
-// Admission (admission.h) comes before tokenizing. A call admitted with nothing queued runs alone at once, on the
-// session NextRun gives it (lane_choice.h), split into the runs SplitRows allows (RunSplit); anything queued runs in
-// batches ChooseBatch picks (batch_policy.h), on a lane PickLane picks; a lane that finishes a batch picks its next
-// one itself before answering the finished one. Texts whose deadline passed or whose call was cancelled never reach
-// the engine. docs/architecture.md states the contract.
+// Admission (admission.h) counts a call's work as its runs will do it, once its texts are tokenized. A call admitted
+// with nothing queued runs alone at once, on the session NextRun gives it (lane_choice.h), split into the runs
+// SplitRows allows (RunSplit); anything queued runs in batches ChooseBatch picks (batch_policy.h), on a lane
+// PickLane picks; a lane that finishes a batch picks its next one itself before answering the finished one.
+// Texts whose deadline passed or whose call was cancelled never reach the engine. docs/architecture.md states the
+// contract.
 //
 // Threads: Submit, SubmitIds, Cancel, Refusal and Close from any thread; runs on Lanes' threads (or the submitting
 // one). One mutex per batcher guards its queue, its load and throughput and every admitted Call's progress; it is
@@ -29,7 +30,6 @@
 #include "call.h"
 #include "engine_run.h"
 #include "events.h"
-#include "lane_choice.h"
 #include "lanes.h"
 
 namespace ortserve {
@@ -51,7 +51,7 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
 
   // Tokenizes `texts` on the calling thread, then admits and queues them. `done` runs exactly once: on this
   // thread for a refusal, else on a lane/wide thread (or in Cancel/Close). Returns the handle for Cancel (nullptr
-  // when answered already).
+  // when answered already). A call that the queue would refuse at one token a text is refused before tokenizing.
   // `may_run_here`: a lone call on the wide session may run on the calling thread, before Submit returns (done
   // included), saving the wake of a sleeping wide thread; at most one such run per Lanes at a time, none while
   // they are paused or stopping. For callers whose thread may block for one run (the gRPC front end).
@@ -60,9 +60,9 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
   // Submit for texts tokenized by the caller (`tokenize_s`: what that took, reported in the result).
   CallHandle SubmitIds(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
                        InferDone done, double tokenize_s = 0);
-  // What Submit would answer at once for `n` texts with `deadline` as the queue stands (RESOURCE_EXHAUSTED,
-  // UNAVAILABLE), or nullopt when it would admit them: lets a caller that tokenizes elsewhere skip that work for a
-  // call that would be refused. Submit checks again (the queue moves meanwhile).
+  // What Submit would answer at once for `n` texts of one token each with `deadline` as the queue stands, or
+  // nullopt when it would admit them: a lower bound on the work, so that a caller that tokenizes elsewhere skips
+  // that work for a call that would be refused anyway. Submit checks again, with the texts' tokens.
   std::optional<InferResult> Refusal(int n, std::optional<Clock::time_point> deadline) const;
   // The call ended on the client's side: its queued texts leave the queue; done(CANCELLED) unless done already.
   void Cancel(const CallHandle& call);
@@ -71,19 +71,17 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
   void Close();
 
   int queue_depth() const;      // texts admitted, not yet in a running batch
+  double tokens_per_s() const;  // admission's rate: padded tokens per busy second, 0 before any run ended
   const std::string& model() const { return model_; }
   const std::string& version() const { return version_; }
 
  private:
   struct State;  // the queue, the load, the throughput; guarded by its mutex (batcher.cc)
 
-  // Submit's two halves: admission (nullopt: answered, done already called) and, once tokenized, queueing.
-  struct Admitted {
-    CallHandle call;
-    std::optional<Session> lone;  // set: runs alone at once, on this session
-  };
-  std::optional<Admitted> Admit(int n, std::optional<Clock::time_point> deadline, InferDone done);
-  void Enqueue(Admitted admitted, std::vector<std::vector<int64_t>> ids, double tokenize_s, bool may_run_here);
+  // Admits `ids` (their tokens counted) and queues them or runs them alone, or answers at once. `submitting`: the
+  // call was counted in State::submitting while it tokenized.
+  CallHandle Enqueue(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline, InferDone done,
+                     double tokenize_s, bool may_run_here, bool submitting);
 
   const std::string model_;
   const std::string version_;

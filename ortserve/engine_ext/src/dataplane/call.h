@@ -64,7 +64,8 @@ struct Item {
 struct Batch {
   std::vector<Item> items;
   bool narrow = false;
-  int slot = -1;  // lane index, -1 on the wide threads
+  int slot = -1;    // lane index, -1 on the wide threads
+  int tokens = 0;   // the padded tokens it will run (its share of the work admission counts as running)
 };
 
 struct Answer {

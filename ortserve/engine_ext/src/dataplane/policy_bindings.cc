@@ -66,10 +66,10 @@ void BindPolicy(nb::module_& m) {
       "stays as it is. The one padding rule of every run.");
 
   nb::class_<Throughput>(m, "NativeThroughput",
-                         "The rate the queue drains at, which admission turns queued texts into a wait with "
-                         "(batch_policy.h; for the tests).")
+                         "The rate the queue drains at, which admission turns queued work into a wait with "
+                         "(batch_policy.h; the batcher observes padded tokens; for the tests).")
       .def(nb::init<>())
       .def("observe", &Throughput::Observe, "texts"_a, "busy_s"_a)
       .def("wait_s", &Throughput::WaitS, "texts_ahead"_a)
-      .def_prop_ro("texts_per_s", &Throughput::texts_per_s);
+      .def_prop_ro("texts_per_s", &Throughput::per_s);
 }

@@ -193,10 +193,14 @@ void BindServedVersion(nb::module_& m) {
             return nb::make_tuple(CodeName(refusal->code), refusal->message, refusal->retry_after_s);
           },
           "texts"_a, "timeout_s"_a.none(),
-          "(code name, message, retry_after_s) that submitting `texts` texts would be answered at once as the queue "
-          "stands, or None when they would be admitted: a check before tokenizing them elsewhere.")
+          "(code name, message, retry_after_s) that submitting `texts` texts of one token each would be answered at "
+          "once as the queue stands, or None when they would be admitted: a check before tokenizing them elsewhere "
+          "(submitting checks again, with their tokens).")
       .def_prop_ro("queue_depth", [](const PyServedVersion& self) { return self.version->batcher().queue_depth(); })
       .def_prop_ro("in_flight", [](const PyServedVersion& self) { return self.version->in_flight(); })
+      .def_prop_ro("tokens_per_s", [](const PyServedVersion& self) { return self.version->batcher().tokens_per_s(); },
+                   "The rate admission counts with: padded tokens the engine ran per busy second, recent runs "
+                   "weighted most (0 before any run ended).")
       .def_prop_ro("model", [](const PyServedVersion& self) { return self.version->batcher().model(); })
       .def_prop_ro("version", [](const PyServedVersion& self) { return self.version->batcher().version(); })
       .def("acquire", [](PyServedVersion& self) { return self.version->Acquire(); },
