@@ -40,6 +40,7 @@ std::vector<int> Lengths(const std::vector<std::vector<int64_t>>& ids) {
 }  // namespace
 
 struct Batcher::State {
+  // Set by the constructor, read-only after.
   std::string model_name, version_name;
   TextModel model;
   BatcherSettings settings;
