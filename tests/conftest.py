@@ -46,7 +46,8 @@ def frontend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def server(tiny_bundle: Path, frontend: str) -> Iterator[ServerProcess]:
-    """One shared server per front end on the tiny bundle; tests that need special settings start their own."""
+    """One shared server per front end on the tiny bundle, its REST port open; tests that need special settings start
+    their own."""
     with running_server(["--bundle", str(tiny_bundle), "--model-name", "classifier", "--frontend", frontend,
-                         "--max-texts-per-request", "16", "--max-message-bytes", "65536"]) as s:
+                         "--max-texts-per-request", "16", "--max-message-bytes", "65536"], http=True) as s:
         yield s

@@ -6,15 +6,15 @@ engine is compiled against ORT's C API headers but not linked to the library, so
 ORT release at least as new as those headers (1.21). ``ORTSERVE_ONNXRUNTIME_LIB`` overrides the path,
 e.g. for a custom ORT build.
 
-    engine = Engine("model.onnx", intra_op_threads=2)
+    engine = Engine("model.onnx", EngineOptions(intra_op_threads=2))
     logits = engine.run({"input_ids": ids, "attention_mask": mask})["logits"]
     engine.close()
 
 ``WordPiece`` (see ``load_wordpiece``) is the native BERT tokenizer, equal to HF tokenizers' ids.
 ``route_bucket`` and ``Split`` choose a call's version (the canary bucket and the weights' layout over it), for both
 front ends. The wire rules of a ModelInfer (``decode_call``, ``check_outputs``, ``encode_outputs``,
-``choose_request_id``, ``choose_routing_key``, ``pushback_ms``; ``WireError``) are the C++ ones both front ends use;
-``classification_top_k`` is the classification extension's top-k.
+``choose_request_id``, ``choose_routing_key``, ``pushback_ms``, ``parse_trace_context``; ``WireError``) are the
+C++ ones both front ends and both transports use; ``classification_top_k`` is the classification extension's top-k.
 ``Frontend`` (when ``HAS_FRONTEND``) is the native gRPC front end: ModelInfer served natively, the rest
 proxied to the Python server.
 ``NativeVersion`` is one version on the batcher (every ModelInfer, both front ends), built from a
@@ -68,6 +68,7 @@ except _engine.EngineError as error:
     raise ImportError(f"ortserve.engine_ext: {error}") from error
 
 Engine = _engine.Engine
+EngineOptions = _engine.EngineOptions
 TensorInfo = _engine.TensorInfo
 EngineError = _engine.EngineError
 ModelLoadError = _engine.ModelLoadError
@@ -91,6 +92,7 @@ encode_outputs = _engine.encode_outputs
 choose_request_id = _engine.choose_request_id
 choose_routing_key = _engine.choose_routing_key
 pushback_ms = _engine.pushback_ms
+parse_trace_context = _engine.parse_trace_context
 TEXT_INPUT: str = _engine.TEXT_INPUT
 CLASSIFIER_OUTPUT: str = _engine.CLASSIFIER_OUTPUT
 EMBEDDING_OUTPUT: str = _engine.EMBEDDING_OUTPUT
@@ -135,6 +137,7 @@ __all__ = [
     "Engine",
     "EngineClosedError",
     "EngineError",
+    "EngineOptions",
     "EventSink",
     "InputError",
     "ModelLoadError",
@@ -170,6 +173,7 @@ __all__ = [
     "native_choose_batch",
     "next_run",
     "ort_version",
+    "parse_trace_context",
     "pick_lane",
     "pushback_ms",
     "route_bucket",

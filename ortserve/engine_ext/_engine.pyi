@@ -44,10 +44,100 @@ class TensorInfo:
 
     def __repr__(self) -> str: ...
 
+class EngineOptions:
+    """
+    How a session runs: each field a setting of service/config.Settings under the same name, defaulting to its default there (the server builds one from its Settings).
+    """
+
+    def __init__(self, *, intra_op_threads: int = 2, inter_op_threads: int = 1, graph_optimization_level: str = 'all', device: str = 'cpu', allow_spinning: bool = True, spin_between_runs: bool = False, check_finite: bool = True, gpu_memory_limit_mb: int = 0, cudnn_conv_algo_search: str = 'exhaustive', cuda_graphs: bool = False, cpu_arena_limit_mb: int = 0, gpu_oom_fallback: str = 'lazy', gpu_fallback_cooldown_s: float = 30.0) -> None: ...
+
+    @property
+    def intra_op_threads(self) -> int: ...
+
+    @intra_op_threads.setter
+    def intra_op_threads(self, arg: int, /) -> None: ...
+
+    @property
+    def inter_op_threads(self) -> int: ...
+
+    @inter_op_threads.setter
+    def inter_op_threads(self, arg: int, /) -> None: ...
+
+    @property
+    def graph_optimization_level(self) -> str: ...
+
+    @graph_optimization_level.setter
+    def graph_optimization_level(self, arg: str, /) -> None: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @device.setter
+    def device(self, arg: str, /) -> None: ...
+
+    @property
+    def allow_spinning(self) -> bool: ...
+
+    @allow_spinning.setter
+    def allow_spinning(self, arg: bool, /) -> None: ...
+
+    @property
+    def spin_between_runs(self) -> bool: ...
+
+    @spin_between_runs.setter
+    def spin_between_runs(self, arg: bool, /) -> None: ...
+
+    @property
+    def check_finite(self) -> bool: ...
+
+    @check_finite.setter
+    def check_finite(self, arg: bool, /) -> None: ...
+
+    @property
+    def gpu_memory_limit_mb(self) -> int: ...
+
+    @gpu_memory_limit_mb.setter
+    def gpu_memory_limit_mb(self, arg: int, /) -> None: ...
+
+    @property
+    def cudnn_conv_algo_search(self) -> str: ...
+
+    @cudnn_conv_algo_search.setter
+    def cudnn_conv_algo_search(self, arg: str, /) -> None: ...
+
+    @property
+    def cuda_graphs(self) -> bool: ...
+
+    @cuda_graphs.setter
+    def cuda_graphs(self, arg: bool, /) -> None: ...
+
+    @property
+    def cpu_arena_limit_mb(self) -> int: ...
+
+    @cpu_arena_limit_mb.setter
+    def cpu_arena_limit_mb(self, arg: int, /) -> None: ...
+
+    @property
+    def gpu_oom_fallback(self) -> str: ...
+
+    @gpu_oom_fallback.setter
+    def gpu_oom_fallback(self, arg: str, /) -> None: ...
+
+    @property
+    def gpu_fallback_cooldown_s(self) -> float: ...
+
+    @gpu_fallback_cooldown_s.setter
+    def gpu_fallback_cooldown_s(self, arg: float, /) -> None: ...
+
+    def __copy__(self) -> EngineOptions: ...
+
 class Engine:
     """One ONNX Runtime session; run() is thread-safe and releases the GIL."""
 
-    def __init__(self, path: str | os.PathLike, *, intra_op_threads: int = 1, inter_op_threads: int = 1, graph_optimization_level: str = 'all', device: str = 'cpu', allow_spinning: bool = False, spin_between_runs: bool = False, check_finite: bool = True, gpu_memory_limit_mb: int = 0, cudnn_conv_algo_search: str = 'exhaustive', cuda_graphs: bool = False, cpu_arena_limit_mb: int = 0, oom_fallback: str = 'off', oom_cooldown_s: float = 30.0) -> None: ...
+    def __init__(self, path: str | os.PathLike, options: EngineOptions | None = None) -> None:
+        """
+        One session of the model at `path`, run as `options` say (EngineOptions; its defaults are the settings').
+        """
 
     @property
     def inputs(self) -> list[TensorInfo]: ...
@@ -253,6 +343,21 @@ class RequestEvent:
     @property
     def ended_unix(self) -> float:
         """when the reply went out (seconds since the epoch)"""
+
+    @property
+    def trace_id(self) -> str:
+        """the caller's trace (32 hex digits), "" when none"""
+
+    @property
+    def parent_span_id(self) -> str:
+        """the caller's span (16 hex digits), "" when none"""
+
+    @property
+    def sampled(self) -> int:
+        """the caller's sampling decision: 1, 0, or -1 when none"""
+
+    @property
+    def tracestate(self) -> str: ...
 
 class BatchEvent:
     """One engine run of the batcher."""
@@ -540,7 +645,7 @@ class DecodedCall:
     def routing_key(self) -> str:
         """the routing_key parameter; '' when absent"""
 
-def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts: int) -> DecodedCall:
+def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int) -> DecodedCall:
     """
     The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: [(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a parameter: None when absent, else (WhichOneof('parameter_choice'), value).
     """
@@ -565,6 +670,11 @@ def choose_routing_key(param: str, header: str, request_id: str) -> str:
     The canary key: the routing_key parameter, else the x-routing-key header, else the request id.
     """
 
+def parse_trace_context(traceparent: str, tracestate: str, b3: str, b3_trace_id: str, b3_span_id: str, b3_sampled: str, b3_flags: str) -> tuple:
+    """
+    (trace_id, parent_span_id, sampled, tracestate) of a caller's W3C or B3 trace headers (infer_wire.h); trace_id '' when none is valid, sampled 1, 0 or -1 (none).
+    """
+
 def pushback_ms(retry_after_s: float) -> int:
     """
     grpc-retry-pushback-ms of a refusal: the drain time in ms, half to even, at least 1.
@@ -575,7 +685,7 @@ class Frontend:
     grpc++ server on the public port: native ModelInfer, the rest proxied to backend.
     """
 
-    def __init__(self, address: str, backend: str, *, events: object, max_message_bytes: int, max_header_bytes: int, max_texts: int, tls_cert: bytes | None = None, tls_key: bytes | None = None, tls_client_ca: bytes | None = None) -> None: ...
+    def __init__(self, address: str, backend: str, *, events: object, max_message_bytes: int, max_header_bytes: int, max_texts_per_request: int, tls_cert: bytes | None = None, tls_key: bytes | None = None, tls_client_ca: bytes | None = None) -> None: ...
 
     def start(self) -> int:
         """

@@ -41,7 +41,7 @@ EVAL_TEXT_FILE = "eval.txt"
 EVAL_JSONL_FILE = "eval.jsonl"
 BUILTIN_CORPUS = "eval_corpus.txt"
 BUILTIN_NAME = "built-in corpus"
-# What the server feeds (see service/textmodel.py); the gate feeds the same, zeros for token types included.
+# What the server feeds (see service/instance.py); the gate feeds the same, zeros for token types included.
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT_NAME = "logits"
 

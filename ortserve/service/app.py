@@ -27,10 +27,13 @@ from ortserve.service.assembly import ArtifactFetcher, VersionFactory
 from ortserve.service.config import Settings
 from ortserve.service.data_plane import DataPlane
 from ortserve.service.handlers import InferenceServicer, add_inference_service
+from ortserve.service.inference import Inference
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
 from ortserve.service.native_frontend import NativeFrontend, resolve_frontend
 from ortserve.service.os_threads import name_os_thread
+from ortserve.service.rest import RestServer, server_tls
+from ortserve.service.tracing import Tracing
 
 log = structlog.get_logger("ortserve.server")
 
@@ -71,7 +74,9 @@ class Server:
         self._source = source
         self._tokenize_pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="ortserve-tok",
                                                  initializer=name_os_thread)
-        self.plane = DataPlane(settings, self.metrics, tokenize_pool=self._tokenize_pool)
+        self.tracing = Tracing(settings.otlp_endpoint, sample_ratio=settings.trace_sample_ratio) \
+            if settings.otlp_endpoint else None
+        self.plane = DataPlane(settings, self.metrics, tokenize_pool=self._tokenize_pool, tracing=self.tracing)
         # Long-lived, so that its malloc arena is reused by every load (a thread per load grew memory).
         self._opener_pool = ThreadPoolExecutor(1, thread_name_prefix="ortserve-opener")
         factory = VersionFactory(settings, self.plane, fetch=fetch, opener=self._opener_pool)
@@ -91,7 +96,13 @@ class Server:
             observer=self._on_lifecycle,
             data_path=self.native,
         )
-        self.servicer = InferenceServicer(self.manager, self.metrics, max_texts=settings.max_texts_per_request)
+        self.inference = Inference(self.manager, self.metrics, max_texts_per_request=settings.max_texts_per_request,
+                                   tracing=self.tracing)
+        self.servicer = InferenceServicer(self.manager, self.inference)
+        self.rest = RestServer(self.manager, self.inference, host=settings.host, port=settings.http_port,
+                               max_body_bytes=settings.max_message_bytes, shutdown_grace_s=settings.shutdown_grace_s,
+                               tls=server_tls(*tls_pem(settings)) if settings.tls_cert else None) \
+            if settings.http_port else None
         self.health = health.aio.HealthServicer()
         self._server: grpc.aio.Server | None = None
         self._source_task: asyncio.Task[None] | None = None
@@ -138,6 +149,11 @@ class Server:
                     self.port = self.native.start()
                 except RuntimeError as e:  # the C++ side's message names the address too: keep its reason
                     raise ListenError("port", address, str(e).rpartition(" (")[2].rstrip(")") or str(e)) from None
+            if self.rest is not None:
+                try:
+                    await self.rest.start()
+                except OSError as e:
+                    raise ListenError("http_port", f"{s.host}:{s.http_port}", e.strerror or str(e)) from None
             if s.metrics:
                 self.metrics.watch_manager(self._status_threadsafe)
                 try:
@@ -157,8 +173,11 @@ class Server:
             port=self.port,
             metrics_port=self.metrics_port,
             # Every port this process listens on, so none comes as a surprise (the metrics default is 8002).
+            http_port=self.rest.port if self.rest is not None else 0,
             listening={"grpc": f"{s.host}:{self.port}",
+                       **({"http": f"{s.host}:{self.rest.port}"} if self.rest is not None else {}),
                        **({"metrics": f"{s.metrics_host}:{self.metrics_port}"} if self._metrics_http else {})},
+            tracing=s.otlp_endpoint or None,
             tls=bool(s.tls_cert),
             mtls=bool(s.tls_client_ca),
             frontend=self.frontend,
@@ -170,6 +189,8 @@ class Server:
         grace = self.settings.shutdown_grace_s if grace_s is None else grace_s
         started = time.monotonic()
         self.servicer.accepting = False
+        if self.rest is not None:
+            self.rest.accepting = False
         if self.native is not None:
             self.native.not_serving()  # its probes are answered on its own threads: flip them first
         await self.health.enter_graceful_shutdown()
@@ -182,10 +203,13 @@ class Server:
             # The public port first: its in-flight calls (and the calls it passed on) finish within the grace.
             await self.native.shutdown(grace)
             grace = max(0.0, grace - (time.monotonic() - started))
-        if self._server is not None:
-            await self._server.stop(grace)
+        # Both ports close at once; their in-flight calls finish within the grace.
+        await asyncio.gather(*([self._server.stop(grace)] if self._server is not None else []),
+                             *([self.rest.stop()] if self.rest is not None else []))
         await self.manager.close()
         self.plane.close()
+        if self.tracing is not None:
+            self.tracing.close()  # after the last call's record: its spans go too
         if self.native is not None:
             self._remove_backend_dir()
         self._tokenize_pool.shutdown(wait=False)
@@ -197,6 +221,8 @@ class Server:
     async def _abandon_start(self, server: grpc.aio.Server) -> None:
         """Undo what start() did before a port failed: no thread, socket or engine object outlives it."""
         await server.stop(0)
+        if self.rest is not None:
+            await self.rest.stop()
         self.plane.close()
         if self.native is not None:
             self._remove_backend_dir()
@@ -221,10 +247,10 @@ class Server:
             self.log_fallbacks()
 
     def log_fallbacks(self) -> None:
-        for model, version, classifier in self.manager.loaded_classifiers():
-            for event in classifier.engine.take_fallback_events():
+        for model, version, instance in self.manager.loaded_instances():
+            for event in instance.engine.take_fallback_events():
                 log.warning(
-                    "gpu_oom_fallback", model=model, version=version, device=classifier.engine.device,
+                    "gpu_oom_fallback", model=model, version=version, device=instance.engine.device,
                     shape=event["shape"], answered_on_cpu=event["answered"], reason=event["reason"],
                     cooldown_s=self.settings.gpu_fallback_cooldown_s,
                     **({"error": event["error"]} if event["error"] else {}),

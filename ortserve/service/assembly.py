@@ -1,4 +1,4 @@
-"""The composition root's factory: DesiredVersion → verified bundle → TextClassifier → VersionBatcher → outputs
+"""The composition root's factory: DesiredVersion → verified bundle → ModelInstance → VersionBatcher → outputs
 checked against the bundle's reference answers.
 
 Injected into the manager, so the manager never knows about artifacts, engines or settings.
@@ -23,7 +23,7 @@ from ortserve.service.config import Settings
 from ortserve.service.data_plane import DataPlane, VersionBatcher
 from ortserve.service.device_memory import MIB, MemoryBudgetError, budget_refusal, used_memory_probe
 from ortserve.service.errors import ServiceError
-from ortserve.service.textmodel import EngineOptions, TextClassifier, narrow_engine_pays
+from ortserve.service.instance import ModelInstance, instance_options
 from ortserve.service.tokenization import TokenizerChoice
 
 
@@ -55,35 +55,16 @@ class VersionFactory:
         self._plane = plane
         self._fetch = fetch
         self._opener = opener  # a long-lived thread that opens and warms a version's second session
-        self._engine_options = EngineOptions(
-            intra_op_threads=settings.intra_op_threads,
-            inter_op_threads=settings.inter_op_threads,
-            graph_optimization_level=settings.graph_optimization_level,
-            device=settings.device,
-            allow_spinning=settings.allow_spinning,
-            spin_between_runs=settings.spin_between_runs,
-            narrow_engine=narrow_engine_pays(
-                intra_op_threads=settings.intra_op_threads, engine_concurrency=settings.engine_concurrency
-            ),
-            gpu_memory_limit_mb=settings.gpu_memory_limit_mb,
-            cudnn_conv_algo_search=settings.cudnn_conv_algo_search,
-            cuda_graphs=settings.cuda_graphs,
-            cpu_arena_limit_mb=settings.cpu_arena_limit_mb,
-            oom_fallback=settings.gpu_oom_fallback,
-            oom_cooldown_s=settings.gpu_fallback_cooldown_s,
-            shape_buckets=settings.shape_buckets,
-            bucket_rows=settings.bucket_rows,
-            bucket_tokens=settings.bucket_tokens,
-        )
+        self._options = instance_options(settings)
         self.memory_kind, self._used_bytes = used_memory_probe(settings.device)
-        self._loaded: weakref.WeakSet[TextClassifier] = weakref.WeakSet()
-        """Every classifier this factory loaded; the open ones hold memory against memory_budget_mb."""
+        self._loaded: weakref.WeakSet[ModelInstance] = weakref.WeakSet()
+        """Every instance this factory loaded; the open ones hold memory against memory_budget_mb."""
 
     def held_mb(self) -> float:
         """Memory the open versions took when they loaded."""
         return sum(c.memory_mb or 0.0 for c in list(self._loaded) if not c.engine.closed)
 
-    def load(self, model: str, spec: DesiredVersion) -> TextClassifier:
+    def load(self, model: str, spec: DesiredVersion) -> ModelInstance:
         if spec.artifact is not None:
             if self._fetch is None:
                 raise RuntimeError("no artifact store configured for registry bundles")
@@ -97,37 +78,37 @@ class VersionFactory:
         if refusal := budget_refusal(budget_mb=budget, held_mb=held, need_mb=weights_mb, what="its model file"):
             raise MemoryBudgetError(refusal)
         before = self._used_bytes()
-        classifier = TextClassifier.load(
-            bundle, self._engine_options, tokenizer=cast(TokenizerChoice, self._settings.tokenizer), opener=self._opener
+        instance = ModelInstance.load(
+            bundle, self._options, tokenizer=cast(TokenizerChoice, self._settings.tokenizer), opener=self._opener
         )
         try:
-            classifier.warm_up(opener=self._opener)  # invariant 1: no traffic before a real batch ran
-            classifier.memory_mb = max(0, self._used_bytes() - before) / MIB
-            if refusal := budget_refusal(budget_mb=budget, held_mb=held, need_mb=classifier.memory_mb,
+            instance.warm_up(opener=self._opener)  # invariant 1: no traffic before a real batch ran
+            instance.memory_mb = max(0, self._used_bytes() - before) / MIB
+            if refusal := budget_refusal(budget_mb=budget, held_mb=held, need_mb=instance.memory_mb,
                                          what=f"measured on {self.memory_kind} over its load and warm-up"):
                 raise MemoryBudgetError(refusal)
         except BaseException:
-            classifier.close()
+            instance.close()
             raise
-        self._loaded.add(classifier)
-        return classifier
+        self._loaded.add(instance)
+        return instance
 
-    def batcher(self, model: str, version: str, classifier: TextClassifier) -> VersionBatcher:
-        return self._plane.version(model, version, classifier)
+    def batcher(self, model: str, version: str, instance: ModelInstance) -> VersionBatcher:
+        return self._plane.version(model, version, instance)
 
-    async def verify(self, classifier: TextClassifier, batcher: VersionBatcher) -> verify.Verdict:
+    async def verify(self, instance: ModelInstance, batcher: VersionBatcher) -> verify.Verdict:
         """The version's answers to its reference texts through its own batcher, judged by its precision's rule.
         Raises OutputsDiffer when they differ and verify_outputs is enforce; returns the verdict otherwise."""
         mode = self._settings.verify_outputs
-        entry = classifier.manifest.references
+        entry = instance.manifest.references
         if mode == "off":
             return verify.skipped()
-        if entry is None or classifier.bundle_dir is None:
+        if entry is None or instance.bundle_dir is None:
             return verify.unverified("the bundle carries no reference answers")
         started = time.monotonic()
         try:
             refs = await asyncio.get_running_loop().run_in_executor(
-                None, read_references, classifier.bundle_dir, entry, classifier.columns)
+                None, read_references, instance.bundle_dir, entry, instance.columns)
         except BundleError as e:
             verdict = verify.unreadable(str(e))
         else:
@@ -143,7 +124,7 @@ class VersionFactory:
                     break
             else:
                 verdict = verify.judge(refs, np.stack(outputs),
-                                       verify.rule_for(classifier.manifest, classifier.engine.device))
+                                       verify.rule_for(instance.manifest, instance.engine.device))
         verdict = verdict.timed(time.monotonic() - started)
         if verdict.failed and mode == "enforce":
             raise OutputsDiffer(verdict)

@@ -65,14 +65,20 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"ortserve: {e}", file=sys.stderr)
             return 2
 
-    configure_logging(level=settings.log_level, fmt=settings.log_format)
-    if settings.bundle:
-        server = Server(settings, source=bundle_source(settings))
-    else:
-        from ortserve.service.registry_source import registry_source
+    from ortserve.service.tracing import TracingUnavailable
 
-        source, fetch = registry_source(settings)
-        server = Server(settings, source=source, fetch=fetch)
+    configure_logging(level=settings.log_level, fmt=settings.log_format)
+    try:
+        if settings.bundle:
+            server = Server(settings, source=bundle_source(settings))
+        else:
+            from ortserve.service.registry_source import registry_source
+
+            source, fetch = registry_source(settings)
+            server = Server(settings, source=source, fetch=fetch)
+    except TracingUnavailable as e:
+        print(f"ortserve: {e}", file=sys.stderr)
+        return 2
     try:
         run(server.serve_until_signal())
     except ListenError as e:

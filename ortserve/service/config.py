@@ -30,10 +30,15 @@ class Settings:
     # -- network
     host: str = _doc("Address the gRPC port binds to.", default="0.0.0.0")
     port: int = _doc("gRPC port (KServe V2, health, reflection, admin status).", default=8001)
+    http_port: int = _doc(
+        "KServe V2 HTTP/REST port beside gRPC, on the same address (0: none). Same calls, same answers (README, "
+        "Calling it over HTTP).", default=8000
+    )
     metrics_host: str = _doc("Address the Prometheus metrics port binds to.", default="0.0.0.0")
     metrics_port: int = _doc("HTTP port for /metrics (0 picks a free port).", default=8002)
     metrics: bool = _doc("Serve Prometheus metrics.", default=True)
-    max_message_bytes: int = _doc("Largest gRPC message accepted or sent.", default=8 * 1024 * 1024)
+    max_message_bytes: int = _doc("Largest gRPC message, or REST request body, accepted or sent.",
+                                  default=8 * 1024 * 1024)
     max_header_bytes: int = _doc(
         "Largest header block (gRPC metadata) a call may send; above Envoy's default 60 KiB, so that what a mesh"
         " forwards is never refused here.", default=64 * 1024
@@ -186,7 +191,16 @@ class Settings:
         "P99 of ortserve_request_duration_seconds (deploy/prometheus).",
         default=250.0,
     )
-    # -- logs
+    # -- logs and traces
+    otlp_endpoint: str = _doc(
+        "OTLP/gRPC collector (host:port, plaintext; https://host:port for TLS) to export each call's spans to, "
+        "parented to the caller's traceparent or B3 headers; '' = no traces. Needs the extra ortserve[tracing].",
+        default="",
+    )
+    trace_sample_ratio: float = _doc(
+        "Share of calls without a caller's sampling decision that are traced (by trace id, so replicas agree).",
+        default=1.0,
+    )
     log_level: str = _doc("debug, info, warning or error.", default="info")
     log_format: str = _doc("json (one object per line) or console (for people).", default="json")
 
@@ -194,6 +208,8 @@ class Settings:
         checks: list[tuple[str, bool, str]] = [
             ("port", 0 <= self.port <= 65535, "a TCP port 0..65535"),
             ("metrics_port", 0 <= self.metrics_port <= 65535, "a TCP port 0..65535"),
+            ("http_port", 0 <= self.http_port <= 65535, "a TCP port 0..65535 (0: no REST port)"),
+            ("trace_sample_ratio", 0.0 <= self.trace_sample_ratio <= 1.0, "a share in 0..1"),
             ("max_message_bytes", self.max_message_bytes >= 1024, ">= 1024"),
             ("max_header_bytes", self.max_header_bytes >= 1024, ">= 1024"),
             ("max_texts_per_request", self.max_texts_per_request >= 1, ">= 1"),

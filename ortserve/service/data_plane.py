@@ -28,9 +28,9 @@ import structlog
 from ortserve import engine_ext
 from ortserve.service.config import Settings
 from ortserve.service.errors import Cancelled, DeadlineExceeded, Internal, ResourceExhausted, ServiceError, Unavailable
+from ortserve.service.instance import ModelInstance
 from ortserve.service.metrics import Metrics
 from ortserve.service.request_log import log_call
-from ortserve.service.textmodel import TextClassifier
 
 server_log = structlog.get_logger("ortserve.server")
 
@@ -81,8 +81,10 @@ _Answer = tuple[str, str, np.ndarray | None, dict[str, float]]
 class DataPlane:
     """The process's batching resources and the loop's side of them. Built before the loop runs; `start` on it."""
 
-    def __init__(self, settings: Settings, metrics: Metrics, *, tokenize_pool: Executor) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics, *, tokenize_pool: Executor, tracing: Any = None) -> None:
         self._metrics = metrics
+        self.tracing = tracing
+        """tracing.Tracing when spans are exported; the native front end's calls are traced here."""
         self.tokenize_pool = tokenize_pool
         self.settings = batcher_settings(settings)
         # One lane thread per unit of engine_concurrency, shared by every version (a canary's two versions take
@@ -103,11 +105,11 @@ class DataPlane:
         loop.add_reader(self.completions.fd, self._answered)
         self._drainer.start()
 
-    def version(self, model: str, version: str, classifier: TextClassifier) -> VersionBatcher:
+    def version(self, model: str, version: str, instance: ModelInstance) -> VersionBatcher:
         """The version's batcher over its sessions and tokenizer (on the loop, once it is warm)."""
-        native = engine_ext.NativeVersion(model, version, text_model=classifier.text_model, settings=self.settings,
+        native = engine_ext.NativeVersion(model, version, text_model=instance.text_model, settings=self.settings,
                                           lanes=self.lanes, events=self.events)
-        return VersionBatcher(self, native, classifier)
+        return VersionBatcher(self, native, instance)
 
     def close(self) -> None:
         """After every version closed: stop the lane threads, then the event thread (its last records logged)."""
@@ -177,18 +179,19 @@ class DataPlane:
             server_log.exception("event_failed", event=repr(event)[:200])
 
     def _log_request(self, event: Any) -> None:
-        log_call(self._metrics, event, frontend="native")  # a RequestEvent has CallRecord's fields
+        # A RequestEvent has CallRecord's fields.
+        log_call(self._metrics, event, frontend="native", tracing=self.tracing)
 
 
 class VersionBatcher:
     """One loaded version on the batcher, as the Python front end and the manager use it."""
 
-    def __init__(self, plane: DataPlane, native: Any, classifier: TextClassifier) -> None:
+    def __init__(self, plane: DataPlane, native: Any, instance: ModelInstance) -> None:
         self._plane = plane
         self.native = native
         """The engine_ext.NativeVersion: the native front end routes to it, leases included."""
-        self._classifier = classifier
-        self._tokenizes = classifier.tokenizer.native is not None
+        self._instance = instance
+        self._tokenizes = instance.tokenizer.native is not None
 
     @property
     def queue_depth(self) -> int:
@@ -196,8 +199,8 @@ class VersionBatcher:
 
     async def infer(self, texts: Sequence[str], *, deadline: float | None = None) -> InferResult:
         """The version's output for `texts`, in order. `deadline` is in `time.monotonic()` seconds."""
-        native, classifier = self.native, self._classifier
-        if self._tokenizes and classifier.tokenizes_inline(texts):  # microseconds: cheaper here than a thread hop
+        native, instance = self.native, self._instance
+        if self._tokenizes and instance.tokenizes_inline(texts):  # microseconds: cheaper here than a thread hop
             future, call = self._plane.submit(
                 lambda token: native.submit_async(texts, _left(deadline), self._plane.completions, token))
         else:
@@ -206,7 +209,7 @@ class VersionBatcher:
                 raise _failure(*refusal)
             started = time.monotonic()
             ids = await asyncio.get_running_loop().run_in_executor(
-                self._plane.tokenize_pool, classifier.tokenize, texts)
+                self._plane.tokenize_pool, instance.tokenize, texts)
             tokenize_s = time.monotonic() - started
             future, call = self._plane.submit(
                 lambda token: native.submit_ids_async(ids, _left(deadline), self._plane.completions, token,

@@ -1,14 +1,9 @@
-"""KServe V2 servicer: a translator. Decode → lease a version → infer → encode.
-
-The wire rules are the C++ ones both front ends use (reached through `codec`), lookup lives in the manager, batching
-in the batcher; this file only wires them per call, maps errors to statuses (errors carry their own code) and writes
-the call's record (`request_log`), the same one the native front end writes.
+"""KServe V2 gRPC servicer: a translator. The message → `inference.Inference` (the call's one path on the Python side,
+the REST server's too) → the reply message, its trailers, or its status (errors carry their own code).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -21,14 +16,14 @@ from ortserve import __version__, engine_ext
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 from ortserve.service import codec
-from ortserve.service.errors import InvalidArgument, NotFound, ResourceExhausted, ServiceError, Unavailable
+from ortserve.service.errors import ResourceExhausted, ServiceError
+from ortserve.service.inference import CallFailed, Inference
 from ortserve.service.manager import ModelManager
-from ortserve.service.metrics import Metrics
-from ortserve.service.request_log import CallRecord, log_call
 
 log = structlog.get_logger("ortserve.request")
 T = TypeVar("T")
 SERVICE = "inference.GRPCInferenceService"
+EXTENSIONS = ("classification",)
 _METHODS: dict[str, tuple[type[Message], type[Message]]] = {
     "ServerLive": (pb.ServerLiveRequest, pb.ServerLiveResponse),
     "ServerReady": (pb.ServerReadyRequest, pb.ServerReadyResponse),
@@ -84,10 +79,9 @@ def add_inference_service(servicer: InferenceServicer, server: grpc.aio.Server) 
 
 
 class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
-    def __init__(self, manager: ModelManager, metrics: Metrics, *, max_texts: int) -> None:
+    def __init__(self, manager: ModelManager, inference: Inference) -> None:
         self._manager = manager
-        self._metrics = metrics
-        self._max_texts = max_texts
+        self._inference = inference
         self.accepting = True  # False once shutdown starts: readiness says so before the port closes
 
     async def ServerLive(self, request: pb.ServerLiveRequest, context: Any) -> pb.ServerLiveResponse:
@@ -100,92 +94,40 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
         return pb.ModelReadyResponse(ready=self.accepting and self._manager.model_ready(request.name, request.version))
 
     async def ServerMetadata(self, request: pb.ServerMetadataRequest, context: Any) -> pb.ServerMetadataResponse:
-        return pb.ServerMetadataResponse(name="ortserve", version=__version__, extensions=["classification"])
+        return pb.ServerMetadataResponse(name="ortserve", version=__version__, extensions=list(EXTENSIONS))
 
     async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Any) -> pb.ModelMetadataResponse:
         return await _answer(context, lambda: self._model_metadata(request))
 
     async def _model_metadata(self, request: pb.ModelMetadataRequest) -> pb.ModelMetadataResponse:
-        route = self._manager.route_table.models.get(request.name)
-        if route is None:
-            if request.name in self._manager.wanted_models():
-                raise Unavailable(self._manager.not_ready_reason(request.name))
-            raise NotFound(f"unknown model '{request.name}'")
-        if request.version and request.version not in route.versions:
-            failure = self._manager.version_failure(request.name, request.version)
-            if failure:
-                raise Unavailable(f"model '{request.name}' version '{request.version}' failed to load: {failure}")
-            raise NotFound(f"model '{request.name}' has no loaded version '{request.version}'")
-        version = route.versions[request.version] if request.version else next(iter(route.versions.values()))
-        meta = pb.ModelMetadataResponse(name=request.name, versions=sorted(route.versions), platform="onnxruntime_onnx")
-        meta.inputs.add(name=codec.INPUT_NAME, datatype="BYTES", shape=[-1])
-        if version.classifier is None:  # closed between the table read and here: describe what it was
-            meta.outputs.add(name=codec.WIRE_OUTPUTS["classifier"], datatype="FP32", shape=[-1, -1])
-            return meta
-        served = codec.ServedOutput.of(version.classifier.manifest)
-        meta.outputs.add(name=served.name, datatype="FP32", shape=[-1, served.columns])
-        # An extension of the protocol (MLServer's field number, see the .proto): the model's kind and a classifier's
-        # labels in LOGITS column order, as a JSON array (labels may hold commas); class_count names them per call.
-        meta.parameters["kind"].string_param = served.kind
-        if served.kind == "classifier":
-            meta.parameters["labels"].string_param = json.dumps(list(served.labels), ensure_ascii=False)
+        d = self._inference.describe(request.name, request.version)
+        meta = pb.ModelMetadataResponse(name=d.name, versions=d.versions, platform=d.platform)
+        for name, datatype, shape in d.inputs:
+            meta.inputs.add(name=name, datatype=datatype, shape=shape)
+        for name, datatype, shape in d.outputs:
+            meta.outputs.add(name=name, datatype=datatype, shape=shape)
+        # An extension of the protocol (MLServer's field number, see the .proto).
+        for key, value in d.parameters.items():
+            meta.parameters[key].string_param = value
         return meta
 
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:
-        started = time.monotonic()
-        metadata = dict(context.invocation_metadata() or ())
-        # An id too long to echo is refused below, answered under one of ours.
-        request_id, id_error = engine_ext.choose_request_id(str(metadata.get("x-request-id") or ""))
-        record = CallRecord(request_id=request_id, model=request.model_name, version=request.model_version)
-        self._metrics.in_flight.inc()
+        remaining = context.time_remaining()
+        deadline = None if remaining is None else time.monotonic() + remaining
+        headers = {str(k).lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         try:
-            if id_error:
-                raise InvalidArgument(id_error)
-            call = codec.decode(request, max_texts=self._max_texts)
-            routing_key = engine_ext.choose_routing_key(call.routing_key, str(metadata.get("x-routing-key") or ""),
-                                                        request_id)
-            remaining = context.time_remaining()
-            deadline = None if remaining is None else started + remaining
-            record.texts = len(call.texts)
-            with self._manager.lease(
-                request.model_name, version=request.model_version, routing_key=routing_key
-            ) as lease:
-                lv = lease.version
-                record.version, record.route = lv.version, lease.route
-                assert lv.batcher is not None and lv.classifier is not None  # READY versions always have both
-                served = codec.ServedOutput.of(lv.classifier.manifest)
-                codec.check_outputs(call, served, request.model_name)
-                result = await lv.batcher.infer(call.texts, deadline=deadline)
-            response = pb.ModelInferResponse(model_name=request.model_name, model_version=lv.version, id=request.id)
-            codec.encode(response, call, served, result.outputs)
-            # Trailers, not headers: they travel in the same write as the reply and the status, while an
-            # explicit header send costs a separate gRPC batch per call (about a tenth of the loop's time).
-            context.set_trailing_metadata((("x-request-id", request_id), ("x-model-version", lv.version)))
-            record.answered(result)
-            self._finish(record, started, "OK")
-            return response
-        except ServiceError as e:
-            self._finish(record, started, e.code.name, error=e.message)
-            trailers: tuple[tuple[str, str], ...] = (("x-request-id", request_id),)
-            if isinstance(e, ResourceExhausted):
-                trailers += (("grpc-retry-pushback-ms", str(engine_ext.pushback_ms(e.retry_after_s))),)
+            reply = await self._inference.infer(codec.call_from(request, headers, deadline))
+        except CallFailed as failed:
+            trailers: tuple[tuple[str, str], ...] = (("x-request-id", failed.request_id),)
+            if isinstance(failed.error, ResourceExhausted):
+                trailers += (("grpc-retry-pushback-ms", str(engine_ext.pushback_ms(failed.error.retry_after_s))),)
             context.set_trailing_metadata(trailers)
-            await context.abort(e.code, e.message)
+            await context.abort(failed.error.code, failed.error.message)
             raise  # abort raises; this line is never reached
-        except asyncio.CancelledError:
-            self._finish(record, started, "CANCELLED")
-            raise
-        except Exception:
-            log.exception("request_failed", request_id=request_id, model=request.model_name)
-            self._finish(record, started, "INTERNAL")
-            await context.abort(grpc.StatusCode.INTERNAL, f"internal error; request id {request_id}")
-            raise
-        finally:
-            self._metrics.in_flight.dec()
-
-    def _finish(self, record: CallRecord, started: float, status: str, error: str = "") -> None:
-        record.status, record.error, record.total_s = status, error, time.monotonic() - started
-        log_call(self._metrics, record)
+        # Trailers, not headers: they travel in the same write as the reply and the status, while an explicit
+        # header send costs a separate gRPC batch per call (about a tenth of the loop's time).
+        context.set_trailing_metadata((("x-request-id", reply.request_id), ("x-model-version", reply.version)))
+        return codec.reply_message(reply)
 
 
 async def _answer(context: Any, make: Callable[[], Awaitable[T]]) -> T:

@@ -31,21 +31,21 @@ from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
 from ortserve.service import version_plan
 from ortserve.service.data_plane import VersionBatcher
 from ortserve.service.errors import NotFound, Unavailable
+from ortserve.service.instance import ModelInstance
 from ortserve.service.lifecycle import State, check_transition
-from ortserve.service.textmodel import TextClassifier
 from ortserve.service.verify import Verdict
 
 log = structlog.get_logger("ortserve.manager")
 
 
 class VersionFactory(Protocol):
-    def load(self, model: str, spec: DesiredVersion) -> TextClassifier:
+    def load(self, model: str, spec: DesiredVersion) -> ModelInstance:
         """Fetch, verify, load and warm up; blocking (runs in the loader thread)."""
 
-    def batcher(self, model: str, version: str, classifier: TextClassifier) -> VersionBatcher:
+    def batcher(self, model: str, version: str, instance: ModelInstance) -> VersionBatcher:
         """Build the version's batcher (on the loop)."""
 
-    async def verify(self, classifier: TextClassifier, batcher: VersionBatcher) -> Verdict:
+    async def verify(self, instance: ModelInstance, batcher: VersionBatcher) -> Verdict:
         """Check the version's answers to its bundle's reference texts through `batcher` (on the loop); raises
         when they differ and the version must not take traffic."""
 
@@ -71,7 +71,7 @@ class LoadedVersion:
     spec: DesiredVersion
     state: State = State.NEW
     reason: str = ""
-    classifier: TextClassifier | None = None
+    instance: ModelInstance | None = None
     batcher: VersionBatcher | None = None
     verdict: Verdict | None = None
     """Its answers to the bundle's reference texts, checked before it took traffic."""
@@ -271,9 +271,9 @@ class ModelManager:
         started = time.monotonic()
         try:
             loop = asyncio.get_running_loop()
-            lv.classifier = await loop.run_in_executor(self._loader, self._factory.load, model, spec)
-            lv.batcher = self._factory.batcher(model, spec.version, lv.classifier)
-            lv.verdict = await self._factory.verify(lv.classifier, lv.batcher)  # invariant 1: before any traffic
+            lv.instance = await loop.run_in_executor(self._loader, self._factory.load, model, spec)
+            lv.batcher = self._factory.batcher(model, spec.version, lv.instance)
+            lv.verdict = await self._factory.verify(lv.instance, lv.batcher)  # invariant 1: before any traffic
         except Exception as e:
             lv.transition(State.FAILED, str(e))
             previous = self._failures.get((model, spec.version))
@@ -287,17 +287,17 @@ class ModelManager:
                           **getattr(e, "observed", {}))
             if lv.batcher is not None:  # never routed: nothing queued but what the check itself sent
                 await lv.batcher.close(0.0)
-            if lv.classifier is not None:
-                await loop.run_in_executor(self._loader, lv.classifier.close)
+            if lv.instance is not None:
+                await loop.run_in_executor(self._loader, lv.instance.close)
             lv.transition(State.CLOSED, str(e))
             return False
         lv.transition(State.READY)
         self._failures.pop((model, spec.version), None)
-        assert lv.classifier is not None and lv.verdict is not None
-        tokenizer = lv.classifier.tokenizer
+        assert lv.instance is not None and lv.verdict is not None
+        tokenizer = lv.instance.tokenizer
         fallback = {"tokenizer_fallback": tokenizer.fallback} if tokenizer.fallback else {}
         self._observe("loaded", model, spec.version, load_s=round(time.monotonic() - started, 3),
-                      tokenizer=tokenizer.kind, **fallback, **lv.classifier.describe(), verify=lv.verdict.result,
+                      tokenizer=tokenizer.kind, **fallback, **lv.instance.describe(), verify=lv.verdict.result,
                       verify_s=round(lv.verdict.took_s, 3),
                       **({"verify_failed": lv.verdict.line()} if lv.verdict.failed else {}))
         replaced = self._versions[model].get(spec.version)
@@ -365,14 +365,14 @@ class ModelManager:
         if lv.batcher is not None:  # the native front end's calls, then whatever is still queued
             await lv.batcher.close(max(0.0, deadline - time.monotonic()))
         self._observe("drained", lv.model, lv.version)
-        if lv.classifier is not None:
+        if lv.instance is not None:
             # Engine.close waits for running batches, so it runs off the loop.
-            await asyncio.get_running_loop().run_in_executor(self._loader, lv.classifier.close)
+            await asyncio.get_running_loop().run_in_executor(self._loader, lv.instance.close)
         lv.transition(State.CLOSED)
         versions = self._versions.get(lv.model, {})
         if versions.get(lv.version) is lv:
             del versions[lv.version]
-        lv.classifier = None
+        lv.instance = None
         lv.batcher = None
         self._observe("closed", lv.model, lv.version)
 
@@ -410,12 +410,12 @@ class ModelManager:
     def wanted_models(self) -> list[str]:
         return sorted(m for m, d in self._desired.items() if d.versions)
 
-    def loaded_classifiers(self) -> list[tuple[str, str, TextClassifier]]:
-        """(model, version, classifier) of every version holding an engine (serving, draining, superseded)."""
-        found = [(lv.model, lv.version, lv.classifier) for versions in self._versions.values()
-                 for lv in versions.values() if lv.classifier is not None]
-        found += [(lv.model, lv.version, lv.classifier) for versions in self._superseded.values()
-                  for lv in versions if lv.classifier is not None]
+    def loaded_instances(self) -> list[tuple[str, str, ModelInstance]]:
+        """(model, version, instance) of every version holding an engine (serving, draining, superseded)."""
+        found = [(lv.model, lv.version, lv.instance) for versions in self._versions.values()
+                 for lv in versions.values() if lv.instance is not None]
+        found += [(lv.model, lv.version, lv.instance) for versions in self._superseded.values()
+                  for lv in versions if lv.instance is not None]
         return found
 
     def version_failure(self, model: str, version: str) -> str | None:
@@ -432,8 +432,8 @@ class ModelManager:
                     "leases": lv.leases,
                     "source": lv.spec.source(),
                     "queue_depth": lv.batcher.queue_depth if lv.batcher else 0,
-                    "tokenizer": lv.classifier.tokenizer.kind if lv.classifier else None,
-                    **(lv.classifier.describe() if lv.classifier else {}),
+                    "tokenizer": lv.instance.tokenizer.kind if lv.instance else None,
+                    **(lv.instance.describe() if lv.instance else {}),
                     **({"verify": lv.verdict.to_dict()} if lv.verdict else {}),
                 }
                 for v, lv in sorted(self._versions.get(model, {}).items())
@@ -441,6 +441,8 @@ class ModelManager:
             for (m, v), lv in self._loading.items():
                 if m == model and v not in versions:
                     versions[v] = {"state": lv.state.value, "leases": 0, "source": lv.spec.source(), "queue_depth": 0}
+                    if lv.state is State.FAILED:  # failed, still closing what the attempt opened: say why already
+                        versions[v]["error"] = lv.reason
             for (m, v), failure in self._failures.items():
                 if m == model and v not in versions:
                     versions[v] = {

@@ -16,8 +16,8 @@ import asyncio
 from typing import Any
 
 from ortserve import engine_ext
-from ortserve.service import codec
 from ortserve.service.config import Settings
+from ortserve.service.inference import ServedOutput
 from ortserve.service.manager import LoadedVersion, RouteTable
 from ortserve.service.metrics import Metrics
 
@@ -56,7 +56,7 @@ class NativeFrontend:
             events=events,
             max_message_bytes=settings.max_message_bytes,
             max_header_bytes=settings.max_header_bytes,
-            max_texts=settings.max_texts_per_request,
+            max_texts_per_request=settings.max_texts_per_request,
             tls_cert=tls[0] if tls else None,
             tls_key=tls[1] if tls else None,
             tls_client_ca=tls[2] if tls else None,
@@ -77,8 +77,8 @@ class NativeFrontend:
             if any(v is None for v in versions.values()):
                 continue  # a version the C++ tokenizer cannot run: the whole model is served through Python
             # What each version answers: its kind, its output's wire name and, for a classifier, its labels.
-            outputs = {name: codec.ServedOutput.of(lv.classifier.manifest).native_entry()
-                       for name, lv in route.versions.items() if lv.classifier is not None}
+            outputs = {name: ServedOutput.of(lv.instance.manifest).native_entry()
+                       for name, lv in route.versions.items() if lv.instance is not None}
             routes[model] = (list(route.split.order), list(route.split.upper), versions, outputs)
         self._frontend.set_routes(routes)
 
@@ -103,6 +103,6 @@ class NativeFrontend:
 
 def _native_version(lv: LoadedVersion) -> Any | None:
     """The version's batcher when the front end can serve it (its texts tokenized in C++), else None."""
-    if lv.batcher is None or lv.classifier is None or lv.classifier.tokenizer.native is None:
+    if lv.batcher is None or lv.instance is None or lv.instance.tokenizer.native is None:
         return None
     return lv.batcher.native

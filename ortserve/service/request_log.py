@@ -1,8 +1,8 @@
-"""The one `request` log line and the request metrics of a ModelInfer call, whichever front end answered it.
+"""The one `request` log line, the request metrics and the trace of a ModelInfer call, whichever front end answered it.
 
-Both front ends describe a finished call by the same record: the Python handler fills a `CallRecord`, the native
-front end's C++ side an `engine_ext.RequestEvent` with the same fields (the data plane's event thread reads them);
-`log_call` turns either into the line and the series.
+Every front end describes a finished call by the same record: the Python side (gRPC and REST) fills a `CallRecord`,
+the native front end's C++ side an `engine_ext.RequestEvent` with the same fields (the data plane's event thread reads
+them); `log_call` turns either into the line, the series and, with tracing on, the spans (`tracing.Tracing`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,15 @@ class CallFields(Protocol):
     status: str
     error: str
     ended_unix: float
+    trace_id: str
+    parent_span_id: str
+    sampled: int
+    tracestate: str
+
+
+class CallTracer(Protocol):
+    def export(self, call: CallFields, *, transport: str, frontend: str) -> str:
+        """The call's spans; returns its trace id ("" when not traced)."""
 
 
 @dataclass(slots=True)
@@ -57,6 +66,12 @@ class CallRecord:
     error: str = ""
     ended_unix: float = 0.0
     """0: now."""
+    trace_id: str = ""
+    """The caller's trace (32 hex digits), "" when it sent none."""
+    parent_span_id: str = ""
+    sampled: int = -1
+    """The caller's sampling decision: 1, 0, or -1 when it made none."""
+    tracestate: str = ""
 
     def answered(self, result: Any) -> None:
         """The batcher's timings of an answered call (data_plane.InferResult)."""
@@ -64,9 +79,11 @@ class CallRecord:
         self.queue_s, self.tokenize_s, self.engine_s = result.queue_s, result.tokenize_s, result.engine_s
 
 
-def log_call(metrics: Metrics, call: CallFields, *, frontend: str = "") -> None:
-    """Count the call (its texts on OK) and write its line: request_id, model, version, route, texts, the batch's
-    timings on OK, status, total_ms, then frontend and error where set."""
+def log_call(metrics: Metrics, call: CallFields, *, frontend: str = "", transport: str = "grpc",
+             tracing: CallTracer | None = None) -> None:
+    """Count the call (its texts on OK), export its spans (`tracing`), and write its line: request_id, model, version,
+    route, texts, the batch's timings on OK, status, total_ms, frontend (native), transport (grpc or http),
+    then trace_id and error where set."""
     model = call.model or "none"
     version = call.version or "none"
     if call.status == "OK":
@@ -89,6 +106,10 @@ def log_call(metrics: Metrics, call: CallFields, *, frontend: str = "") -> None:
     fields.update(status=call.status, total_ms=ms(call.total_s))
     if frontend:
         fields["frontend"] = frontend
+    fields["transport"] = transport
+    trace_id = tracing.export(call, transport=transport, frontend=frontend) if tracing is not None else call.trace_id
+    if trace_id:
+        fields["trace_id"] = trace_id
     if call.error:
         fields["error"] = call.error
     if call.ended_unix:

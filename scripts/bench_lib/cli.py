@@ -24,7 +24,7 @@ from typing import Any
 
 import grpc
 
-from bench_lib import plan, prom, report
+from bench_lib import compare, plan, prom, report
 from bench_lib.corpus import make_corpus
 from bench_lib.engine_limit import (
     BATCH1_IDLE_S,
@@ -97,6 +97,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     load.add_argument("--spin-compare", action="store_true", help="also run the saturation point (or "
                       "--concurrency), and concurrency 1, on a server with --allow-spinning and one with "
                       "--no-allow-spinning")
+    load.add_argument("--compare", choices=("rest", "tracing"), help="instead: two arms side by side in "
+                      "alternating rounds, gRPC against REST (binary extension) at C=1 and C=32, or tracing off "
+                      "against on at C=32 (docs/benchmarks.md)")
+    load.add_argument("--rounds", type=int, default=3, help="--compare: rounds, each arm once per round")
     load.add_argument("--mode", choices=("closed", "open"), default="closed", help="single run: loop kind")
     load.add_argument("--concurrency", type=int, default=8, help="single run: closed-loop callers")
     load.add_argument("--rate", type=float, default=100.0, help="single run: open-loop arrivals per second")
@@ -144,6 +148,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         (args.max_outstanding >= 1, "--max-outstanding must be >= 1"),
         (not (args.spin_compare and args.address), "--spin-compare needs a server started by the bench, "
          "not --address"),
+        (not (args.compare and args.address), "--compare needs servers started by the bench, not --address"),
+        (args.rounds >= 1, "--rounds must be >= 1"),
         (args.bundle is None or (args.bundle / "model.onnx").is_file(),
          f"--bundle {args.bundle}: no model.onnx there (build one: scripts/make_demo_bundle.py DIR)"),
     ]
@@ -236,9 +242,8 @@ class Bench:
         self.bundle = dest
         return dest
 
-    async def start_server(self, *, allow_spinning: bool | None, tag: str) -> None:
-        await self.stop_server()
-        bundle = self.ensure_bundle()
+    def server_args(self, *, allow_spinning: bool | None = None) -> list[str]:
+        """The started server's flags: the engine settings, the front end, --server-arg."""
         extra = list(self.args.server_arg)
         s = self.engine_settings
         extra += ["--intra-op-threads", str(s.intra_op_threads), "--inter-op-threads", str(s.inter_op_threads),
@@ -248,6 +253,12 @@ class Bench:
         spinning = s.allow_spinning if allow_spinning is None else allow_spinning
         extra.append("--allow-spinning" if spinning else "--no-allow-spinning")
         extra.append("--spin-between-runs" if s.spin_between_runs else "--no-spin-between-runs")
+        return extra
+
+    async def start_server(self, *, allow_spinning: bool | None, tag: str) -> None:
+        await self.stop_server()
+        bundle = self.ensure_bundle()
+        extra = self.server_args(allow_spinning=allow_spinning)
         log = self.args.cache_dir / "logs" / f"server-{os.getpid()}-{tag}.log"
         self.server = ServedProcess(bundle=bundle, model=self.args.model, log_path=log, extra_args=extra)
         self.progress.say(f"starting ortserve from {_ortserve_package()} on {bundle} ({tag}; log {log})")
@@ -743,6 +754,8 @@ def print_report(rep: dict[str, Any]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     bench = Bench(args)
+    if args.compare:
+        return _compare(bench)
     try:
         # uvloop when installed: the client shares the cores with the server it measures.
         rep = loop_runner("auto")(bench.run())
@@ -761,4 +774,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                  f"({args.duration:g} s per point)")
         report.plot(args.plot, rep["runs"], limit_texts_per_s=(rep["limit"] or {}).get("texts_per_s"), title=title)
         print(f"wrote {args.plot}")
+    return 0
+
+
+def _compare(bench: Bench) -> int:
+    from ortserve.registry.cpu import cpu_info
+
+    args = bench.args
+    try:
+        result = loop_runner("auto")(compare.run(bench, args.compare, args.rounds))
+    except (ServerStartError, RuntimeError) as e:
+        print(f"bench: {e}", file=sys.stderr)
+        return EXIT_SERVER
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        return 130
+    cpu = cpu_info().describe()
+    result.update(cpu=cpu, command=["scripts/bench", *sys.argv[1:]], usable_cpus=len(os.sched_getaffinity(0)),
+                  settings={"duration_s": args.duration, "warmup_s": args.warmup})
+    compare.print_summary(result, cpu)
+    if args.json_out:
+        report.write_json(args.json_out, result)
+        print(f"wrote {args.json_out}")
     return 0

@@ -21,7 +21,8 @@ from typing import TypeVar, cast
 
 import numpy as np
 
-from ortserve.service.textmodel import EngineOptions, TextClassifier, narrow_engine_pays
+from ortserve.service.config import Settings
+from ortserve.service.instance import ModelInstance, instance_options
 from ortserve.service.tokenization import TokenizerChoice
 
 LIMIT_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64)
@@ -63,20 +64,12 @@ class EngineAlone:
 
     def __init__(self, bundle: Path, settings: EngineSettings) -> None:
         # The server's own compute path (same tokenizer set-up, padding and feeds), minus the server.
-        self.classifier = TextClassifier.load(
-            bundle,
-            EngineOptions(
-                intra_op_threads=settings.intra_op_threads,
-                inter_op_threads=settings.inter_op_threads,
-                allow_spinning=settings.allow_spinning,
-                spin_between_runs=settings.spin_between_runs,
-                graph_optimization_level=settings.graph_optimization_level,
-                narrow_engine=narrow_engine_pays(
-                    intra_op_threads=settings.intra_op_threads, engine_concurrency=settings.engine_concurrency
-                ),
-            ),
-            tokenizer=cast(TokenizerChoice, settings.tokenizer),
-        )
+        server = Settings(intra_op_threads=settings.intra_op_threads, inter_op_threads=settings.inter_op_threads,
+                          allow_spinning=settings.allow_spinning, spin_between_runs=settings.spin_between_runs,
+                          graph_optimization_level=settings.graph_optimization_level,
+                          engine_concurrency=settings.engine_concurrency)
+        self.classifier = ModelInstance.load(bundle, instance_options(server),
+                                             tokenizer=cast(TokenizerChoice, settings.tokenizer))
         self.streams = settings.engine_concurrency
         self._corpus: list[str] = []
         self._lengths: list[int] = []

@@ -1,4 +1,5 @@
-"""Closed-loop and open-loop (Poisson) load over gRPC aio, one event loop, bounded in time and count.
+"""Closed-loop and open-loop (Poisson) load over gRPC aio or HTTP/REST (aiohttp), one event loop, bounded in time
+and count.
 
 A run is: warm-up (sent, not counted) → measured window → drain (outstanding calls get at most
 `drain_s`, then are cancelled). A call counts in the window when it *completes* inside it, so
@@ -21,6 +22,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import grpc
+
+from bench_lib.v2client import RestRefused
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,8 @@ class LoadSpec:
 class Payload:
     body: bytes
     texts: int
+    metadata: tuple[tuple[str, str], ...] = ()
+    """Sent with the call (a REST body's Inference-Header-Content-Length)."""
 
 
 @dataclass
@@ -92,7 +97,8 @@ class _Window:
 
 Call = Callable[..., Awaitable[bytes]]
 Hook = Callable[[], Awaitable[None]]
-Send = Callable[[Payload, float], Awaitable[grpc.aio.AioRpcError | None]]
+Refusal = grpc.aio.AioRpcError | RestRefused
+Send = Callable[[Payload, float], Awaitable[Refusal | None]]
 """Send one payload timed from the given start; returns the error when the server refused it."""
 _BACKOFF_START_S = 0.010
 _BACKOFF_MAX_S = 0.5
@@ -123,13 +129,20 @@ async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
             result.error_latencies_s.setdefault(code, array("d")).append(latency)
             result.error_samples.setdefault(code, details)
 
-    async def one(payload: Payload, started: float) -> grpc.aio.AioRpcError | None:
-        """Send one call; returns the error when the server refused it (RESOURCE_EXHAUSTED)."""
+    async def one(payload: Payload, started: float) -> Refusal | None:
+        """Send one call; returns the error when the server refused it (RESOURCE_EXHAUSTED, HTTP 429)."""
         try:
-            await call(payload.body, timeout=spec.timeout_s)
+            if payload.metadata:
+                await call(payload.body, timeout=spec.timeout_s, metadata=payload.metadata)
+            else:
+                await call(payload.body, timeout=spec.timeout_s)
         except grpc.aio.AioRpcError as e:
             record(started, e.code().name, payload.texts, e.details() or "")
             if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                return e
+        except RestRefused as e:
+            record(started, e.code_name, payload.texts, e.details)
+            if e.code_name == "RESOURCE_EXHAUSTED":
                 return e
         except Exception as e:  # a client-side failure is a result to report, not a crash of the run
             record(started, f"CLIENT_{type(e).__name__}", payload.texts, str(e))
@@ -157,7 +170,7 @@ async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
     if spec.mode == "closed":
         senders = [asyncio.create_task(_closed_caller(i, spec, payloads, window, one, result))
                    for i in range(spec.concurrency)]
-        in_flight: set[asyncio.Task[grpc.aio.AioRpcError | None]] = set()
+        in_flight: set[asyncio.Task[Refusal | None]] = set()
     else:
         in_flight = set()
         senders = [asyncio.create_task(_open_arrivals(spec, payloads, window, one, result, in_flight))]
@@ -174,8 +187,10 @@ async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
     return result
 
 
-def _pushback_s(error: grpc.aio.AioRpcError) -> float:
-    """The server's `grpc-retry-pushback-ms` trailer, or 0 when it sent none."""
+def _pushback_s(error: Refusal) -> float:
+    """The server's `grpc-retry-pushback-ms` trailer (REST: Retry-After), or 0 when it sent none."""
+    if isinstance(error, RestRefused):
+        return error.retry_after_s
     for key, value in error.trailing_metadata() or ():
         if key == "grpc-retry-pushback-ms":
             with contextlib.suppress(ValueError):
@@ -211,7 +226,7 @@ async def _closed_caller(index: int, spec: LoadSpec, payloads: Sequence[Payload]
 
 async def _open_arrivals(spec: LoadSpec, payloads: Sequence[Payload], window: _Window,
                          one: Send, result: LoadResult,
-                         in_flight: set[asyncio.Task[grpc.aio.AioRpcError | None]]) -> None:
+                         in_flight: set[asyncio.Task[Refusal | None]]) -> None:
     rng = random.Random(spec.seed)
     position = 0
     due = time.perf_counter()

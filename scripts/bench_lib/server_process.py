@@ -37,6 +37,7 @@ class ServedProcess:
         self.args = [
             sys.executable, "-m", "ortserve.service.cli", "serve", "--bundle", str(bundle), "--model-name", model,
             "--host", "127.0.0.1", "--port", "0", "--metrics-host", "127.0.0.1", "--metrics-port", "0",
+            "--http-port", "0",
             *extra_args,
         ]
         self.port = 0

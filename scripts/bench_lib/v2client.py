@@ -1,16 +1,19 @@
-"""KServe V2 ModelInfer over gRPC, generic enough for any V2 server (ortserve, Triton, MLServer).
+"""KServe V2 ModelInfer over gRPC or HTTP/REST (the binary tensor extension), generic enough for any V2 server
+(ortserve, Triton, MLServer).
 
 Requests are built once and serialized up front; the load generator sends those bytes through a
-bytes-in/bytes-out method handle, so the client spends no CPU on protobuf in the hot loop (on a
-2-core machine every client cycle is taken from the server). Replies are parsed only when checked.
+bytes-in/bytes-out handle (a gRPC method, or `RestCall`), so the client spends no CPU on encoding in the hot loop
+(on a 2-core machine every client cycle is taken from the server). Replies are parsed only when checked.
 """
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import aiohttp
 import grpc
 import numpy as np
 
@@ -87,3 +90,72 @@ async def model_ready(channel: grpc.aio.Channel, target: V2Target, timeout: floa
 def server_live_method(channel: grpc.aio.Channel) -> tuple[grpc.aio.UnaryUnaryMultiCallable, bytes]:
     """ServerLive as a bytes-in/bytes-out handle and its (empty) request: the cheapest V2 call."""
     return channel.unary_unary(SERVER_LIVE), pb.ServerLiveRequest().SerializeToString()
+
+
+# ---- HTTP/REST ------------------------------------------------------------------------------------------
+
+HEADER_LENGTH = "Inference-Header-Content-Length"
+REST_CODES = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 413: "RESOURCE_EXHAUSTED", 429: "RESOURCE_EXHAUSTED",
+              499: "CANCELLED", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED", 500: "INTERNAL"}
+"""An HTTP status as the gRPC code the protocol maps it from, so both transports' errors count alike."""
+
+
+class RestRefused(Exception):
+    """A REST call answered with an error status; `retry_after_s` from Retry-After (0 when absent)."""
+
+    def __init__(self, status: int, details: str, retry_after_s: float) -> None:
+        super().__init__(details)
+        self.code_name = REST_CODES.get(status, f"HTTP_{status}")
+        self.details = details
+        self.retry_after_s = retry_after_s
+
+
+def build_rest_request(target: V2Target, texts: Sequence[str]) -> tuple[bytes, tuple[tuple[str, str], ...]]:
+    """The call as the binary tensor extension, both ways: (body, headers)."""
+    raw = b"".join(struct.pack("<I", len(e)) + e for e in (t.encode() for t in texts))
+    shape = [len(texts), 1] if target.shape_n1 else [len(texts)]
+    header = json.dumps({"inputs": [{"name": target.input_name, "datatype": "BYTES", "shape": shape,
+                                     "parameters": {"binary_data_size": len(raw)}}],
+                         "outputs": [{"name": target.output_name, "parameters": {"binary_data": True}}]}).encode()
+    return header + raw, ((HEADER_LENGTH, str(len(header))),)
+
+
+def rest_infer_url(target: V2Target) -> str:
+    version = f"/versions/{target.version}" if target.version else ""
+    return f"http://{target.address}/v2/models/{target.model}{version}/infer"
+
+
+class RestCall:
+    """POST a prebuilt body: the REST twin of a bytes-in/bytes-out gRPC method handle. Returns the reply's bytes
+    (`last_header_length`: the last reply's JSON header, for `parse_rest_logits`)."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str) -> None:
+        self._session = session
+        self._url = url
+        self.last_header_length = 0
+
+    async def __call__(self, body: bytes, *, timeout: float, metadata: Sequence[tuple[str, str]] = ()) -> bytes:
+        async with self._session.post(self._url, data=body, headers=dict(metadata),
+                                      timeout=aiohttp.ClientTimeout(total=timeout)) as reply:
+            data = await reply.read()
+            if reply.status != 200:
+                retry = reply.headers.get("Retry-After", "0")
+                raise RestRefused(reply.status, data.decode("utf-8", "replace")[:300],
+                                  float(retry) if retry.isdigit() else 0.0)
+            self.last_header_length = int(reply.headers.get(HEADER_LENGTH, len(data)))
+            return data
+
+
+def parse_rest_logits(target: V2Target, reply: bytes, header_length: int) -> np.ndarray:
+    """The output tensor of a REST reply (binary or JSON) as float32 [N, ...]; ValueError if it is not there."""
+    doc = json.loads(reply[:header_length])
+    offset = header_length
+    for out in doc.get("outputs", []):
+        size = out.get("parameters", {}).get("binary_data_size")
+        if out["name"] == target.output_name:
+            if size is None:
+                return np.asarray(out["data"], dtype=np.float32).reshape(out["shape"])
+            return np.frombuffer(reply[offset: offset + size], dtype="<f4").reshape(out["shape"])
+        offset += size or 0
+    names = [o.get("name") for o in doc.get("outputs", [])]
+    raise ValueError(f"reply has no output '{target.output_name}' (outputs: {names}); set --output-name")

@@ -139,11 +139,12 @@ def build_models(models_dir: Path, shapes: dict[str, dict[str, int]]) -> dict[st
 
 
 def engine_options(*, cuda_graphs: bool, oom_fallback: str = "off", limit_mb: int = 0, buckets: str = "on") -> Any:
-    from ortserve.service.textmodel import EngineOptions
+    from ortserve.service.config import Settings
+    from ortserve.service.instance import instance_options
 
-    return EngineOptions(device="cuda", intra_op_threads=1, cuda_graphs=cuda_graphs, shape_buckets=buckets,
-                         bucket_rows=LADDER_ROWS, bucket_tokens=LADDER_TOKENS, oom_fallback=oom_fallback,
-                         gpu_memory_limit_mb=limit_mb)
+    return instance_options(Settings(device="cuda", intra_op_threads=1, cuda_graphs=cuda_graphs,
+                                     shape_buckets=buckets, bucket_rows=LADDER_ROWS, bucket_tokens=LADDER_TOKENS,
+                                     gpu_oom_fallback=oom_fallback, gpu_memory_limit_mb=limit_mb))
 
 
 def time_runs(run: Callable[[], Any], *, seconds: float, min_calls: int = 30) -> list[float]:
@@ -160,11 +161,11 @@ def engine_alone(bundle: Path, *, cuda_graphs: bool, seconds: float, batches: tu
                  reference: Any = None) -> dict[str, Any]:
     import numpy as np
 
-    from ortserve.service.textmodel import TextClassifier
+    from ortserve.service.instance import ModelInstance
 
     before = gpu_used_mb()
     started = time.perf_counter()
-    classifier = TextClassifier.load(bundle, engine_options(cuda_graphs=cuda_graphs))
+    classifier = ModelInstance.load(bundle, engine_options(cuda_graphs=cuda_graphs))
     loaded = time.perf_counter()
     classifier.warm_up()
     warmed = time.perf_counter()
@@ -211,6 +212,7 @@ class Server:
         self.log_file = log_path.open("w")
         command = [sys.executable, "-m", "ortserve.service.cli", "serve", "--host", "127.0.0.1", "--port",
                    str(self.port), "--metrics-host", "127.0.0.1", "--metrics-port", str(self.metrics_port),
+                   "--http-port", "0",
                    "--bundle", str(bundle), "--model-name", "m", "--device", "cuda", "--frontend", "python",
                    "--intra-op-threads", "1", "--max-batch-size", "64", "--max-batch-tokens", "8192",
                    # warn: a GPU's figures against the reference answers are recorded (outputs_check), not fatal

@@ -64,6 +64,7 @@ class RegistryServer(ServedProcess):
             sys.executable, "-m", "ortserve.service.cli", "serve", "--registry", registry_url,
             "--artifacts", artifacts.as_uri(), "--artifact-cache", str(cache),
             "--host", "127.0.0.1", "--port", "0", "--metrics-host", "127.0.0.1", "--metrics-port", "0",
+            "--http-port", "0",
             *extra_args,
         ]
 

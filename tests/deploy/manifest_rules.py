@@ -23,6 +23,7 @@ Obj = dict[str, Any]
 PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 GRPC_PORT_NAME = "grpc"
 METRICS_PORT_NAME = "http-metrics"
+HTTP_PORT_NAME = "http"
 SERVER_CONFIG = "ortserve-config"
 # The health service the server keeps SERVING regardless of models (ortserve/service/app.py).
 LIVENESS_SERVICE = "liveness"
@@ -96,6 +97,9 @@ def deployment_problems(objects: list[Manifest]) -> list[str]:
                 f"{where}: ConfigMap port/metrics_port {config.port}/{config.metrics_port} "
                 f"!= container ports {grpc_port}/{metrics_port}"
             )
+        if config.http_port != ports.get(HTTP_PORT_NAME, 0):
+            problems.append(f"{where}: ConfigMap http_port {config.http_port} != container port named "
+                            f"{HTTP_PORT_NAME!r} {ports.get(HTTP_PORT_NAME)} (0 and no such port: REST off)")
         grace = pod.get("terminationGracePeriodSeconds", 30)
         if not grace > config.shutdown_grace_s:
             problems.append(
@@ -412,10 +416,13 @@ def _virtual_service_problems(vs: Manifest, services: list[Manifest], subsets: d
                 problems.append(
                     f"{label}: subset {target['subset']!r} is not defined by a DestinationRule for {svc.name}"
                 )
-            port_names = {p["port"]: p.get("name", "") for p in svc.doc["spec"]["ports"]}
+            # A rule without a port match serves every port of the Service (gRPC and REST): a destination that
+            # names a port would send the other ports' calls to it.
             number = target.get("port", {}).get("number")
-            if number is not None and not port_names.get(number, "").startswith("grpc"):
-                problems.append(f"{label}: destination port {number} is not a grpc* port of Service {svc.name}")
+            matched = {m.get("port") for m in route.get("match", [])}
+            if number is not None and matched != {number}:
+                problems.append(f"{label}: destination port {number} without a match on port {number}: calls on "
+                                f"Service {svc.name}'s other ports would go to it")
         # A release pin must lead to the release it names (x-ortserve-release: v2 -> subset v2).
         for match in route.get("match", []):
             pin = match.get("headers", {}).get("x-ortserve-release", {}).get("exact")

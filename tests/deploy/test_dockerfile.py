@@ -79,7 +79,7 @@ def test_default_config_is_baked_in_where_cmd_reads_it() -> None:
     (copy,) = [c for c in runtime_copies(text) if c.dest == config_path]
     (source,) = copy.sources
     settings = tomllib.loads((REPO_ROOT / source).read_text())
-    assert settings["port"] == 8001 and settings["metrics_port"] == 8002
+    assert (settings["http_port"], settings["port"], settings["metrics_port"]) == (8000, 8001, 8002)
 
 
 @pytest.mark.parametrize(

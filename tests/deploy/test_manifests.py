@@ -213,7 +213,7 @@ def _subset_label_typo(objects: list[Manifest]) -> None:
 
 
 def _vs_wrong_port(objects: list[Manifest]) -> None:
-    _split(objects)[0]["destination"]["port"]["number"] = 8002
+    _split(objects)[0]["destination"]["port"] = {"number": 8002}
 
 
 def _dr_wrong_host(objects: list[Manifest]) -> None:
@@ -252,6 +252,11 @@ def _scrape_wrong_port(objects: list[Manifest]) -> None:
 def _config_port_drift(objects: list[Manifest]) -> None:
     data = _find(objects, "ConfigMap", "ortserve-config")["data"]
     data["ortserve.toml"] = data["ortserve.toml"].replace("port = 8001", "port = 9001")
+
+
+def _config_http_port_drift(objects: list[Manifest]) -> None:
+    data = _find(objects, "ConfigMap", "ortserve-config")["data"]
+    data["ortserve.toml"] = data["ortserve.toml"].replace("http_port = 8000", "http_port = 9000")
 
 
 def _config_unknown_key(objects: list[Manifest]) -> None:
@@ -329,7 +334,8 @@ MUTATIONS: list[tuple[str, Mutation, str]] = [
     ("uppercase-header", _uppercase_header, "'X-Ortserve-Release' does not match"),
     ("unknown-subset", _unknown_subset, "subset 'v3' is not defined"),
     ("subset-selects-nothing", _subset_label_typo, "subset v2 selects pods of []"),
-    ("vs-metrics-port", _vs_wrong_port, "destination port 8002 is not a grpc* port"),
+    ("vs-pinned-port", _vs_wrong_port, "destination port 8002 without a match on port 8002"),
+    ("config-http-port-drift", _config_http_port_drift, "ConfigMap http_port 9000 != container port named 'http' 8000"),
     ("dr-wrong-host", _dr_wrong_host, "is no Service here"),
     ("probe-wrong-port", _probe_wrong_port, "readinessProbe probes port 8002"),
     ("probe-named-port", _probe_named_port, "'grpc' is not of type 'integer'"),

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from ortserve.engine_ext import Engine, EngineClosedError
+from ortserve.engine_ext import Engine, EngineClosedError, EngineOptions
 
 THREADS = 16
 RUNS_PER_THREAD = 50
@@ -80,7 +80,7 @@ def test_close_while_threads_run(models, token_batch) -> None:
 
 
 def test_close_waits_for_an_in_flight_run(models) -> None:
-    engine = Engine(models.slow, graph_optimization_level="disable")
+    engine = Engine(models.slow, EngineOptions(graph_optimization_level="disable"))
     x = np.random.default_rng(13).random((512, 512), dtype=np.float32)
     durations = []
     for _ in range(3):  # the shortest of three warm runs: what the run below takes at least
@@ -117,7 +117,7 @@ def test_close_waits_for_an_in_flight_run(models) -> None:
 
 
 def test_gil_is_released_during_inference(models) -> None:
-    engine = Engine(models.slow, graph_optimization_level="disable")
+    engine = Engine(models.slow, EngineOptions(graph_optimization_level="disable"))
     x = np.random.default_rng(14).random((512, 512), dtype=np.float32)
     ticks: list[float] = []
     stop = threading.Event()

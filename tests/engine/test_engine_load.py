@@ -15,7 +15,7 @@ import onnxruntime
 import pytest
 
 from ortserve import engine_ext
-from ortserve.engine_ext import Engine, EngineError, ModelLoadError, _engine
+from ortserve.engine_ext import Engine, EngineError, EngineOptions, ModelLoadError, _engine
 
 
 def test_runtime_is_the_installed_onnxruntime_library() -> None:
@@ -118,14 +118,14 @@ def test_unsupported_element_type_is_a_load_error(models) -> None:
 
 def test_bad_optimization_level_names_the_allowed_values(models) -> None:
     with pytest.raises(ValueError, match="'disable', 'basic', 'extended', 'all'; got 'fast'"):
-        Engine(models.classifier, graph_optimization_level="fast")
+        Engine(models.classifier, EngineOptions(graph_optimization_level="fast"))
 
 
 @pytest.mark.parametrize("level", ["disable", "basic", "extended", "all"])
 def test_every_optimization_level_gives_the_same_logits(models, token_batch, level: str) -> None:
     feeds = token_batch(np.random.default_rng(1), 3, 7)
-    reference = Engine(models.classifier, graph_optimization_level="disable").run(feeds)["logits"]
-    logits = Engine(models.classifier, graph_optimization_level=level).run(feeds)["logits"]
+    reference = Engine(models.classifier, EngineOptions(graph_optimization_level="disable")).run(feeds)["logits"]
+    logits = Engine(models.classifier, EngineOptions(graph_optimization_level=level)).run(feeds)["logits"]
     np.testing.assert_allclose(logits, reference, rtol=0, atol=1e-5)
 
 
@@ -141,13 +141,13 @@ def test_every_optimization_level_gives_the_same_logits(models, token_batch, lev
 )
 def test_bad_options_are_value_errors(models, options: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        Engine(models.classifier, **options)
+        Engine(models.classifier, EngineOptions(**options))
 
 
 def test_thread_and_spinning_options_are_accepted(models, token_batch) -> None:
     feeds = token_batch(np.random.default_rng(2), 2, 5)
     reference = Engine(models.classifier).run(feeds)["logits"]
-    engine = Engine(models.classifier, intra_op_threads=2, inter_op_threads=2, allow_spinning=True)
+    engine = Engine(models.classifier, EngineOptions(intra_op_threads=2, inter_op_threads=2, allow_spinning=True))
     np.testing.assert_allclose(engine.run(feeds)["logits"], reference, rtol=0, atol=1e-6)
 
 
@@ -164,8 +164,8 @@ def _idle_cpu_s_after_runs(engine: Engine, feeds: dict[str, np.ndarray]) -> floa
 def test_spinning_threads_stop_when_the_run_returns_unless_told_to_keep_spinning(models, token_batch) -> None:
     # The server's default: spin between a run's operators, never between calls (docs/benchmarks.md, run 18).
     feeds = token_batch(np.random.default_rng(3), 64, 64)
-    stops = Engine(models.classifier, intra_op_threads=2, allow_spinning=True)
-    keeps = Engine(models.classifier, intra_op_threads=2, allow_spinning=True, spin_between_runs=True)
+    stops = Engine(models.classifier, EngineOptions(intra_op_threads=2, allow_spinning=True))
+    keeps = Engine(models.classifier, EngineOptions(intra_op_threads=2, allow_spinning=True, spin_between_runs=True))
     np.testing.assert_allclose(stops.run(feeds)["logits"], keeps.run(feeds)["logits"], rtol=0, atol=1e-6)
     kept, stopped = _idle_cpu_s_after_runs(keeps, feeds), _idle_cpu_s_after_runs(stops, feeds)
     assert kept >= 0.005, f"ORT's threads no longer spin after a run ({kept * 1000:.1f} ms CPU): the test cannot tell"
@@ -178,7 +178,7 @@ def test_spinning_threads_stop_when_the_run_returns_unless_told_to_keep_spinning
 )
 @pytest.mark.parametrize("device", ["cuda", "cuda:1"])
 def test_cuda_falls_back_to_cpu_with_one_stderr_line(models, token_batch, capfd, device: str) -> None:
-    engine = Engine(models.classifier, device=device)
+    engine = Engine(models.classifier, EngineOptions(device=device))
     err = capfd.readouterr().err
     assert engine.device == "cpu"
     lines = [line for line in err.splitlines() if "ortserve.engine" in line]

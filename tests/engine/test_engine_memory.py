@@ -1,5 +1,6 @@
-"""Memory: out-of-memory runs in a capped CPU arena (oom_fallback off / lazy / warm, the cool-down, threads, events),
-shape buckets (bucket_shape, padded TextClassifier batches), an FP16 bundle on CPU, and the CUDA-only options on a
+"""Memory: out-of-memory runs in a capped CPU arena (gpu_oom_fallback off / lazy / warm, the cool-down, threads,
+events),
+shape buckets (bucket_shape, padded ModelInstance batches), an FP16 bundle on CPU, and the CUDA-only options on a
 machine without a usable GPU.
 
 A capped CPU arena is how the out-of-memory path is tested without a GPU: ORT's BFCArena fails a run over its cap
@@ -22,12 +23,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.arena import CPU_ARENA_LIMIT_MB
+from support.instances import options
 
 from ortserve import engine_ext
 from ortserve.devtools.bert_bundle import build_tiny_bundle
-from ortserve.engine_ext import Engine, EngineError, InputError, OutOfMemoryError, bucket_shape
+from ortserve.engine_ext import Engine, EngineError, EngineOptions, InputError, OutOfMemoryError, bucket_shape
 from ortserve.registry.optimize import optimize_bundle
-from ortserve.service.textmodel import EngineOptions, ShapeLadder, TextClassifier, shape_ladder
+from ortserve.service.instance import ModelInstance, ShapeLadder, shape_ladder
 
 SMALL = (2, 16)  # fits the capped arena
 LARGE = (64, 256)  # does not: its attention scores alone are 64 x 2 x 256 x 256 floats (32 MiB)
@@ -63,7 +65,7 @@ def bert(tmp_path_factory: pytest.TempPathFactory) -> Bert:
     with Engine(model) as uncapped:
         small_logits, large_logits = uncapped.run(small)["logits"], uncapped.run(large)["logits"]
     # The tests below mean something only if the cap splits the two batches: a changed ORT must fail here, loudly.
-    with Engine(model, cpu_arena_limit_mb=CPU_ARENA_LIMIT_MB) as capped:
+    with Engine(model, EngineOptions(cpu_arena_limit_mb=CPU_ARENA_LIMIT_MB, gpu_oom_fallback="off")) as capped:
         np.testing.assert_allclose(capped.run(small)["logits"], small_logits, rtol=0, atol=1e-5)
         with pytest.raises(OutOfMemoryError, match=BFC_REASON):
             capped.run(large)
@@ -72,24 +74,24 @@ def bert(tmp_path_factory: pytest.TempPathFactory) -> Bert:
 
 def _capped(bert: Bert, **options: object) -> Engine:
     """An engine in the capped arena; tests close it (`with`): every capped session's weights live in that arena."""
-    return Engine(bert.model, cpu_arena_limit_mb=CPU_ARENA_LIMIT_MB, **options)
+    return Engine(bert.model, EngineOptions(cpu_arena_limit_mb=CPU_ARENA_LIMIT_MB, **options))
 
 
 def _assert_logits(got: dict[str, np.ndarray], expected: np.ndarray) -> None:
     np.testing.assert_allclose(got["logits"], expected, rtol=0, atol=1e-5)
 
 
-# -- oom_fallback="off" ---------------------------------------------------------------------------------------------
+# -- gpu_oom_fallback="off" -----------------------------------------------------------------------------------------
 
 
 def test_off_raises_out_of_memory_and_records_the_event(bert: Bert) -> None:
-    with _capped(bert, oom_fallback="off") as capped:
+    with _capped(bert, gpu_oom_fallback="off") as capped:
         before = time.time()
         with pytest.raises(OutOfMemoryError) as caught:
             capped.run(bert.large)
         message = str(caught.value)
         assert f"model '{bert.model}' ran out of memory on cpu" in message
-        assert message.endswith("(oom_fallback is off)")
+        assert message.endswith("(gpu_oom_fallback is off)")
         assert BFC_REASON in message
         assert isinstance(caught.value, EngineError)
         assert (capped.oom_errors, capped.fallback_runs, capped.has_fallback) == (1, 0, False)
@@ -97,7 +99,7 @@ def test_off_raises_out_of_memory_and_records_the_event(bert: Bert) -> None:
         [event] = capped.take_fallback_events()
         assert event["shape"] == list(LARGE)
         assert event["answered"] is False
-        assert event["error"] == "oom_fallback is off"
+        assert event["error"] == "gpu_oom_fallback is off"
         assert BFC_REASON in event["reason"] and "\n" not in event["reason"]
         assert before <= event["unix_s"] <= time.time()
         # The failed run left the arena usable: the next small batch is answered there.
@@ -105,11 +107,11 @@ def test_off_raises_out_of_memory_and_records_the_event(bert: Bert) -> None:
         assert capped.oom_errors == 1
 
 
-# -- oom_fallback="lazy" / "warm" -----------------------------------------------------------------------------------
+# -- gpu_oom_fallback="lazy" / "warm" -------------------------------------------------------------------------------
 
 
 def test_lazy_reruns_the_batch_on_a_cpu_session_made_on_first_need(bert: Bert) -> None:
-    with _capped(bert, oom_fallback="lazy") as capped:
+    with _capped(bert, gpu_oom_fallback="lazy") as capped:
         _assert_logits(capped.run(bert.small), bert.small_logits)
         assert not capped.has_fallback  # a batch that fits never makes one
         _assert_logits(capped.run(bert.large), bert.large_logits)
@@ -121,7 +123,7 @@ def test_lazy_reruns_the_batch_on_a_cpu_session_made_on_first_need(bert: Bert) -
 
 
 def test_warm_loads_the_cpu_session_with_the_engine(bert: Bert) -> None:
-    with _capped(bert, oom_fallback="warm") as capped:
+    with _capped(bert, gpu_oom_fallback="warm") as capped:
         assert capped.has_fallback
         _assert_logits(capped.run(bert.large), bert.large_logits)
         assert (capped.oom_errors, capped.fallback_runs) == (1, 1)
@@ -130,7 +132,7 @@ def test_warm_loads_the_cpu_session_with_the_engine(bert: Bert) -> None:
 
 def test_warm_without_a_cap_on_cpu_has_nothing_to_fall_back_from(bert: Bert) -> None:
     # Fallback applies on CUDA or in the capped arena; an uncapped CPU session would only load the model twice.
-    with Engine(bert.model, oom_fallback="warm") as engine:
+    with Engine(bert.model, EngineOptions(gpu_oom_fallback="warm")) as engine:
         assert not engine.has_fallback
         _assert_logits(engine.run(bert.large), bert.large_logits)
         assert (engine.oom_errors, engine.fallback_runs) == (0, 0)
@@ -148,7 +150,7 @@ def _wait_for_cooldown_to_end(engine: Engine, timeout_s: float) -> None:
 
 
 def test_batches_go_to_cpu_during_the_cool_down_and_to_the_device_after(bert: Bert) -> None:
-    with _capped(bert, oom_fallback="lazy", oom_cooldown_s=COOLDOWN_S) as capped:
+    with _capped(bert, gpu_oom_fallback="lazy", gpu_fallback_cooldown_s=COOLDOWN_S) as capped:
         assert capped.cooldown_left_s == 0
         started = time.monotonic()
         _assert_logits(capped.run(bert.large), bert.large_logits)
@@ -172,7 +174,7 @@ def test_batches_go_to_cpu_during_the_cool_down_and_to_the_device_after(bert: Be
 
 
 def test_inputs_the_model_rejects_are_input_errors_during_the_cool_down(bert: Bert) -> None:
-    with _capped(bert, oom_fallback="lazy", oom_cooldown_s=30.0) as capped:
+    with _capped(bert, gpu_oom_fallback="lazy", gpu_fallback_cooldown_s=30.0) as capped:
         capped.run(bert.large)
         assert capped.cooldown_left_s > 0
         bad = {name: value.copy() for name, value in bert.small.items()}
@@ -185,7 +187,7 @@ def test_inputs_the_model_rejects_are_input_errors_during_the_cool_down(bert: Be
 
 
 def test_concurrent_runs_all_answer_while_one_runs_out_of_memory(bert: Bert) -> None:
-    with _capped(bert, oom_fallback="lazy") as capped:
+    with _capped(bert, gpu_oom_fallback="lazy") as capped:
         threads, runs = 4, 8
         start = threading.Barrier(threads + 1)
 
@@ -217,7 +219,7 @@ def test_concurrent_runs_all_answer_while_one_runs_out_of_memory(bert: Bert) -> 
 
 
 def test_take_fallback_events_clears_and_keeps_the_newest_256(bert: Bert) -> None:
-    with _capped(bert, oom_fallback="off") as capped:
+    with _capped(bert, gpu_oom_fallback="off") as capped:
         assert capped.take_fallback_events() == []
         for _ in range(260):
             with pytest.raises(OutOfMemoryError):
@@ -276,17 +278,17 @@ def test_bucket_shape_is_the_smallest_rung_that_holds_each(rows: int, tokens: in
         assert result == _rung(value, ladder)
 
 
-# -- shape ladders and padded batches through TextClassifier --------------------------------------------------------
+# -- shape ladders and padded batches through ModelInstance --------------------------------------------------------
 
 
 def test_shape_ladder_is_on_when_asked_or_auto_on_cuda() -> None:
-    asked = EngineOptions(shape_buckets="on", bucket_rows=ROWS, bucket_tokens=(8, 16, 32, 64, 128))
+    asked = options(shape_buckets="on", bucket_rows=ROWS, bucket_tokens=(8, 16, 32, 64, 128))
     assert shape_ladder(asked, device="cpu", max_seq_len=48) == ShapeLadder(rows=ROWS, tokens=(8, 16, 32, 48))
     assert shape_ladder(asked, device="cpu", max_seq_len=32) == ShapeLadder(rows=ROWS, tokens=(8, 16, 32))
-    auto = EngineOptions(shape_buckets="auto", bucket_rows=ROWS, bucket_tokens=TOKENS)
+    auto = options(shape_buckets="auto", bucket_rows=ROWS, bucket_tokens=TOKENS)
     assert shape_ladder(auto, device="cpu", max_seq_len=32) == ShapeLadder()
     assert shape_ladder(auto, device="cuda:0", max_seq_len=32) == ShapeLadder(rows=ROWS, tokens=TOKENS)
-    off = EngineOptions(shape_buckets="off", bucket_rows=ROWS, bucket_tokens=TOKENS)
+    off = options(shape_buckets="off", bucket_rows=ROWS, bucket_tokens=TOKENS)
     assert shape_ladder(off, device="cuda:0", max_seq_len=32) == ShapeLadder()
     assert ShapeLadder().shapes() == []
 
@@ -297,9 +299,8 @@ def small_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def bucketed(small_bundle: Path) -> Iterator[TextClassifier]:
-    options = EngineOptions(shape_buckets="on", bucket_rows=ROWS, bucket_tokens=TOKENS)
-    classifier = TextClassifier.load(small_bundle, options)
+def bucketed(small_bundle: Path) -> Iterator[ModelInstance]:
+    classifier = ModelInstance.load(small_bundle, options(shape_buckets="on", bucket_rows=ROWS, bucket_tokens=TOKENS))
     # The property below is only worth something if batches are really padded up.
     assert classifier.ladder == ShapeLadder(rows=ROWS, tokens=TOKENS)
     yield classifier
@@ -307,8 +308,8 @@ def bucketed(small_bundle: Path) -> Iterator[TextClassifier]:
 
 
 @pytest.fixture(scope="module")
-def unbucketed(small_bundle: Path) -> Iterator[TextClassifier]:
-    classifier = TextClassifier.load(small_bundle, EngineOptions(shape_buckets="off", bucket_rows=ROWS,
+def unbucketed(small_bundle: Path) -> Iterator[ModelInstance]:
+    classifier = ModelInstance.load(small_bundle, options(shape_buckets="off", bucket_rows=ROWS,
                                                                  bucket_tokens=TOKENS))
     assert classifier.ladder == ShapeLadder()
     yield classifier
@@ -320,7 +321,7 @@ batches = st.lists(st.lists(st.integers(1, VOCAB - 1), min_size=1, max_size=32),
 
 @settings(max_examples=60, deadline=None)
 @given(batch=batches)
-def test_bucketed_padding_never_changes_a_reply(bucketed: TextClassifier, unbucketed: TextClassifier,
+def test_bucketed_padding_never_changes_a_reply(bucketed: ModelInstance, unbucketed: ModelInstance,
                                                 batch: list[list[int]]) -> None:
     token_ids = [np.asarray(ids, dtype=np.int64) for ids in batch]
     logits = bucketed.run(token_ids)
@@ -329,8 +330,8 @@ def test_bucketed_padding_never_changes_a_reply(bucketed: TextClassifier, unbuck
     np.testing.assert_allclose(logits, alone, rtol=0, atol=1e-5)
 
 
-def test_warm_up_runs_the_ladder_and_describe_reports_it(bucketed: TextClassifier,
-                                                         unbucketed: TextClassifier) -> None:
+def test_warm_up_runs_the_ladder_and_describe_reports_it(bucketed: ModelInstance,
+                                                         unbucketed: ModelInstance) -> None:
     assert len(bucketed.ladder.shapes()) == len(ROWS) * len(TOKENS)
     bucketed.warm_up()
     assert bucketed.describe() == {
@@ -342,8 +343,8 @@ def test_warm_up_runs_the_ladder_and_describe_reports_it(bucketed: TextClassifie
 
 
 def test_text_classifier_passes_the_memory_options_and_describe_reports_fallbacks(bert: Bert) -> None:
-    options = EngineOptions(cpu_arena_limit_mb=CPU_ARENA_LIMIT_MB, oom_fallback="lazy", oom_cooldown_s=30.0)
-    classifier = TextClassifier.load(bert.model.parent, options)
+    classifier = ModelInstance.load(bert.model.parent, options(cpu_arena_limit_mb=CPU_ARENA_LIMIT_MB,
+                                                               gpu_oom_fallback="lazy", gpu_fallback_cooldown_s=30.0))
     try:
         assert "oom_errors" not in classifier.describe()
         # Rows of equal length: the same feeds as bert.large (mask all ones, token types zero).
@@ -359,11 +360,11 @@ def test_text_classifier_passes_the_memory_options_and_describe_reports_fallback
 # -- FP16 on CPU, CUDA-only options without CUDA --------------------------------------------------------------------
 
 
-def test_fp16_bundle_on_cpu_answers_and_describe_says_to_serve_fp32(small_bundle: Path, unbucketed: TextClassifier,
+def test_fp16_bundle_on_cpu_answers_and_describe_says_to_serve_fp32(small_bundle: Path, unbucketed: ModelInstance,
                                                                      tmp_path: Path) -> None:
     half = tmp_path / "fp16"
     optimize_bundle(small_bundle, half, "fp16")
-    classifier = TextClassifier.load(half, EngineOptions())
+    classifier = ModelInstance.load(half, options())
     try:
         token_ids = [np.arange(1, 12, dtype=np.int64), np.arange(40, 45, dtype=np.int64)]
         # ORT's CPU provider computes in float32 from FP16-rounded weights: close to the FP32 bundle, not equal.
@@ -406,8 +407,8 @@ def test_cuda_memory_info_is_an_engine_error_without_a_usable_gpu() -> None:
 
 @NO_CUDA
 def test_cuda_options_fall_back_to_cpu_cleanly(models, token_batch, capfd: pytest.CaptureFixture[str]) -> None:
-    engine = Engine(models.classifier, device="cuda", cuda_graphs=True, gpu_memory_limit_mb=64,
-                    cudnn_conv_algo_search="heuristic", oom_fallback="warm")
+    engine = Engine(models.classifier, EngineOptions(device="cuda", cuda_graphs=True, gpu_memory_limit_mb=64,
+                                                     cudnn_conv_algo_search="heuristic", gpu_oom_fallback="warm"))
     lines = [line for line in capfd.readouterr().err.splitlines() if "ortserve.engine" in line]
     assert len(lines) == 1 and lines[0].startswith("ortserve.engine: CUDA provider unavailable (")
     assert engine.device == "cpu"
@@ -428,23 +429,24 @@ def test_cuda_options_fall_back_to_cpu_cleanly(models, token_batch, capfd: pytes
     [
         ({"cudnn_conv_algo_search": "fast"}, "cudnn_conv_algo_search must be one of 'exhaustive', 'heuristic', "
                                              "'default'; got 'fast'"),
-        ({"oom_fallback": "on"}, "oom_fallback must be one of 'off', 'lazy', 'warm'; got 'on'"),
+        ({"gpu_oom_fallback": "on"}, "gpu_oom_fallback must be one of 'off', 'lazy', 'warm'; got 'on'"),
         ({"gpu_memory_limit_mb": -1}, r"gpu_memory_limit_mb must be >= 0"),
         ({"cpu_arena_limit_mb": -8}, r"cpu_arena_limit_mb must be >= 0"),
-        ({"oom_cooldown_s": -0.5}, r"oom_cooldown_s must be >= 0"),
-        ({"oom_cooldown_s": float("nan")}, r"oom_cooldown_s must be >= 0"),
+        ({"gpu_fallback_cooldown_s": -0.5}, r"gpu_fallback_cooldown_s must be >= 0"),
+        ({"gpu_fallback_cooldown_s": float("nan")}, r"gpu_fallback_cooldown_s must be >= 0"),
     ],
 )
 def test_bad_memory_options_are_value_errors(models, options: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        Engine(models.classifier, **options)
+        Engine(models.classifier, EngineOptions(**options))
 
 
 def test_another_arena_cap_is_refused(models) -> None:
-    with Engine(models.classifier, cpu_arena_limit_mb=CPU_ARENA_LIMIT_MB) as engine:  # registered, if not already
+    # Registered, if not already.
+    with Engine(models.classifier, EngineOptions(cpu_arena_limit_mb=CPU_ARENA_LIMIT_MB)) as engine:
         assert engine.device == "cpu"
     with pytest.raises(ValueError, match=rf"cpu_arena_limit_mb is one arena for the whole process, already capped "
                                          rf"at {CPU_ARENA_LIMIT_MB} MB; got {CPU_ARENA_LIMIT_MB + 1}$"):
-        Engine(models.classifier, cpu_arena_limit_mb=CPU_ARENA_LIMIT_MB + 1)
-    with Engine(models.classifier, cpu_arena_limit_mb=CPU_ARENA_LIMIT_MB) as again:  # the same cap is fine
+        Engine(models.classifier, EngineOptions(cpu_arena_limit_mb=CPU_ARENA_LIMIT_MB + 1))
+    with Engine(models.classifier, EngineOptions(cpu_arena_limit_mb=CPU_ARENA_LIMIT_MB)) as again:  # the same cap
         assert not again.closed

@@ -8,7 +8,7 @@ import numpy as np
 import onnxruntime
 import pytest
 
-from ortserve.engine_ext import Engine, EngineError, InputError, NonFiniteOutputError
+from ortserve.engine_ext import Engine, EngineError, EngineOptions, InputError, NonFiniteOutputError
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +209,7 @@ def test_non_finite_output_names_output_and_count(models) -> None:
 
 
 def test_non_finite_allowed_when_not_checked(models) -> None:
-    engine = Engine(models.log, check_finite=False)
+    engine = Engine(models.log, EngineOptions(check_finite=False))
     x = np.array([[1.0, -1.0, 0.0, 2.0]], dtype=np.float32)
     y = engine.run({"x": x})["y"]
     assert np.isnan(y[0, 1]) and np.isneginf(y[0, 2])

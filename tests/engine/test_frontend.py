@@ -2,7 +2,7 @@
 
 What it serves natively (ModelInfer on the tiny BERT bundle through a real NativeVersion, health, reflection)
 and what it proxies (every other method, and any ModelInfer the wire rules refuse, which the backend answers with the
-same rules' messages, through service/codec.py). Plus the wire rules themselves over plain values.
+same rules' messages, through service/inference.py). Plus the wire rules themselves over plain values.
 """
 
 from __future__ import annotations
@@ -27,15 +27,16 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from support.certs import make_certs
+from support.instances import options
 from support.server_process import ask_classification
 from support.v2_tensors import join_raw_bytes, split_raw_bytes
 
 from ortserve.engine_ext import _engine
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
-from ortserve.service import codec
+from ortserve.service import codec, inference
 from ortserve.service.errors import InvalidArgument
-from ortserve.service.textmodel import EngineOptions, TextClassifier
+from ortserve.service.instance import ModelInstance
 
 if not _engine.HAS_FRONTEND:
     pytest.skip(f"native front end not built: {_engine.FRONTEND_MISSING}", allow_module_level=True)
@@ -58,7 +59,7 @@ TEXTS = ["the movie was great", "ok", "a much longer sentence about the weather,
 
 
 class _Servicer(pb_grpc.GRPCInferenceServiceServicer):
-    """Stands in for the real servicer: records what reached it, answers with codec.py's errors."""
+    """Stands in for the real servicer: records what reached it, answers with the wire rules' errors."""
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
@@ -94,13 +95,18 @@ class _Servicer(pb_grpc.GRPCInferenceServiceServicer):
 
 
 # What the tiny bundle's version answers (conftest's tiny_bundle: the default labels).
-SERVED = codec.ServedOutput(kind="classifier", name="LOGITS", labels=("negative", "positive"), columns=2)
+SERVED = inference.ServedOutput(kind="classifier", name="LOGITS", labels=("negative", "positive"), columns=2)
 
 
-def _python_checks(request: pb.ModelInferRequest, served: codec.ServedOutput = SERVED) -> list[str]:
+def _decode(request: pb.ModelInferRequest, *, max_texts_per_request: int) -> Any:
+    """The message by the wire rules, as the Python front end reads it (codec.call_from, then inference.decode)."""
+    return inference.decode(codec.call_from(request, {}, None), max_texts_per_request=max_texts_per_request)
+
+
+def _python_checks(request: pb.ModelInferRequest, served: inference.ServedOutput = SERVED) -> list[str]:
     """What handlers.ModelInfer checks before it runs the model, in its order; raises InvalidArgument."""
-    call = codec.decode(request, max_texts=MAX_TEXTS)
-    codec.check_outputs(call, served, request.model_name)
+    call = _decode(request, max_texts_per_request=MAX_TEXTS)
+    inference.check_outputs(call, served, request.model_name)
     return list(call.texts)
 
 
@@ -158,13 +164,13 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
 
 @dataclass
 class Native:
-    classifier: TextClassifier
+    classifier: ModelInstance
     lanes: Any
     sink: Any
     version: Any
 
     def reference(self, texts: list[str]) -> np.ndarray:
-        """The Python TextClassifier, one text per run (no batching, no padding)."""
+        """The Python ModelInstance, one text per run (no batching, no padding)."""
         return np.concatenate([self.classifier.run(self.classifier.tokenize([t])) for t in texts])
 
     def requests(self) -> list[Any]:
@@ -172,7 +178,7 @@ class Native:
 
 
 def _native(bundle: Path, version: str = "1") -> Native:
-    classifier = TextClassifier.load(bundle, EngineOptions(intra_op_threads=1, narrow_engine=True), tokenizer="native")
+    classifier = ModelInstance.load(bundle, options(intra_op_threads=1, narrow_engine=True), tokenizer="native")
     lanes = NativeLanes(2, 1)
     sink = EventSink()
     settings = NativeBatcherSettings(
@@ -185,8 +191,8 @@ def _native(bundle: Path, version: str = "1") -> Native:
 
 
 def _routes(native: Native, *, outputs: bool = True) -> dict[str, tuple[Any, ...]]:
-    """The table NativeFrontend.publish sets: with each version's outputs (codec.ServedOutput.native_entry())."""
-    served = codec.ServedOutput.of(native.classifier.manifest)
+    """The table NativeFrontend.publish sets: with each version's outputs (inference.ServedOutput.native_entry())."""
+    served = inference.ServedOutput.of(native.classifier.manifest)
     if not outputs:
         return {MODEL: (["1"], [10000], {"1": native.version})}
     return {MODEL: (["1"], [10000], {"1": native.version}, {"1": served.native_entry()})}
@@ -203,7 +209,7 @@ def native(tiny_bundle: Path) -> Iterator[Native]:
 
 def _frontend(backend: Backend, sink: Any, address: str = "127.0.0.1:0") -> Any:
     return Frontend(address, backend.address, events=sink, max_message_bytes=1 << 20, max_header_bytes=1 << 16,
-                    max_texts=MAX_TEXTS)
+                    max_texts_per_request=MAX_TEXTS)
 
 
 @pytest.fixture(scope="module")
@@ -699,7 +705,8 @@ def _plaintext_fails(port: int) -> None:
 @pytest.mark.parametrize("mtls", [False, True], ids=["tls", "mtls"])
 def test_tls_and_mtls(backend: Backend, native: Native, certs: Path, mtls: bool) -> None:
     fe = Frontend("127.0.0.1:0", backend.address, events=native.sink, max_message_bytes=1 << 20,
-                  max_header_bytes=1 << 16, max_texts=MAX_TEXTS, tls_cert=(certs / "server.pem").read_bytes(),
+                  max_header_bytes=1 << 16, max_texts_per_request=MAX_TEXTS,
+                  tls_cert=(certs / "server.pem").read_bytes(),
                   tls_key=(certs / "server.key").read_bytes(),
                   tls_client_ca=(certs / "ca.pem").read_bytes() if mtls else None)
     port = fe.start()
@@ -721,10 +728,10 @@ def test_tls_and_mtls(backend: Backend, native: Native, certs: Path, mtls: bool)
 def test_tls_options_go_together(backend: Backend, native: Native) -> None:
     with pytest.raises(ValueError, match="tls_cert and tls_key"):
         Frontend("127.0.0.1:0", backend.address, events=native.sink, max_message_bytes=1024,
-                 max_header_bytes=1024, max_texts=1, tls_cert=b"x")
+                 max_header_bytes=1024, max_texts_per_request=1, tls_cert=b"x")
     with pytest.raises(ValueError, match="tls_client_ca needs"):
         Frontend("127.0.0.1:0", backend.address, events=native.sink, max_message_bytes=1024,
-                 max_header_bytes=1024, max_texts=1, tls_client_ca=b"x")
+                 max_header_bytes=1024, max_texts_per_request=1, tls_client_ca=b"x")
 
 
 # ---- the fast-path decoder against codec.py -------------------------------------------------------------
@@ -852,7 +859,7 @@ def _oracle(request: pb.ModelInferRequest, max_texts: int) -> tuple[list[str], l
 
 def _decoded(request: pb.ModelInferRequest, max_texts: int) -> tuple[list[str], list[tuple[str, int]], bool] | None:
     try:
-        call = codec.decode(request, max_texts=max_texts)
+        call = _decode(request, max_texts_per_request=max_texts)
     except InvalidArgument:
         return None
     return list(call.texts), [(name, k) for name, k in call.outputs], call.probabilities
@@ -877,16 +884,16 @@ def test_utf8_as_python_decodes_it(element: bytes) -> None:
     except UnicodeDecodeError as e:
         with pytest.raises(InvalidArgument, match=re.escape(f"element 0 is not valid UTF-8 ({e.reason} at byte "
                                                             f"{e.start})")):
-            codec.decode(request, max_texts=4)
+            _decode(request, max_texts_per_request=4)
     else:
-        assert list(codec.decode(request, max_texts=4).texts) == [text]
+        assert list(_decode(request, max_texts_per_request=4).texts) == [text]
 
 
 def test_many_outputs_are_decoded_and_named() -> None:
     request = _request(["x"])
     for i in range(9):
         request.outputs.add(name=f"OUT{i}")
-    assert len(codec.decode(request, max_texts=4).outputs) == 9
+    assert len(_decode(request, max_texts_per_request=4).outputs) == 9
     with pytest.raises(InvalidArgument, match="unknown output 'OUT0'"):
         _python_checks(request)
 
@@ -899,4 +906,4 @@ def test_raw_contents_and_shapes() -> None:
     assert _decoded(request, 2) == (["a", "bé"], [], False)
     request.raw_input_contents[0] += struct.pack("<I", 5) + b"abc"  # declares more bytes than remain
     with pytest.raises(InvalidArgument, match="element 2 declares 5 bytes but only 3 remain"):
-        codec.decode(request, max_texts=4)
+        _decode(request, max_texts_per_request=4)

@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.instances import options
 
 from ortserve.engine_ext import (
     ADMISSION_DEADLINE_SHARE,
@@ -39,7 +40,7 @@ from ortserve.engine_ext import (
     call_tokens,
     load_wordpiece,
 )
-from ortserve.service.textmodel import EngineOptions, TextClassifier
+from ortserve.service.instance import ModelInstance
 
 WORDS = ["good", "bad", "movie", "the", "plot", "was", "really", "boring", "great", "acting", "fun", "slow",
          "refund", "xyzzy", "unbelievable", "ok", "!", "?"]
@@ -53,7 +54,7 @@ Reply = tuple[str, str, "np.ndarray | None", dict[str, float]]
 
 @dataclass
 class Model:
-    classifier: TextClassifier
+    classifier: ModelInstance
     tokenizer: WordPiece
     bundle: Path
     cache: dict[str, np.ndarray]
@@ -63,7 +64,7 @@ class Model:
         return "token_type_ids" in {t.name for t in self.classifier.engine.inputs}
 
     def reference(self, texts: list[str]) -> np.ndarray:
-        """TextClassifier's own unbatched inference: each text alone."""
+        """ModelInstance's own unbatched inference: each text alone."""
         for text in texts:
             if text not in self.cache:
                 self.cache[text] = self.classifier.run(self.classifier.tokenize([text]))[0]
@@ -72,7 +73,7 @@ class Model:
 
 @pytest.fixture(scope="module")
 def model(tiny_bundle: Path) -> Iterator[Model]:
-    classifier = TextClassifier.load(tiny_bundle, EngineOptions(intra_op_threads=2, narrow_engine=True),
+    classifier = ModelInstance.load(tiny_bundle, options(intra_op_threads=2, narrow_engine=True),
                                      tokenizer="native")
     assert classifier.narrow is not None
     tokenizer = load_wordpiece(tiny_bundle / "tokenizer.json", classifier.manifest.max_seq_len)

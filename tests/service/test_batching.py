@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
+import requests
 from support.prometheus_text import metric
 from support.reference import Reference
 from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
@@ -41,7 +43,7 @@ def slow_server(slow_bundle: Path, frontend: str) -> Iterator[ServerProcess]:
                          "--engine-concurrency", "1",
                          "--max-queue-items", "4",
                          "--max-batch-size", "8", "--max-queue-delay-ms", "3000",
-                         "--max-texts-per-request", "8", "--max-queue-wait-ms", "0"]) as s:
+                         "--max-texts-per-request", "8", "--max-queue-wait-ms", "0"], http=True) as s:
         yield s
 
 
@@ -121,6 +123,29 @@ def test_queue_full_is_resource_exhausted_and_accepted_calls_complete(
     assert all(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED for e in refused), [e.details() for e in refused]
     assert all(re.search(r"\d+ texts queued .*limit 4", e.details()) for e in refused)
     assert ok >= 4
+
+
+def test_over_rest_a_full_queue_is_429_with_retry_after(slow_server: ServerProcess, reference: Reference) -> None:
+    """REST calls meet the same admission as gRPC calls: the one queue, the same message, Retry-After for the
+    pushback."""
+    wait_idle(slow_server)
+    url = f"http://127.0.0.1:{slow_server.http_port}/v2/models/classifier/infer"
+
+    def call(i: int) -> requests.Response:
+        return requests.post(url, timeout=60, json={"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1],
+                                                                "data": [LONG[i % 4]]}]})
+
+    with ThreadPoolExecutor(12) as pool:
+        replies = list(pool.map(call, range(12)))
+    refused = [r for r in replies if r.status_code != 200]
+    assert refused, "a 4-text queue should have refused some of 12 concurrent calls"
+    assert all(r.status_code == 429 and int(r.headers["Retry-After"]) >= 1 for r in refused), \
+        [(r.status_code, r.text) for r in refused]
+    assert all(re.search(r"\d+ texts queued .*limit 4", r.json()["error"]) for r in refused)
+    for i, r in enumerate(replies):
+        if r.status_code == 200:
+            np.testing.assert_allclose(np.asarray(r.json()["outputs"][0]["data"]).reshape(1, -1),
+                                       reference.logits([LONG[i % 4]]), atol=1e-4)
 
 
 def test_a_deadline_shorter_than_the_running_batch_never_reaches_the_engine(slow_server: ServerProcess) -> None:

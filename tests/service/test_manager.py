@@ -148,7 +148,7 @@ def test_retired_version_closes_only_after_its_last_lease(bundles) -> None:
             if old.state is State.CLOSED:
                 break
             await asyncio.sleep(0.02)
-        assert old.state is State.CLOSED and old.classifier is None
+        assert old.state is State.CLOSED and old.instance is None
         assert ("closed", "v1") in events
 
     run(body)

@@ -16,11 +16,12 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+from support.instances import options
 from support.prometheus_text import metric, scrape
 from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
 
 from ortserve.devtools.bert_bundle import build_tiny_bundle
-from ortserve.service.textmodel import EngineOptions, TextClassifier
+from ortserve.service.instance import ModelInstance
 
 ARENA_MB = "8"
 LONG = " ".join(["the quick brown fox jumps over the lazy dog"] * 60)  # past max_seq_len: 512 tokens
@@ -36,9 +37,9 @@ def long_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def reference(long_bundle: Path) -> Iterator[TextClassifier]:
+def reference(long_bundle: Path) -> Iterator[ModelInstance]:
     """The same model, uncapped, in this process: what every answer must equal."""
-    classifier = TextClassifier.load(long_bundle, EngineOptions())
+    classifier = ModelInstance.load(long_bundle, options())
     yield classifier
     classifier.close()
 
@@ -61,12 +62,12 @@ def no_fallback_server(long_bundle: Path, frontend: str) -> Iterator[ServerProce
     yield from _serve(long_bundle, frontend, "--gpu-oom-fallback", "off")
 
 
-def _expected(reference: TextClassifier, texts: list[str]) -> np.ndarray:
+def _expected(reference: ModelInstance, texts: list[str]) -> np.ndarray:
     return reference.run(reference.tokenize(texts))
 
 
 def test_an_oversized_batch_is_answered_by_the_cpu_fallback(fallback_server: ServerProcess,
-                                                            reference: TextClassifier) -> None:
+                                                            reference: ModelInstance) -> None:
     channel, stub = stub_for(fallback_server.address)
     with channel:
         reply = stub.ModelInfer(infer_request(BIG), timeout=60)
@@ -84,18 +85,18 @@ def test_an_oversized_batch_is_answered_by_the_cpu_fallback(fallback_server: Ser
 
 
 def test_without_fallback_an_oversized_batch_is_resource_exhausted(no_fallback_server: ServerProcess,
-                                                                   reference: TextClassifier) -> None:
+                                                                   reference: ModelInstance) -> None:
     channel, stub = stub_for(no_fallback_server.address)
     with channel:
         with pytest.raises(grpc.RpcError) as err:
             stub.ModelInfer(infer_request(BIG), timeout=60)
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, err.value.details()
-        assert "ran out of memory" in err.value.details() and "oom_fallback is off" in err.value.details()
+        assert "ran out of memory" in err.value.details() and "gpu_oom_fallback is off" in err.value.details()
         # The server keeps serving what fits.
         small = stub.ModelInfer(infer_request(SMALL), timeout=20)
         np.testing.assert_allclose(logits_of(small), _expected(reference, SMALL), atol=1e-5)
     event = no_fallback_server.wait_event("gpu_oom_fallback", timeout=10, answered_on_cpu=False)
-    assert event["error"] == "oom_fallback is off"
+    assert event["error"] == "gpu_oom_fallback is off"
     body = scrape(no_fallback_server.metrics_port)
     assert metric(body, "ortserve_gpu_oom_total", model="classifier", version="1") >= 1
     assert metric(body, "ortserve_gpu_fallback_total", model="classifier", version="1") == 0

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+import requests
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from support.certs import make_certs
 from support.prometheus_text import metric
@@ -102,16 +103,17 @@ def test_invalid_settings_fail_at_start_naming_the_setting(tiny_bundle: Path, ar
     assert fragment in out.stderr and "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("which", ["port", "metrics-port"])
+@pytest.mark.parametrize("which", ["port", "metrics-port", "http-port"])
 def test_a_port_clash_is_one_line_naming_the_setting(tiny_bundle: Path, frontend: str, which: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        ports = {"port": "0", "metrics-port": "0", which: str(port)}
+        ports = {"port": "0", "metrics-port": "0", "http-port": "0", which: str(port)}
         out = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "serve", "--bundle", str(tiny_bundle),
                               "--frontend", frontend, "--host", "127.0.0.1", "--metrics-host", "127.0.0.1",
-                              "--port", ports["port"], "--metrics-port", ports["metrics-port"]],
+                              "--port", ports["port"], "--metrics-port", ports["metrics-port"],
+                              "--http-port", ports["http-port"]],
                              capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stderr
     ours = [line for line in out.stderr.splitlines() if line.startswith("ortserve:")]
@@ -126,7 +128,9 @@ def test_status_of_a_bundle_server_names_the_bundle(server: ServerProcess, tiny_
     assert out.stdout.splitlines()[0] == f"serving the bundle {tiny_bundle}" and "registry" not in out.stdout
     assert "device=cpu precision=fp32" in out.stdout
     started = server.events("server_started")[0]
-    assert started["listening"] == {"grpc": server.address, "metrics": f"127.0.0.1:{server.metrics_port}"}
+    # The shared server serves REST too (tests/conftest.py): every port it listens on is named.
+    assert started["listening"] == {"grpc": server.address, "http": f"127.0.0.1:{server.http_port}",
+                                    "metrics": f"127.0.0.1:{server.metrics_port}"}
 
 
 def test_unknown_key_in_config_file_is_refused(tmp_path: Path) -> None:
@@ -172,16 +176,25 @@ def _plaintext_fails(address: str) -> None:
 def test_tls_and_mtls(tiny_bundle: Path, certs: Path, frontend: str) -> None:
     tls = ["--bundle", str(tiny_bundle), "--frontend", frontend, "--tls-cert", str(certs / "server.pem"),
            "--tls-key", str(certs / "server.key")]
-    with running_server(tls, ready=False) as server:
+    with running_server(tls, ready=False, http=True) as server:
         address = f"localhost:{server.port}"
         assert _secure_live(address, certs, client_cert=False)
         _plaintext_fails(address)
-    with running_server([*tls, "--tls-client-ca", str(certs / "ca.pem")], ready=False) as server:
+        rest = f"localhost:{server.http_port}/v2/health/live"  # the REST port has the same TLS
+        assert requests.get(f"https://{rest}", verify=certs / "ca.pem", timeout=10).status_code == 200
+        with pytest.raises(requests.ConnectionError):
+            requests.get(f"http://{rest}", timeout=10)
+    with running_server([*tls, "--tls-client-ca", str(certs / "ca.pem")], ready=False, http=True) as server:
         address = f"localhost:{server.port}"
         assert _secure_live(address, certs, client_cert=True)
         with pytest.raises(grpc.RpcError):
             _secure_live(address, certs, client_cert=False)  # mTLS: no client certificate, no call
         _plaintext_fails(address)
+        rest = f"https://localhost:{server.http_port}/v2/health/live"
+        client = (str(certs / "client.pem"), str(certs / "client.key"))
+        assert requests.get(rest, verify=certs / "ca.pem", cert=client, timeout=10).status_code == 200
+        with pytest.raises(requests.ConnectionError):  # TLS 1.3: the refusal comes after the handshake
+            requests.get(rest, verify=certs / "ca.pem", timeout=10)
 
 
 # ---- graceful shutdown -----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import pytest
 from ortserve import engine_ext
 from ortserve.service import config
 from ortserve.service.data_plane import batcher_settings
+from ortserve.service.instance import engine_options
 
 
 def test_the_native_structs_default_to_the_settings() -> None:
@@ -40,3 +41,12 @@ def test_the_front_end_defaults_to_the_settings() -> None:
 def test_an_unknown_setting_has_no_default() -> None:
     with pytest.raises(KeyError, match="no setting 'max_batch_sise'"):
         config.default("max_batch_sise")
+
+
+def test_the_engine_options_default_to_the_settings_of_the_same_names() -> None:
+    defaults = engine_ext.EngineOptions()
+    names = [n for n in dir(defaults) if not n.startswith("_") and n != "check_finite"]
+    assert len(names) == 12
+    assert {n: getattr(defaults, n) for n in names} == {n: config.default(n) for n in names}
+    built = engine_options(config.Settings(intra_op_threads=3, gpu_oom_fallback="warm", gpu_fallback_cooldown_s=5.0))
+    assert (built.intra_op_threads, built.gpu_oom_fallback, built.gpu_fallback_cooldown_s) == (3, "warm", 5.0)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.instances import options
 from support.reference import Reference
 
 from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
@@ -24,9 +25,9 @@ from ortserve.service.assembly import VersionFactory
 from ortserve.service.config import Settings
 from ortserve.service.data_plane import DataPlane
 from ortserve.service.errors import ResourceExhausted
+from ortserve.service.instance import ModelInstance
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
-from ortserve.service.textmodel import EngineOptions, TextClassifier
 from ortserve.service.tokenization import INLINE_MAX_CHARS, TokenizerError, open_tokenizer
 
 TEXTS = [
@@ -97,8 +98,8 @@ class CountingPool(ThreadPoolExecutor):
 
 
 @pytest.fixture(scope="module")
-def classifiers(tiny_bundle: Path) -> Iterator[dict[str, TextClassifier]]:
-    out = {kind: TextClassifier.load(tiny_bundle, EngineOptions(intra_op_threads=1), tokenizer=kind)
+def classifiers(tiny_bundle: Path) -> Iterator[dict[str, ModelInstance]]:
+    out = {kind: ModelInstance.load(tiny_bundle, options(intra_op_threads=1), tokenizer=kind)
            for kind in ("native", "hf")}
     yield out
     for c in out.values():
@@ -107,7 +108,7 @@ def classifiers(tiny_bundle: Path) -> Iterator[dict[str, TextClassifier]]:
 
 @pytest.mark.parametrize("kind", ["native", "hf"])
 def test_queued_requests_tokenize_on_the_loop_only_with_the_native_tokenizer(
-    classifiers: dict[str, TextClassifier], tiny_bundle: Path, kind: str
+    classifiers: dict[str, ModelInstance], tiny_bundle: Path, kind: str
 ) -> None:
     classifier = classifiers[kind]
     assert classifier.tokenizer.kind == kind
@@ -182,7 +183,7 @@ def test_native_on_an_unsupported_bundle_fails_the_load_with_the_reason(unsuppor
     assert not [e for e in events if e["event"] == "loaded"]
 
 
-def test_a_call_the_queue_would_refuse_is_not_tokenized(classifiers: dict[str, TextClassifier]) -> None:
+def test_a_call_the_queue_would_refuse_is_not_tokenized(classifiers: dict[str, ModelInstance]) -> None:
     """A version whose texts are tokenized in the pool asks the batcher first: under overload a refused call costs
     no tokenization."""
     tokenize_pool = CountingPool()

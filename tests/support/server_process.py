@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -22,13 +23,24 @@ from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 
 
+def free_port() -> int:
+    """A port free now (the REST port takes a number: 0 turns it off)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 class ServerProcess:
-    def __init__(self, args: Sequence[str], *, env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: Sequence[str], *, env: dict[str, str] | None = None, http: bool = False) -> None:
+        """`http`: serve the REST port too (on a free port; `http_port`), else none (--http-port 0)."""
         self.args = list(args)
+        if "--http-port" not in self.args:
+            self.args += ["--http-port", str(free_port()) if http else "0"]
         self.logs: list[dict[str, Any]] = []
         self.raw_lines: list[str] = []
         self.port = 0
         self.metrics_port = 0
+        self.http_port = 0
         self._started = threading.Event()
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc = subprocess.Popen(
@@ -52,6 +64,7 @@ class ServerProcess:
             if event.get("event") == "server_started":
                 self.port = event["port"]
                 self.metrics_port = event.get("metrics_port", 0)
+                self.http_port = event.get("http_port", 0)
                 self._started.set()
 
     def _read_stderr(self) -> None:
@@ -126,8 +139,8 @@ class ServerProcess:
 
 @contextmanager
 def running_server(args: Sequence[str], *, env: dict[str, str] | None = None, ready: bool = True,
-                   ) -> Iterator[ServerProcess]:
-    server = ServerProcess(args, env=env)
+                   http: bool = False) -> Iterator[ServerProcess]:
+    server = ServerProcess(args, env=env, http=http)
     try:
         if ready:
             server.wait_ready()

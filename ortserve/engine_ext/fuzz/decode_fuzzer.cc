@@ -11,7 +11,7 @@
 //
 // Besides "no crash, no sanitizer report", it checks what the decoder promises, against independent code here:
 // - IsValidUtf8 equals a decode-then-range-check UTF-8 validator on the raw input bytes;
-// - a decoded request has one input TEXT, BYTES, shape [N] or [N, 1] with 1 <= N <= max_texts, exactly N texts,
+// - a decoded request has one input TEXT, BYTES, shape [N] or [N, 1] with 1 <= N <= max_texts_per_request, exactly N texts,
 //   each valid UTF-8 and a view into the request (its bytes_contents, or its one raw buffer split the same way by
 //   the reference splitter below), as many outputs as requested, each with classes >= 0; a refused one a message;
 // - EncodeOutputs on a request whose outputs pass CheckOutputs writes outputs of the promised shapes and sizes.
@@ -94,13 +94,13 @@ bool Inside(std::string_view part, const std::string& whole) {
 }
 
 void CheckDecoded(const inference::ModelInferRequest& request, const ortserve::DecodedCall& decoded,
-                  long long max_texts) {
+                  long long max_texts_per_request) {
   Check(request.inputs_size() == 1, "decoded a request without exactly one input");
   const auto& tensor = request.inputs(0);
   Check(tensor.name() == "TEXT" && tensor.datatype() == "BYTES", "decoded an input that is not TEXT BYTES");
   const auto& shape = tensor.shape();
   Check(shape.size() == 1 || (shape.size() == 2 && shape[1] == 1), "decoded a shape other than [N] or [N, 1]");
-  Check(shape[0] >= 1 && shape[0] <= max_texts, "decoded a count outside 1..max_texts");
+  Check(shape[0] >= 1 && shape[0] <= max_texts_per_request, "decoded a count outside 1..max_texts_per_request");
   Check(static_cast<int64_t>(decoded.texts.size()) == shape[0], "texts disagree with the shape");
   if (request.raw_input_contents_size() > 0) {
     Check(request.raw_input_contents_size() == 1 && !tensor.has_contents(), "decoded raw next to other contents");
@@ -271,8 +271,8 @@ void Exercise(const inference::ModelInferRequest& request, const uint8_t* data, 
   static const ortserve::VersionOutput kPlain{"classifier", "LOGITS", {}};  // a table without labels
   static const ortserve::VersionOutput kLabelled{"classifier", "LOGITS", {"neg", "pos", "x"}};
   static const ortserve::VersionOutput kEmbedding{"embedding", "EMBEDDING", {}};
-  for (const long long max_texts : {1LL, 16LL, 1LL << 40}) {
-    const auto decoded = ortserve::Decode(ortserve::ToWire(request), max_texts);
+  for (const long long max_texts_per_request : {1LL, 16LL, 1LL << 40}) {
+    const auto decoded = ortserve::Decode(ortserve::ToWire(request), max_texts_per_request);
     if (const auto* error = std::get_if<ortserve::WireError>(&decoded)) {
       Check(!error->message.empty() && error->code == ortserve::Code::kInvalidArgument, "a refusal without a message");
       continue;
@@ -283,7 +283,7 @@ void Exercise(const inference::ModelInferRequest& request, const uint8_t* data, 
       Check(it != request.parameters().end() && it->second.string_param() == call.routing_key,
             "routing key from nowhere");
     }
-    CheckDecoded(request, call, max_texts);
+    CheckDecoded(request, call, max_texts_per_request);
     for (const auto* served : {&kPlain, &kLabelled, &kEmbedding}) {
       if (served->labels.empty() && served->kind == "classifier") {
         bool classification = false;

@@ -1,5 +1,5 @@
 // Engine runs: one batch of token-id rows through a version's session, padded by the one padding rule every run
-// follows (the batcher's, and TextClassifier.run's for warm-up). No locks, no state: the caller holds nothing while
+// follows (the batcher's, and ModelInstance.run's for warm-up). No locks, no state: the caller holds nothing while
 // a run goes (runs take milliseconds to seconds).
 //
 //   EngineRun out = RunEngine(model, narrow, rows);   // throws what the engine throws

@@ -38,7 +38,11 @@ void BindEvents(nb::module_& m) {
       .def_ro("total_s", &RequestEvent::total_s)
       .def_ro("status", &RequestEvent::status, "gRPC status code name")
       .def_ro("error", &RequestEvent::error, "the message sent to the caller, \"\" on OK")
-      .def_ro("ended_unix", &RequestEvent::ended_unix, "when the reply went out (seconds since the epoch)");
+      .def_ro("ended_unix", &RequestEvent::ended_unix, "when the reply went out (seconds since the epoch)")
+      .def_ro("trace_id", &RequestEvent::trace_id, "the caller's trace (32 hex digits), \"\" when none")
+      .def_ro("parent_span_id", &RequestEvent::parent_span_id, "the caller's span (16 hex digits), \"\" when none")
+      .def_ro("sampled", &RequestEvent::sampled, "the caller's sampling decision: 1, 0, or -1 when none")
+      .def_ro("tracestate", &RequestEvent::tracestate);
   nb::class_<BatchEvent>(m, "BatchEvent", "One engine run of the batcher.")
       .def_ro("model", &BatchEvent::model)
       .def_ro("version", &BatchEvent::version)

@@ -28,6 +28,9 @@ struct RequestEvent {
   std::string status;    // gRPC status code name: "OK", "RESOURCE_EXHAUSTED", ...
   std::string error;     // the message sent to the caller, "" on OK
   double ended_unix = 0;  // wall clock (seconds since the epoch) when the reply went out: the log line's time
+  // The caller's trace context (infer_wire.h ParseTraceContext): "" / -1 when it sent none.
+  std::string trace_id, parent_span_id, tracestate;
+  int sampled = -1;
 };
 
 // One engine run.

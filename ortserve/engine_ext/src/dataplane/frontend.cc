@@ -284,6 +284,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     const VersionOutput* served = nullptr;
     std::string version_name, route, request_id;
     Clock::time_point arrived;
+    TraceContext trace;
   };
 
   explicit InferReactor(Setup setup) : s_(std::move(setup)) { s_.impl->in_flight.fetch_add(1); }
@@ -363,6 +364,10 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       event.ended_unix = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
       event.status = status.ok() ? "OK" : CodeName(result.code == Code::kOk ? Code::kInternal : result.code);
       event.error = status.ok() ? std::string() : status.error_message();
+      event.trace_id = std::move(s_.trace.trace_id);
+      event.parent_span_id = std::move(s_.trace.parent_span_id);
+      event.tracestate = std::move(s_.trace.tracestate);
+      event.sampled = s_.trace.sampled;
       s_.impl->events->Push(std::move(event));
     }
     Finish(status);  // last: OnDone may delete this at once
@@ -395,7 +400,7 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
   const auto model = table->models.find(req.model_name());
   if (model == table->models.end()) return PassOn(Passthrough::kModelNotNative, ctx, request, response);
   // A call the rules refuse goes to the Python server, which answers it with the same rules' message and logs it.
-  auto decoded = Decode(ToWire(req), options.max_texts);
+  auto decoded = Decode(ToWire(req), options.max_texts_per_request);
   if (std::holds_alternative<WireError>(decoded)) return PassOn(Passthrough::kBadInput, ctx, request, response);
   RequestIdChoice id = ChooseRequestId(ClientHeader(*ctx, "x-request-id"));
   if (id.error) return PassOn(Passthrough::kBadInput, ctx, request, response);
@@ -428,9 +433,14 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
   }
   if (!version->second->Acquire()) return PassOn(Passthrough::kVersionDraining, ctx, request, response);
 
+  TraceContext trace = ParseTraceContext(TraceHeaders{
+      ClientHeader(*ctx, "traceparent"), ClientHeader(*ctx, "tracestate"), ClientHeader(*ctx, "b3"),
+      ClientHeader(*ctx, "x-b3-traceid"), ClientHeader(*ctx, "x-b3-spanid"), ClientHeader(*ctx, "x-b3-sampled"),
+      ClientHeader(*ctx, "x-b3-flags")});
   auto* reactor = new InferReactor(InferReactor::Setup{this, ctx, response, std::move(parsed), std::move(call),
                                                        version->second, table, &served, std::move(version_name),
-                                                       std::move(route_name), std::move(request_id), arrived});
+                                                       std::move(route_name), std::move(request_id), arrived,
+                                                       std::move(trace)});
   reactor->Start();
   return reactor;
 }

@@ -41,7 +41,7 @@ struct FrontendOptions {
   std::string backend;  // the Python server, e.g. "unix:/run/ortserve/backend.sock"
   int max_message_bytes = 8 << 20;  // defaults: service/config.Settings' (tests/service/test_settings_defaults.py)
   int max_header_bytes = 64 << 10;
-  long long max_texts = 128;
+  long long max_texts_per_request = 128;
   std::string tls_cert, tls_key;  // PEM; both empty = plaintext
   std::string tls_client_ca;      // PEM; set = clients must present a certificate it signed
 };

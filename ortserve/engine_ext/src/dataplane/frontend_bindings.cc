@@ -72,20 +72,20 @@ void BindFrontend(nb::module_& m) {
       .def(
           "__init__",
           [](ortserve::Frontend* self, const std::string& address, const std::string& backend, nb::handle events,
-             int max_message_bytes, int max_header_bytes, long long max_texts, std::optional<nb::bytes> tls_cert,
+             int max_message_bytes, int max_header_bytes, long long max_texts_per_request, std::optional<nb::bytes> tls_cert,
              std::optional<nb::bytes> tls_key, std::optional<nb::bytes> tls_client_ca) {
             if (max_message_bytes < 1) throw nb::value_error("max_message_bytes must be >= 1");
             if (max_header_bytes < 1) throw nb::value_error("max_header_bytes must be >= 1");
-            if (max_texts < 1) throw nb::value_error("max_texts must be >= 1");
+            if (max_texts_per_request < 1) throw nb::value_error("max_texts_per_request must be >= 1");
             if (tls_cert.has_value() != tls_key.has_value()) {
               throw nb::value_error("tls_cert and tls_key go together: give both or neither");
             }
             if (tls_client_ca && !tls_cert) throw nb::value_error("tls_client_ca needs tls_cert and tls_key");
-            ortserve::FrontendOptions options{address, backend, max_message_bytes, max_header_bytes, max_texts,
+            ortserve::FrontendOptions options{address, backend, max_message_bytes, max_header_bytes, max_texts_per_request,
                                               Bytes(tls_cert), Bytes(tls_key), Bytes(tls_client_ca)};
             new (self) ortserve::Frontend(std::move(options), ortserve::EventSinkPtr(events));
           },
-          "address"_a, "backend"_a, nb::kw_only(), "events"_a, "max_message_bytes"_a, "max_header_bytes"_a, "max_texts"_a,
+          "address"_a, "backend"_a, nb::kw_only(), "events"_a, "max_message_bytes"_a, "max_header_bytes"_a, "max_texts_per_request"_a,
           "tls_cert"_a = nb::none(), "tls_key"_a = nb::none(), "tls_client_ca"_a = nb::none())
       .def("start", &ortserve::Frontend::Start, nb::call_guard<nb::gil_scoped_release>(),
            "Bind and serve; returns the bound port. RuntimeError naming the address when it cannot bind.")
@@ -118,7 +118,7 @@ void BindFrontend(nb::module_& m) {
         nb::dict defaults;
         defaults["max_message_bytes"] = options.max_message_bytes;
         defaults["max_header_bytes"] = options.max_header_bytes;
-        defaults["max_texts_per_request"] = options.max_texts;
+        defaults["max_texts_per_request"] = options.max_texts_per_request;
         return defaults;
       },
       "FrontendOptions' own defaults, under service/config.Settings' names: a test holds them equal.");

@@ -3,7 +3,7 @@
 // one through the bindings). What a call may carry and what it is told when it may not (the one implementation of
 // each message), how its request id and routing key are chosen, what its reply holds.
 //
-//   Decode(request, max_texts)      -> texts, requested outputs, score mode, raw output | INVALID_ARGUMENT
+//   Decode(request, max_texts_per_request)      -> texts, requested outputs, score mode, raw output | INVALID_ARGUMENT
 //   CheckOutputs(call, version)     -> the requested outputs are what the leased version answers | INVALID_ARGUMENT
 //   EncodeOutputs(call, version, values) -> the reply's output tensors
 //   RequestId(header), RoutingKey(param, header, id), PushbackMs(retry_after_s)
@@ -86,11 +86,11 @@ struct WireError {
 };
 
 // The call's texts and outputs, or the first rule it breaks, with the message a caller can act on:
-// one input TEXT, BYTES, shape [N] or [N, 1], 1 <= N <= max_texts, N strict UTF-8 elements in contents.bytes_contents
+// one input TEXT, BYTES, shape [N] or [N, 1], 1 <= N <= max_texts_per_request, N strict UTF-8 elements in contents.bytes_contents
 // or in the one raw_input_contents entry (each a 4-byte little-endian length, then the bytes); each output name
 // once, a classification parameter an integer >= 1; scores "logits" or "probabilities", with a classification
 // output; routing_key a string.
-std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts);
+std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts_per_request);
 
 // What a loaded version answers (route.h VersionOutput): every requested output is its output, and classification
 // only on a classifier. `model` names the model in the message.
@@ -128,6 +128,20 @@ std::string_view ChooseRoutingKey(std::string_view param, std::string_view heade
 
 // The grpc-retry-pushback-ms a refusal carries: the queued work's drain time in ms, half to even, at least 1.
 long long PushbackMs(double retry_after_s);
+
+// A caller's trace context, from its W3C `traceparent` (and `tracestate`), else its B3 headers (the single `b3`,
+// else `x-b3-traceid`, `x-b3-spanid`, `x-b3-sampled`, `x-b3-flags`), as a mesh (Istio, Envoy) propagates them.
+// Invalid or absent: trace_id "" (the call starts a trace of its own).
+struct TraceHeaders {
+  std::string_view traceparent, tracestate, b3, b3_trace_id, b3_span_id, b3_sampled, b3_flags;
+};
+struct TraceContext {
+  std::string trace_id;        // 32 lowercase hex digits (a 64-bit B3 id left-padded with zeros); "" when none
+  std::string parent_span_id;  // 16 lowercase hex digits: the caller's span; "" when it sent none
+  int sampled = -1;            // the caller's decision: 1 yes, 0 no, -1 none (the server's ratio decides)
+  std::string tracestate;      // passed on with a valid traceparent only
+};
+TraceContext ParseTraceContext(const TraceHeaders& headers);
 
 // Strict UTF-8 as Python's bytes.decode("utf-8"): no overlongs, no surrogates, nothing past U+10FFFF. On failure,
 // `reason` and `at` say what Python's UnicodeDecodeError says.

@@ -129,7 +129,7 @@ void BindWire(nb::module_& m) {
   m.def(
       "decode_call",
       [](nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores, nb::handle routing_key,
-         long long max_texts) {
+         long long max_texts_per_request) {
         ortserve::WireRequest request;
         for (nb::handle item : inputs) {
           nb::tuple t = nb::cast<nb::tuple>(item);
@@ -152,7 +152,7 @@ void BindWire(nb::module_& m) {
         for (nb::handle raw : raw_input_contents) request.raw_input_contents.push_back(View(raw));
         request.scores = Param(scores);
         request.routing_key = Param(routing_key);
-        auto decoded = ortserve::Decode(request, max_texts);
+        auto decoded = ortserve::Decode(request, max_texts_per_request);
         if (auto* error = std::get_if<ortserve::WireError>(&decoded)) Raise(*error);
         const auto& call = std::get<ortserve::DecodedCall>(decoded);
         OwnedWireCall owned;
@@ -164,7 +164,7 @@ void BindWire(nb::module_& m) {
         owned.routing_key = std::string(call.routing_key);
         return owned;
       },
-      "inputs"_a, "outputs"_a, "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(), "max_texts"_a,
+      "inputs"_a, "outputs"_a, "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(), "max_texts_per_request"_a,
       "The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: "
       "[(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a "
       "parameter: None when absent, else (WhichOneof('parameter_choice'), value).");
@@ -239,6 +239,18 @@ void BindWire(nb::module_& m) {
       },
       "param"_a, "header"_a, "request_id"_a,
       "The canary key: the routing_key parameter, else the x-routing-key header, else the request id.");
+  m.def(
+      "parse_trace_context",
+      [](nb::str traceparent, nb::str tracestate, nb::str b3, nb::str b3_trace_id, nb::str b3_span_id,
+         nb::str b3_sampled, nb::str b3_flags) {
+        ortserve::TraceContext trace = ortserve::ParseTraceContext(ortserve::TraceHeaders{
+            Utf8(traceparent), Utf8(tracestate), Utf8(b3), Utf8(b3_trace_id), Utf8(b3_span_id), Utf8(b3_sampled),
+            Utf8(b3_flags)});
+        return nb::make_tuple(trace.trace_id, trace.parent_span_id, trace.sampled, trace.tracestate);
+      },
+      "traceparent"_a, "tracestate"_a, "b3"_a, "b3_trace_id"_a, "b3_span_id"_a, "b3_sampled"_a, "b3_flags"_a,
+      "(trace_id, parent_span_id, sampled, tracestate) of a caller's W3C or B3 trace headers (infer_wire.h); "
+      "trace_id '' when none is valid, sampled 1, 0 or -1 (none).");
   m.def("pushback_ms", &ortserve::PushbackMs, "retry_after_s"_a,
         "grpc-retry-pushback-ms of a refusal: the drain time in ms, half to even, at least 1.");
 }

@@ -398,17 +398,19 @@ Engine::Outputs Engine::GraphRunner::Run(const std::vector<const InputView*>& or
 }
 
 Engine::Engine(std::string path, const EngineOptions& options)
-    : path_(std::move(path)), options_(options), breaker_(options.oom_cooldown_s) {
+    : path_(std::move(path)), options_(options), breaker_(options.gpu_fallback_cooldown_s) {
   RequireNonNegative("intra_op_threads", options_.intra_op_threads);
   RequireNonNegative("inter_op_threads", options_.inter_op_threads);
   ParseOptimizationLevel(options_.graph_optimization_level);
   CudnnSearchValue(options_.cudnn_conv_algo_search);
   if (options_.gpu_memory_limit_mb < 0) throw OptionError("gpu_memory_limit_mb must be >= 0 (0 = no cap)");
   if (options_.cpu_arena_limit_mb < 0) throw OptionError("cpu_arena_limit_mb must be >= 0 (0 = no cap)");
-  if (options_.oom_fallback != "off" && options_.oom_fallback != "lazy" && options_.oom_fallback != "warm") {
-    throw OptionError("oom_fallback must be one of 'off', 'lazy', 'warm'; got '" + options_.oom_fallback + "'");
+  if (options_.gpu_oom_fallback != "off" && options_.gpu_oom_fallback != "lazy" &&
+      options_.gpu_oom_fallback != "warm") {
+    throw OptionError("gpu_oom_fallback must be one of 'off', 'lazy', 'warm'; got '" + options_.gpu_oom_fallback +
+                      "'");
   }
-  if (!(options_.oom_cooldown_s >= 0)) throw OptionError("oom_cooldown_s must be >= 0");
+  if (!(options_.gpu_fallback_cooldown_s >= 0)) throw OptionError("gpu_fallback_cooldown_s must be >= 0");
   const int cuda_device = ParseCudaDevice(options_.device);
 
   std::error_code ec;
@@ -482,11 +484,11 @@ Engine::Engine(std::string path, const EngineOptions& options)
         pinned_.reset();  // inputs then go from the caller's pageable memory, one copy less on the host
       }
     }
-    if (FallbackEnabled() && options_.oom_fallback == "warm") {
+    if (FallbackEnabled() && options_.gpu_oom_fallback == "warm") {
       try {
         FallbackSession();
       } catch (const Ort::Exception& e) {
-        throw ModelLoadError(std::string("oom_fallback='warm' needs a CPU session of the model, which failed (") +
+        throw ModelLoadError(std::string("gpu_oom_fallback='warm' needs a CPU session of the model, which failed (") +
                              e.what() + "); use 'lazy' or 'off'");
       }
     }
@@ -743,9 +745,9 @@ std::vector<OutputTensor> Engine::Run(const std::vector<InputView>& feeds) const
           events_.push_back(event);
         };
         if (!fallback) {
-          event.error = "oom_fallback is off";
+          event.error = "gpu_oom_fallback is off";
           record();
-          throw OutOfMemoryError(ran_out + " (oom_fallback is off)");
+          throw OutOfMemoryError(ran_out + " (gpu_oom_fallback is off)");
         }
         try {
           outputs = RunFallback(ordered, &event);

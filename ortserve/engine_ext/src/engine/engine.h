@@ -7,8 +7,8 @@
 // On CUDA: inputs go through an IoBinding from ORT's pinned host arena and outputs come back once per run; with
 // cuda_graphs, every run goes through one thread of the engine's own (ORT keeps captured graphs per thread), which
 // copies the inputs into device buffers kept per input shape and replays the graph captured for that shape. A run
-// that fails for memory (device or capped CPU arena) can be rerun on a CPU session (oom_fallback), after which
-// batches stay on CPU for oom_cooldown_s (OomBreaker).
+// that fails for memory (device or capped CPU arena) can be rerun on a CPU session (gpu_oom_fallback), after which
+// batches stay on CPU for gpu_fallback_cooldown_s (OomBreaker).
 #pragma once
 
 #include <atomic>
@@ -40,20 +40,23 @@ struct TensorInfo {
   std::string Describe() const;
 };
 
+// How a session runs. Every field is a setting of service/config.Settings under the same name, and defaults to its
+// default there (tests/service/test_settings_defaults.py holds them equal); the server builds one from its Settings
+// (service/assembly.engine_options), never from these defaults.
 struct EngineOptions {
-  int intra_op_threads = 1;  // 0 lets ORT pick (one per physical core)
+  int intra_op_threads = 2;  // 0 lets ORT pick (one per physical core)
   int inter_op_threads = 1;  // > 1 switches the session to parallel execution mode
   std::string graph_optimization_level = "all";  // "disable" | "basic" | "extended" | "all"
   std::string device = "cpu";                    // "cpu" | "cuda" | "cuda:N"
-  bool allow_spinning = false;                   // pool threads spin between operators instead of sleeping
+  bool allow_spinning = true;                    // pool threads spin between operators instead of sleeping
   bool spin_between_runs = false;                // ...and keep spinning after Run() returns (ORT's default)
-  bool check_finite = true;                      // NaN/Inf in a float output -> NonFiniteOutputError
+  bool check_finite = true;                      // NaN/Inf in a float output -> NonFiniteOutputError (not a setting)
   int gpu_memory_limit_mb = 0;                   // CUDA: cap on ORT's GPU arena (gpu_mem_limit); 0 = none
   std::string cudnn_conv_algo_search = "exhaustive";  // CUDA: "exhaustive" | "heuristic" | "default"
   bool cuda_graphs = false;                      // CUDA: capture a graph per input shape, replay it after
   int cpu_arena_limit_mb = 0;                    // CPU: run in the process-wide CPU arena capped at this; 0 = own
-  std::string oom_fallback = "off";              // "off" | "lazy" | "warm": rerun out-of-memory batches on CPU
-  double oom_cooldown_s = 30.0;                  // after an out-of-memory run, batches go to CPU this long
+  std::string gpu_oom_fallback = "lazy";         // "off" | "lazy" | "warm": rerun out-of-memory batches on CPU
+  double gpu_fallback_cooldown_s = 30.0;         // after an out-of-memory run, batches go to CPU this long
 };
 
 // One run that failed for memory, as the owner logs it (Engine::TakeFallbackEvents).
@@ -141,7 +144,7 @@ class Engine {
   Ort::Session& FallbackSession() const;  // creates it on first need; call with fallback_mutex_ held or in the ctor
   // Out-of-memory runs go to a CPU session: on a GPU, or in a capped CPU arena (how it is tested without a GPU).
   bool FallbackEnabled() const {
-    return options_.oom_fallback != "off" && (cuda_device_ >= 0 || options_.cpu_arena_limit_mb > 0);
+    return options_.gpu_oom_fallback != "off" && (cuda_device_ >= 0 || options_.cpu_arena_limit_mb > 0);
   }
 
   const std::string path_;

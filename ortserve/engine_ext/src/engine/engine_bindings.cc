@@ -3,6 +3,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -204,36 +205,58 @@ void BindEngine(nb::module_& m) {
       .def_ro("shape", &TensorInfo::shape)
       .def("__repr__", &InfoRepr);
 
-  nb::class_<Engine>(m, "Engine", "One ONNX Runtime session; run() is thread-safe and releases the GIL.")
+  static const EngineOptions kDefaults;
+  nb::class_<EngineOptions>(m, "EngineOptions",
+                            "How a session runs: each field a setting of service/config.Settings under the same name, "
+                            "defaulting to its default there (the server builds one from its Settings).")
       .def(
           "__init__",
-          [](Engine* self, const std::filesystem::path& path, int intra_op_threads, int inter_op_threads,
+          [](EngineOptions* self, int intra_op_threads, int inter_op_threads,
              const std::string& graph_optimization_level, const std::string& device, bool allow_spinning,
              bool spin_between_runs, bool check_finite, int gpu_memory_limit_mb,
              const std::string& cudnn_conv_algo_search, bool cuda_graphs, int cpu_arena_limit_mb,
-             const std::string& oom_fallback, double oom_cooldown_s) {
-            EngineOptions options;
-            options.intra_op_threads = intra_op_threads;
-            options.inter_op_threads = inter_op_threads;
-            options.graph_optimization_level = graph_optimization_level;
-            options.device = device;
-            options.allow_spinning = allow_spinning;
-            options.spin_between_runs = spin_between_runs;
-            options.check_finite = check_finite;
-            options.gpu_memory_limit_mb = gpu_memory_limit_mb;
-            options.cudnn_conv_algo_search = cudnn_conv_algo_search;
-            options.cuda_graphs = cuda_graphs;
-            options.cpu_arena_limit_mb = cpu_arena_limit_mb;
-            options.oom_fallback = oom_fallback;
-            options.oom_cooldown_s = oom_cooldown_s;
-            nb::gil_scoped_release release;  // loading can take seconds; let other threads run
-            new (self) Engine(path.string(), options);
+             const std::string& gpu_oom_fallback, double gpu_fallback_cooldown_s) {
+            new (self) EngineOptions{intra_op_threads,      inter_op_threads,       graph_optimization_level,
+                                     device,                allow_spinning,         spin_between_runs,
+                                     check_finite,          gpu_memory_limit_mb,    cudnn_conv_algo_search,
+                                     cuda_graphs,           cpu_arena_limit_mb,     gpu_oom_fallback,
+                                     gpu_fallback_cooldown_s};
           },
-          "path"_a, nb::kw_only(), "intra_op_threads"_a = 1, "inter_op_threads"_a = 1,
-          "graph_optimization_level"_a = "all", "device"_a = "cpu", "allow_spinning"_a = false,
-          "spin_between_runs"_a = false, "check_finite"_a = true, "gpu_memory_limit_mb"_a = 0,
-          "cudnn_conv_algo_search"_a = "exhaustive", "cuda_graphs"_a = false, "cpu_arena_limit_mb"_a = 0,
-          "oom_fallback"_a = "off", "oom_cooldown_s"_a = 30.0)
+          nb::kw_only(), "intra_op_threads"_a = kDefaults.intra_op_threads,
+          "inter_op_threads"_a = kDefaults.inter_op_threads,
+          "graph_optimization_level"_a = kDefaults.graph_optimization_level, "device"_a = kDefaults.device,
+          "allow_spinning"_a = kDefaults.allow_spinning, "spin_between_runs"_a = kDefaults.spin_between_runs,
+          "check_finite"_a = kDefaults.check_finite, "gpu_memory_limit_mb"_a = kDefaults.gpu_memory_limit_mb,
+          "cudnn_conv_algo_search"_a = kDefaults.cudnn_conv_algo_search, "cuda_graphs"_a = kDefaults.cuda_graphs,
+          "cpu_arena_limit_mb"_a = kDefaults.cpu_arena_limit_mb, "gpu_oom_fallback"_a = kDefaults.gpu_oom_fallback,
+          "gpu_fallback_cooldown_s"_a = kDefaults.gpu_fallback_cooldown_s)
+      .def_rw("intra_op_threads", &EngineOptions::intra_op_threads)
+      .def_rw("inter_op_threads", &EngineOptions::inter_op_threads)
+      .def_rw("graph_optimization_level", &EngineOptions::graph_optimization_level)
+      .def_rw("device", &EngineOptions::device)
+      .def_rw("allow_spinning", &EngineOptions::allow_spinning)
+      .def_rw("spin_between_runs", &EngineOptions::spin_between_runs)
+      .def_rw("check_finite", &EngineOptions::check_finite)
+      .def_rw("gpu_memory_limit_mb", &EngineOptions::gpu_memory_limit_mb)
+      .def_rw("cudnn_conv_algo_search", &EngineOptions::cudnn_conv_algo_search)
+      .def_rw("cuda_graphs", &EngineOptions::cuda_graphs)
+      .def_rw("cpu_arena_limit_mb", &EngineOptions::cpu_arena_limit_mb)
+      .def_rw("gpu_oom_fallback", &EngineOptions::gpu_oom_fallback)
+      .def_rw("gpu_fallback_cooldown_s", &EngineOptions::gpu_fallback_cooldown_s)
+      .def("__copy__", [](const EngineOptions& self) { return self; });
+
+  nb::class_<Engine>(m, "Engine", "One ONNX Runtime session; run() is thread-safe and releases the GIL.")
+      .def(
+          "__init__",
+          [](Engine* self, const std::filesystem::path& path, std::optional<EngineOptions> options) {
+            const EngineOptions chosen = options.value_or(EngineOptions{});
+            nb::gil_scoped_release release;  // loading can take seconds; let other threads run
+            new (self) Engine(path.string(), chosen);
+          },
+          // None, not an EngineOptions instance: a default argument object would outlive the module (a leak report).
+          "path"_a, "options"_a = nb::none(),
+          "One session of the model at `path`, run as `options` say (EngineOptions; its defaults are the "
+          "settings').")
       .def_prop_ro("inputs", &Engine::inputs)
       .def_prop_ro("outputs", &Engine::outputs)
       .def_prop_ro("device", &Engine::device)

@@ -8,6 +8,7 @@ C++ WordPiece tokenizes inside the batcher). Both tokenizers and the engine rele
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
@@ -17,9 +18,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ortserve.engine_ext import Engine, NativeTextModel
+from ortserve.engine_ext import Engine, EngineOptions, NativeTextModel
 from ortserve.registry.bundle import BundleManifest, load_manifest
 from ortserve.registry.cpu import CpuInfo, cpu_info
+from ortserve.service.config import Settings
 from ortserve.service.tokenization import BundleTokenizer, TokenizerChoice, open_tokenizer
 
 REQUIRED_INPUTS = ("input_ids", "attention_mask")
@@ -32,29 +34,44 @@ WARMUP_TEXTS = (
 
 
 class ModelFormatError(ValueError):
-    """The bundle's graph or tokenizer does not fit the text-classifier contract."""
+    """The bundle's graph or tokenizer does not fit the bundle contract (registry/bundle.py)."""
 
 
 @dataclass(frozen=True)
-class EngineOptions:
-    intra_op_threads: int = 1
-    inter_op_threads: int = 1
-    graph_optimization_level: str = "all"
-    device: str = "cpu"
-    allow_spinning: bool = False
-    spin_between_runs: bool = False
-    narrow_engine: bool = False
-    """Also open a one-thread session of the same model, for batches that run side by side (see Batcher)."""
-    gpu_memory_limit_mb: int = 0
-    cudnn_conv_algo_search: str = "exhaustive"
-    cuda_graphs: bool = False
-    cpu_arena_limit_mb: int = 0
-    oom_fallback: str = "off"
-    oom_cooldown_s: float = 30.0
-    shape_buckets: str = "off"
+class InstanceOptions:
+    """How a version's compute is assembled, every field from Settings (`instance_options`, the one place): no
+    defaults of its own."""
+
+    engine: Any
+    """engine_ext.EngineOptions of its sessions (each field a setting, by the same name)."""
+    narrow_engine: bool
+    """Also open a one-thread session of the same model, for batches that run side by side (`narrow_engine_pays`)."""
+    shape_buckets: str
     """auto (on when the session runs on CUDA), on or off (config.Settings.shape_buckets)."""
-    bucket_rows: tuple[int, ...] = ()
-    bucket_tokens: tuple[int, ...] = ()
+    bucket_rows: tuple[int, ...]
+    bucket_tokens: tuple[int, ...]
+
+
+def engine_options(settings: Settings) -> Any:
+    """The sessions' options (engine_ext.EngineOptions) from the settings of the same names."""
+    return EngineOptions(
+        intra_op_threads=settings.intra_op_threads, inter_op_threads=settings.inter_op_threads,
+        graph_optimization_level=settings.graph_optimization_level, device=settings.device,
+        allow_spinning=settings.allow_spinning, spin_between_runs=settings.spin_between_runs,
+        gpu_memory_limit_mb=settings.gpu_memory_limit_mb, cudnn_conv_algo_search=settings.cudnn_conv_algo_search,
+        cuda_graphs=settings.cuda_graphs, cpu_arena_limit_mb=settings.cpu_arena_limit_mb,
+        gpu_oom_fallback=settings.gpu_oom_fallback, gpu_fallback_cooldown_s=settings.gpu_fallback_cooldown_s,
+    )
+
+
+def instance_options(settings: Settings) -> InstanceOptions:
+    """A version's options from the settings: the server, the benchmark's engine-alone limit and the tests."""
+    return InstanceOptions(
+        engine=engine_options(settings),
+        narrow_engine=narrow_engine_pays(intra_op_threads=settings.intra_op_threads,
+                                         engine_concurrency=settings.engine_concurrency),
+        shape_buckets=settings.shape_buckets, bucket_rows=settings.bucket_rows, bucket_tokens=settings.bucket_tokens,
+    )
 
 
 @dataclass(frozen=True)
@@ -69,7 +86,7 @@ class ShapeLadder:
         return [(r, t) for r in self.rows for t in self.tokens]
 
 
-def shape_ladder(options: EngineOptions, *, device: str, max_seq_len: int) -> ShapeLadder:
+def shape_ladder(options: InstanceOptions, *, device: str, max_seq_len: int) -> ShapeLadder:
     """The version's ladder: token rungs above max_seq_len dropped and max_seq_len itself the top rung (a model's
     positions end there); none unless buckets are on, or auto and the session runs on CUDA."""
     on = options.shape_buckets == "on" or (options.shape_buckets == "auto" and device.startswith("cuda"))
@@ -85,7 +102,7 @@ def narrow_engine_pays(*, intra_op_threads: int, engine_concurrency: int) -> boo
     return engine_concurrency > 1 and intra_op_threads != 1
 
 
-class TextClassifier:
+class ModelInstance:
     def __init__(
         self,
         *,
@@ -114,7 +131,7 @@ class TextClassifier:
         extra = sorted(names - set(REQUIRED_INPUTS) - set(OPTIONAL_INPUTS))
         if missing or extra:
             raise ModelFormatError(
-                f"model inputs {sorted(names)} do not fit the text-classifier contract: "
+                f"model inputs {sorted(names)} do not fit the bundle contract: "
                 f"missing {missing}, unexpected {extra}"
             )
         self.kind = manifest.kind
@@ -141,11 +158,11 @@ class TextClassifier:
     def load(
         cls,
         bundle_dir: str | Path,
-        options: EngineOptions,
+        options: InstanceOptions,
         *,
         tokenizer: TokenizerChoice = "auto",
         opener: Executor | None = None,
-    ) -> TextClassifier:
+    ) -> ModelInstance:
         """Open the bundle's tokenizer (`tokenization.open_tokenizer`) and sessions. With `opener`, the narrow
         session opens there while this thread opens the wide one (a third less load time on two cores).
         `opener` must be long-lived: glibc gives each new thread its own malloc arena, so a thread per load
@@ -153,30 +170,19 @@ class TextClassifier:
         bundle = Path(bundle_dir)
         manifest = load_manifest(bundle)
         bundle_tokenizer = open_tokenizer(bundle / "tokenizer.json", manifest.max_seq_len, tokenizer)
+
         def open_engine(threads: int) -> Engine:
-            return Engine(
-                str(bundle / "model.onnx"),
-                intra_op_threads=threads,
-                inter_op_threads=options.inter_op_threads,
-                graph_optimization_level=options.graph_optimization_level,
-                device=options.device,
-                allow_spinning=options.allow_spinning,
-                spin_between_runs=options.spin_between_runs,
-                gpu_memory_limit_mb=options.gpu_memory_limit_mb,
-                cudnn_conv_algo_search=options.cudnn_conv_algo_search,
-                cuda_graphs=options.cuda_graphs,
-                cpu_arena_limit_mb=options.cpu_arena_limit_mb,
-                oom_fallback=options.oom_fallback,
-                oom_cooldown_s=options.oom_cooldown_s,
-            )
+            session = copy.copy(options.engine)
+            session.intra_op_threads = threads
+            return Engine(str(bundle / "model.onnx"), session)
 
         pending: Future[Engine] | None = None
-        if options.narrow_engine and options.device == "cpu":
+        if options.narrow_engine and options.engine.device == "cpu":
             pending = opener.submit(open_engine, 1) if opener is not None else _done(open_engine, 1)
         engine: Engine | None = None
         narrow: Engine | None = None
         try:
-            engine = open_engine(options.intra_op_threads)
+            engine = open_engine(options.engine.intra_op_threads)
             narrow = pending.result() if pending is not None else None
             ladder = shape_ladder(options, device=engine.device, max_seq_len=manifest.max_seq_len)
             return cls(engine=engine, tokenizer=bundle_tokenizer, manifest=manifest, narrow=narrow, ladder=ladder,

@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.instances import options
 from support.reference import Reference
 
 from ortserve.engine_ext import ModelLoadError
-from ortserve.service.textmodel import EngineOptions, TextClassifier
+from ortserve.service.instance import ModelInstance
 
 TEXTS = ["a short text", "a somewhat longer text that pads the other one"]
 
@@ -32,7 +33,7 @@ class RecordingExecutor(ThreadPoolExecutor):
 
 def test_narrow_session_opens_and_warms_on_the_opener(tiny_bundle: Path) -> None:
     with RecordingExecutor() as opener:
-        classifier = TextClassifier.load(tiny_bundle, EngineOptions(intra_op_threads=2, narrow_engine=True),
+        classifier = ModelInstance.load(tiny_bundle, options(intra_op_threads=2, narrow_engine=True),
                                          opener=opener)
         try:
             classifier.warm_up(opener=opener)
@@ -48,7 +49,7 @@ def test_narrow_session_opens_and_warms_on_the_opener(tiny_bundle: Path) -> None
 
 def test_no_narrow_session_leaves_the_opener_alone(tiny_bundle: Path) -> None:
     with RecordingExecutor() as opener:
-        classifier = TextClassifier.load(tiny_bundle, EngineOptions(intra_op_threads=2), opener=opener)
+        classifier = ModelInstance.load(tiny_bundle, options(intra_op_threads=2, narrow_engine=False), opener=opener)
         classifier.warm_up(opener=opener)
         classifier.close()
         assert classifier.narrow is None and opener.names == []
@@ -61,10 +62,10 @@ def test_a_model_that_fails_to_load_fails_both_and_the_opener_keeps_working(tiny
     for f in tiny_bundle.iterdir():
         (broken / f.name).write_bytes(f.read_bytes())
     (broken / "model.onnx").write_bytes(b"not an onnx graph")
-    options = EngineOptions(intra_op_threads=2, narrow_engine=True)
+    two = options(intra_op_threads=2, narrow_engine=True)
     with RecordingExecutor() as opener:
         with pytest.raises(ModelLoadError, match="cannot load model"):
-            TextClassifier.load(broken, options, opener=opener)
-        classifier = TextClassifier.load(tiny_bundle, options, opener=opener)  # the same thread, next load
+            ModelInstance.load(broken, two, opener=opener)
+        classifier = ModelInstance.load(tiny_bundle, two, opener=opener)  # the same thread, next load
         assert classifier.narrow is not None
         classifier.close()

@@ -1,0 +1,210 @@
+"""A ModelInfer call on the Python side, whichever transport carried it (grpc.aio's handler, the REST server).
+
+A transport reads the call off the wire into an `InferCall` (the fields the C++ wire rules read, the headers, the
+deadline), hands it to `Inference.infer`, and writes the `InferReply` (or the `CallFailed`) back in its own format:
+
+    request id (x-request-id)  ->  C++ wire rules: decode  ->  routing key  ->  lease a version (pin or bucket)
+      ->  outputs check  ->  the version's batcher  ->  C++ wire rules: the reply's tensors  ->  the call's record
+
+Both transports therefore answer a call alike: the same rules and messages (the native front end's too), the same
+routing, admission and deadlines, the same `request` line, metrics and trace.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import structlog
+
+from ortserve import engine_ext
+from ortserve.registry.bundle import BundleManifest
+from ortserve.service.errors import InvalidArgument, NotFound, ServiceError, Unavailable
+from ortserve.service.manager import ModelManager
+from ortserve.service.metrics import Metrics
+from ortserve.service.request_log import CallRecord, log_call
+
+log = structlog.get_logger("ortserve.request")
+INPUT_NAME: str = engine_ext.TEXT_INPUT
+WIRE_OUTPUTS: dict[str, str] = {"classifier": engine_ext.CLASSIFIER_OUTPUT, "embedding": engine_ext.EMBEDDING_OUTPUT}
+"""The output a model of each kind (`BundleManifest.kind`) answers with."""
+Param = tuple[str | None, Any] | None
+"""An InferParameter as the wire rules take it: None when absent, else (its oneof field's name or None, value)."""
+TRACE_HEADERS = ("traceparent", "tracestate", "b3", "x-b3-traceid", "x-b3-spanid", "x-b3-sampled", "x-b3-flags")
+
+
+@dataclass(frozen=True)
+class ServedOutput:
+    """What one loaded version answers: its kind, its output's wire name and (a classifier) its labels."""
+
+    kind: str
+    name: str
+    labels: tuple[str, ...]
+    columns: int
+
+    @classmethod
+    def of(cls, manifest: BundleManifest) -> ServedOutput:
+        return cls(kind=manifest.kind, name=WIRE_OUTPUTS[manifest.kind], labels=tuple(manifest.labels),
+                   columns=manifest.columns)
+
+    def native_entry(self) -> tuple[str, str, list[str]]:
+        """What the native front end's route table takes per version (`Frontend.set_routes`)."""
+        return self.kind, self.name, list(self.labels)
+
+
+@dataclass
+class InferCall:
+    """A ModelInfer call as a transport read it (the parts the wire rules and the routing read)."""
+
+    model: str
+    version: str = ""
+    id: str = ""
+    inputs: list[tuple[str, str, list[int], bool, list[bytes]]] = field(default_factory=list)
+    """(name, datatype, shape, has_contents, bytes_contents) per input."""
+    outputs: list[tuple[str, Param, Param]] = field(default_factory=list)
+    """(name, classification, binary_data) per requested output."""
+    raw_input_contents: list[bytes] = field(default_factory=list)
+    scores: Param = None
+    routing_key: Param = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Lower-case names: x-request-id, x-routing-key and the trace headers (TRACE_HEADERS)."""
+    deadline: float | None = None
+    """time.monotonic() by which the caller wants its answer; None: no deadline."""
+    transport: str = "grpc"
+
+
+@dataclass
+class InferReply:
+    request_id: str
+    model: str
+    version: str
+    id: str
+    tensors: list[tuple[str, str, tuple[int, int], bool, Any]]
+    """engine_ext.encode_outputs: (name, datatype, (rows, width), raw, payload) per output."""
+
+
+class CallFailed(Exception):
+    """The call ends with `error` (its status and message); `request_id` goes back with it."""
+
+    def __init__(self, error: ServiceError, request_id: str) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.request_id = request_id
+
+
+@dataclass(frozen=True)
+class ModelDescription:
+    """What ModelMetadata says of a model (both transports)."""
+
+    name: str
+    versions: list[str]
+    platform: str
+    inputs: list[tuple[str, str, list[int]]]
+    outputs: list[tuple[str, str, list[int]]]
+    parameters: dict[str, str]
+
+
+class Inference:
+    def __init__(self, manager: ModelManager, metrics: Metrics, *, max_texts_per_request: int,
+                 tracing: Any = None) -> None:
+        self._manager = manager
+        self._metrics = metrics
+        self._max_texts = max_texts_per_request
+        self._tracing = tracing
+
+    async def infer(self, call: InferCall) -> InferReply:
+        started = time.monotonic()
+        request_id, id_error = engine_ext.choose_request_id(call.headers.get("x-request-id", ""))
+        record = CallRecord(request_id=request_id, model=call.model, version=call.version)
+        (record.trace_id, record.parent_span_id, record.sampled, record.tracestate) = engine_ext.parse_trace_context(
+            *(call.headers.get(name, "") for name in TRACE_HEADERS))
+        self._metrics.in_flight.inc()
+        try:
+            if id_error:
+                raise InvalidArgument(id_error)
+            decoded = decode(call, max_texts_per_request=self._max_texts)
+            routing_key = engine_ext.choose_routing_key(decoded.routing_key, call.headers.get("x-routing-key", ""),
+                                                        request_id)
+            record.texts = len(decoded.texts)
+            with self._manager.lease(call.model, version=call.version, routing_key=routing_key) as lease:
+                lv = lease.version
+                record.version, record.route = lv.version, lease.route
+                assert lv.batcher is not None and lv.instance is not None  # READY versions always have both
+                served = ServedOutput.of(lv.instance.manifest)
+                check_outputs(decoded, served, call.model)
+                result = await lv.batcher.infer(decoded.texts, deadline=call.deadline)
+            tensors = encode_tensors(decoded, served, result.outputs)
+            record.answered(result)
+            self._finish(record, started, "OK", call.transport)
+            return InferReply(request_id=request_id, model=call.model, version=lv.version, id=call.id,
+                              tensors=tensors)
+        except ServiceError as e:
+            self._finish(record, started, e.code.name, call.transport, error=e.message)
+            raise CallFailed(e, request_id) from None
+        except BaseException as e:
+            if not isinstance(e, Exception):  # cancelled: the caller went away
+                self._finish(record, started, "CANCELLED", call.transport)
+                raise
+            log.exception("request_failed", request_id=request_id, model=call.model)
+            self._finish(record, started, "INTERNAL", call.transport)
+            raise CallFailed(ServiceError(f"internal error; request id {request_id}"), request_id) from None
+        finally:
+            self._metrics.in_flight.dec()
+
+    def _finish(self, record: CallRecord, started: float, status: str, transport: str, error: str = "") -> None:
+        record.status, record.error, record.total_s = status, error, time.monotonic() - started
+        log_call(self._metrics, record, transport=transport, tracing=self._tracing)
+
+    def describe(self, name: str, version: str = "") -> ModelDescription:
+        """ModelMetadata: the model's versions, input and output (the version's, else the first routed one's)."""
+        route = self._manager.route_table.models.get(name)
+        if route is None:
+            if name in self._manager.wanted_models():
+                raise Unavailable(self._manager.not_ready_reason(name))
+            raise NotFound(f"unknown model '{name}'")
+        if version and version not in route.versions:
+            failure = self._manager.version_failure(name, version)
+            if failure:
+                raise Unavailable(f"model '{name}' version '{version}' failed to load: {failure}")
+            raise NotFound(f"model '{name}' has no loaded version '{version}'")
+        chosen = route.versions[version] if version else next(iter(route.versions.values()))
+        inputs = [(INPUT_NAME, "BYTES", [-1])]
+        if chosen.instance is None:  # closed between the table read and here: describe what it was
+            return ModelDescription(name, sorted(route.versions), "onnxruntime_onnx", inputs,
+                                    [(WIRE_OUTPUTS["classifier"], "FP32", [-1, -1])], {})
+        served = ServedOutput.of(chosen.instance.manifest)
+        # The model's kind and a classifier's labels in LOGITS column order, as a JSON array (labels may hold
+        # commas); the classification extension names them per call.
+        parameters = {"kind": served.kind}
+        if served.kind == "classifier":
+            parameters["labels"] = json.dumps(list(served.labels), ensure_ascii=False)
+        return ModelDescription(name, sorted(route.versions), "onnxruntime_onnx", inputs,
+                                [(served.name, "FP32", [-1, served.columns])], parameters)
+
+
+def decode(call: InferCall, *, max_texts_per_request: int) -> Any:
+    """The call by the C++ wire rules (`engine_ext.DecodedCall`: texts, outputs, probabilities, raw_output,
+    routing_key), or InvalidArgument naming the first rule it breaks."""
+    try:
+        return engine_ext.decode_call(call.inputs, call.outputs, call.raw_input_contents, call.scores,
+                                      call.routing_key, max_texts_per_request)
+    except engine_ext.WireError as e:
+        raise InvalidArgument(str(e)) from None
+
+
+def check_outputs(decoded: Any, served: ServedOutput, model: str) -> None:
+    """InvalidArgument unless the leased version answers every requested output (C++ wire rules)."""
+    try:
+        engine_ext.check_outputs(decoded, served.kind, served.name, list(served.labels), model)
+    except engine_ext.WireError as e:
+        raise InvalidArgument(str(e)) from None
+
+
+def encode_tensors(decoded: Any, served: ServedOutput, values: np.ndarray) -> list[Any]:
+    """The reply's output tensors for the version's `values` (float32 [texts, columns]), by the C++ wire rules."""
+    return list(engine_ext.encode_outputs(decoded, served.kind, served.name, list(served.labels),
+                                          np.ascontiguousarray(values, dtype=np.float32)))

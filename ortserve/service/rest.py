@@ -1,0 +1,344 @@
+"""KServe V2 over HTTP/REST (`http_port`, default 8000): the protocol's REST transport beside gRPC, for curl, probes,
+gateways and `tritonclient.http`. Every call goes the one Python path (`inference.Inference`): the same C++ wire
+rules and messages, routing, batcher, admission and record as gRPC.
+
+    GET  /v2/health/live, /v2/health/ready              200, or 400 when not
+    GET  /v2                                             server metadata
+    GET  /v2/models/{model}[/versions/{v}]               model metadata
+    GET  /v2/models/{model}[/versions/{v}]/ready         200, or 400 when not
+    POST /v2/models/{model}[/versions/{v}]/infer         JSON tensors, or the binary tensor extension
+
+Binary extension: the `Inference-Header-Content-Length` header gives the JSON header's length; an input with the
+parameter `binary_data_size` takes that many bytes of what follows (a BYTES tensor as 4-byte little-endian lengths,
+each followed by its bytes); an output with `binary_data: true` (or the request parameter `binary_data_output`) is
+answered the same way. Errors map as the protocol maps them, with `{"error": message}`: 400 bad request, 404 unknown
+model or version, 413 past `max_message_bytes`, 415 a body labelled as neither JSON nor binary, 429 (queue full,
+deadline unmeetable) and 503 (loading, shutting down) with `Retry-After`, 504 past the deadline, 500 with the
+request id.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import ssl
+import struct
+import tempfile
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import orjson
+import structlog
+from aiohttp import web
+
+from ortserve import __version__
+from ortserve.service.errors import InvalidArgument, ResourceExhausted, ServiceError, Unavailable
+from ortserve.service.handlers import EXTENSIONS
+from ortserve.service.inference import CallFailed, InferCall, Inference, InferReply, Param
+from ortserve.service.manager import ModelManager
+
+log = structlog.get_logger("ortserve.http")
+HEADER_LENGTH = "Inference-Header-Content-Length"
+STATUS = {"INVALID_ARGUMENT": 400, "NOT_FOUND": 404, "RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503,
+          "DEADLINE_EXCEEDED": 504, "CANCELLED": 499, "INTERNAL": 500}
+_LEN = struct.Struct("<I")
+
+
+class RestServer:
+    """An aiohttp server on the event loop, beside the gRPC one; `start`, then `stop` at shutdown."""
+
+    def __init__(self, manager: ModelManager, inference: Inference, *, host: str, port: int, max_body_bytes: int,
+                 shutdown_grace_s: float, tls: ssl.SSLContext | None = None) -> None:
+        self._manager = manager
+        self._inference = inference
+        self._host, self._port, self._tls, self._grace_s = host, port, tls, shutdown_grace_s
+        self._max_body = max_body_bytes
+        self.accepting = True
+        self.app = web.Application(client_max_size=max_body_bytes, middlewares=[_no_trace_leaks])
+        for path in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
+            self.app.router.add_get(path, self._model_metadata)
+            self.app.router.add_get(path + "/ready", self._model_ready)
+            self.app.router.add_post(path + "/infer", self._infer)
+        self.app.router.add_get("/v2/health/live", self._live)
+        self.app.router.add_get("/v2/health/ready", self._ready)
+        self.app.router.add_get("/v2", self._server_metadata)
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    async def start(self) -> int:
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=self._grace_s)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._tls, reuse_port=False)
+        await site.start()
+        sockets = site._server.sockets if site._server is not None else []  # the bound port (0 picks one)
+        self.port = int(sockets[0].getsockname()[1]) if sockets else self._port
+        return self.port
+
+    async def stop(self) -> None:
+        """Closes the port, then lets in-flight calls finish within the shutdown grace."""
+        self.accepting = False
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # ---- health and metadata ----------------------------------------------------------------------
+
+    async def _live(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def _ready(self, request: web.Request) -> web.Response:
+        return web.Response(status=200 if self.accepting and self._manager.ready_for_traffic() else 400)
+
+    async def _model_ready(self, request: web.Request) -> web.Response:
+        model, version = request.match_info["model"], request.match_info.get("version", "")
+        return web.Response(status=200 if self.accepting and self._manager.model_ready(model, version) else 400)
+
+    async def _server_metadata(self, request: web.Request) -> web.Response:
+        return _json({"name": "ortserve", "version": __version__, "extensions": list(EXTENSIONS)})
+
+    async def _model_metadata(self, request: web.Request) -> web.Response:
+        try:
+            d = self._inference.describe(request.match_info["model"], request.match_info.get("version", ""))
+        except ServiceError as e:
+            return _error(e, "")
+        return _json({"name": d.name, "versions": d.versions, "platform": d.platform,
+                      "inputs": [{"name": n, "datatype": t, "shape": s} for n, t, s in d.inputs],
+                      "outputs": [{"name": n, "datatype": t, "shape": s} for n, t, s in d.outputs],
+                      "parameters": d.parameters})
+
+    # ---- inference --------------------------------------------------------------------------------
+
+    async def _infer(self, request: web.Request) -> web.Response:
+        started = time.monotonic()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        if not self.accepting:  # a kept-alive connection's call after shutdown began
+            return _error(Unavailable("the server is shutting down; retry on another replica"), "")
+        refused = content_type_refusal(headers.get("content-type", ""))
+        if refused:
+            return _json({"error": refused}, 415)
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _json({"error": f"request body is larger than max_message_bytes ({self._max_body} bytes)"}, 413)
+        try:
+            call, binary_outputs = parse_infer(request.match_info["model"], request.match_info.get("version", ""),
+                                               body, headers, started)
+        except InvalidArgument as e:
+            return _error(e, headers.get("x-request-id", ""))
+        try:
+            reply = await self._inference.infer(call)
+        except CallFailed as failed:
+            return _error(failed.error, failed.request_id)
+        return write_reply(reply, binary_outputs)
+
+
+@web.middleware
+async def _no_trace_leaks(request: web.Request, handler: Any) -> web.StreamResponse:
+    """A bug reaching here is logged with its trace; the caller gets 500 with a line, never the trace."""
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise  # aiohttp's own answers (404 for an unknown path, 405, ...)
+    except Exception:
+        log.exception("http_request_failed", method=request.method, path=request.path)
+        return _json({"error": "internal error"}, 500)
+
+
+BODY_TYPES = ("application/json", "application/octet-stream", "application/x-www-form-urlencoded")
+"""What an infer body may be labelled (or nothing, as tritonclient.http sends): JSON, the binary extension, and curl's
+default for -d, whose body is still the JSON it was given."""
+
+
+def content_type_refusal(content_type: str) -> str:
+    """Why a body of this Content-Type is not an infer request ("" when it may be)."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    if not media or media in BODY_TYPES or media.endswith("+json"):
+        return ""
+    return (f"Content-Type {media!r} is not an inference request: send application/json (JSON tensors), or "
+            f"application/octet-stream with {HEADER_LENGTH} (the binary tensor extension)")
+
+
+def parse_infer(model: str, version: str, body: bytes, headers: Mapping[str, str],
+                started: float) -> tuple[InferCall, set[str] | bool]:
+    """The body as a call, and which outputs the reply sends binary (a set of names, or True for all). The JSON
+    representation's own rules (JSON, its fields' types, the binary sections) are checked here; what the call may
+    carry, by the wire rules in `Inference.infer`."""
+    binary = b""
+    header_length = headers.get(HEADER_LENGTH.lower())
+    if header_length is not None:
+        if not header_length.isdigit() or int(header_length) > len(body):
+            raise InvalidArgument(f"{HEADER_LENGTH} is {header_length!r}, but the body is {len(body)} bytes: it "
+                                  "must be the length of the JSON header at the body's start")
+        body, binary = body[: int(header_length)], body[int(header_length):]
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as e:
+        raise InvalidArgument(f"the request body is not JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise InvalidArgument("the request body must be a JSON object with \"inputs\"")
+    parameters = _object(doc.get("parameters", {}), "parameters")
+    inputs, raw_contents, offset = [], [], 0
+    for i, tensor in enumerate(_array(doc.get("inputs", []), "inputs")):
+        tensor = _object(tensor, f"inputs[{i}]")
+        name, datatype = _string(tensor.get("name", ""), f"inputs[{i}].name"), tensor.get("datatype", "")
+        shape = tensor.get("shape", [])
+        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+            raise InvalidArgument(f"inputs[{i}].shape must be an array of integers, got {json.dumps(shape)}")
+        size = _object(tensor.get("parameters", {}), f"inputs[{i}].parameters").get("binary_data_size")
+        if size is not None:
+            if not isinstance(size, int) or isinstance(size, bool) or size < 0 or offset + size > len(binary):
+                raise InvalidArgument(f"inputs[{i}] binary_data_size {size!r} does not fit the {len(binary) - offset} "
+                                      "bytes left after the JSON header")
+            inputs.append((name, str(datatype), shape, "data" in tensor, []))  # both: the wire rules refuse it
+            raw_contents.append(binary[offset: offset + size])
+            offset += size
+        elif datatype != "BYTES":
+            inputs.append((name, str(datatype), shape, "data" in tensor, []))  # the wire rules name the datatype
+        else:
+            elements = []
+            for j, element in enumerate(_flatten(tensor.get("data", []))):
+                if not isinstance(element, str):
+                    raise InvalidArgument(f"inputs[{i}].data[{j}] must be a string (a BYTES element), got "
+                                          f"{json.dumps(element)[:40]}")
+                elements.append(element.encode("utf-8", "surrogatepass"))
+            inputs.append((name, str(datatype), shape, "data" in tensor, elements))
+    if offset != len(binary):
+        raise InvalidArgument(f"{len(binary) - offset} bytes after the JSON header belong to no input's "
+                              "binary_data_size")
+    outputs: list[tuple[str, Param, Param]] = []
+    binary_outputs: set[str] | bool = bool(parameters.get("binary_data_output", False))
+    for i, out in enumerate(_array(doc.get("outputs", []), "outputs")):
+        out = _object(out, f"outputs[{i}]")
+        name = _string(out.get("name", ""), f"outputs[{i}].name")
+        out_params = _object(out.get("parameters", {}), f"outputs[{i}].parameters")
+        wants_binary = out_params.get("binary_data", False) is True or binary_outputs is True
+        if wants_binary and isinstance(binary_outputs, set):
+            binary_outputs.add(name)
+        elif wants_binary and binary_outputs is False:
+            binary_outputs = {name}
+        outputs.append((name, _param(out_params, "classification"), ("bool_param", wants_binary)))
+    timeout_us = parameters.get("timeout")
+    if timeout_us is not None and (not isinstance(timeout_us, int) or isinstance(timeout_us, bool) or timeout_us < 1):
+        raise InvalidArgument(f"request parameter 'timeout' must be a positive integer of microseconds, got "
+                              f"{json.dumps(timeout_us)}")
+    call = InferCall(model=model, version=version, id=str(doc.get("id", "")), inputs=inputs, outputs=outputs,
+                     raw_input_contents=raw_contents, scores=_param(parameters, "scores"),
+                     routing_key=_param(parameters, "routing_key"), headers=headers,
+                     deadline=None if timeout_us is None else started + timeout_us / 1e6, transport="http")
+    return call, binary_outputs
+
+
+def write_reply(reply: InferReply, binary_outputs: set[str] | bool) -> web.Response:
+    outputs, sections = [], []
+    for name, datatype, shape, raw, payload in reply.tensors:
+        out: dict[str, Any] = {"name": name, "datatype": datatype, "shape": list(shape)}
+        binary = binary_outputs is True or (isinstance(binary_outputs, set) and name in binary_outputs)
+        if binary:
+            data = payload if raw else _raw(datatype, payload)
+            out["parameters"] = {"binary_data_size": len(data)}
+            sections.append(data)
+        elif datatype == "FP32":
+            out["data"] = np.frombuffer(payload, dtype="<f4").tolist() if raw else list(payload)
+        else:
+            elements = _split(payload) if raw else list(payload)
+            out["data"] = [e.decode("utf-8", "replace") for e in elements]
+        outputs.append(out)
+    header = orjson.dumps({"model_name": reply.model, "model_version": reply.version, "id": reply.id,
+                           "outputs": outputs})
+    extra = {"x-request-id": reply.request_id, "x-model-version": reply.version}
+    if not sections:
+        return web.Response(body=header, content_type="application/json", headers=extra)
+    return web.Response(body=header + b"".join(sections), content_type="application/octet-stream",
+                        headers={**extra, HEADER_LENGTH: str(len(header))})
+
+
+def _error(error: ServiceError, request_id: str) -> web.Response:
+    status = STATUS.get(error.code.name, 500)
+    headers = {"x-request-id": request_id} if request_id else {}
+    if isinstance(error, ResourceExhausted):
+        headers["Retry-After"] = str(max(1, math.ceil(error.retry_after_s)))
+    elif status == 503:
+        headers["Retry-After"] = "1"
+    return _json({"error": error.message}, status, headers)
+
+
+def _json(doc: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(body=orjson.dumps(doc), status=status, content_type="application/json", headers=headers)
+
+
+def _param(params: Mapping[str, Any], key: str) -> Param:
+    """A JSON parameter as the wire rules take an InferParameter."""
+    if key not in params:
+        return None
+    value = params[key]
+    if isinstance(value, bool):
+        return "bool_param", value
+    if isinstance(value, int):
+        return ("int64_param", value) if -(2**63) <= value < 2**63 else ("uint64_param", value)
+    if isinstance(value, float):
+        return "double_param", value
+    if isinstance(value, str):
+        return "string_param", value
+    return None, None
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidArgument(f"{where} must be a JSON object")
+    return value
+
+
+def _array(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise InvalidArgument(f"{where} must be a JSON array")
+    return value
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{where} must be a string")
+    return value
+
+
+def _flatten(data: Any) -> list[Any]:
+    """A tensor's data, nested as its shape or flat, in row-major order."""
+    if not isinstance(data, list):
+        return [data]
+    out: list[Any] = []
+    for item in data:
+        out.extend(_flatten(item) if isinstance(item, list) else [item])
+    return out
+
+
+def _raw(datatype: str, payload: list[Any]) -> bytes:
+    if datatype == "FP32":
+        return np.asarray(payload, dtype="<f4").tobytes()
+    return b"".join(_LEN.pack(len(e)) + e for e in payload)
+
+
+def _split(buffer: bytes) -> list[bytes]:
+    elements, offset = [], 0
+    while offset < len(buffer):
+        (size,) = _LEN.unpack_from(buffer, offset)
+        elements.append(buffer[offset + 4: offset + 4 + size])
+        offset += 4 + size
+    return elements
+
+
+def server_tls(cert: bytes, key: bytes, client_ca: bytes | None) -> ssl.SSLContext:
+    """The gRPC port's TLS for the REST one: the same certificate and key, and client certificates when set."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    with tempfile.TemporaryDirectory(prefix="ortserve-tls-") as tmp:  # ssl loads chains from files only
+        paths = {}
+        for name, data in (("cert.pem", cert), ("key.pem", key)):
+            paths[name] = os.path.join(tmp, name)
+            with open(os.open(paths[name], os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
+                f.write(data)
+        context.load_cert_chain(paths["cert.pem"], paths["key.pem"])
+    if client_ca:
+        context.load_verify_locations(cadata=client_ca.decode())
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
