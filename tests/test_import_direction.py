@@ -1,13 +1,17 @@
-"""Imports flow one way: service → registry, service → engine_ext; never back (ARCHITECTURE.md)."""
+"""Imports flow one way: service → registry, service → engine_ext; never back (ARCHITECTURE.md). In C++ too:
+engine_ext/src/dataplane uses engine_ext/src/engine, never the reverse."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import ortserve
 
 PACKAGE = Path(ortserve.__file__).parent
+# The C++ sources as checked out (the installed package carries none).
+ENGINE_SRC = Path(__file__).resolve().parents[1] / "ortserve" / "engine_ext" / "src" / "engine"
 FORBIDDEN = {
     "registry": ("ortserve.service", "ortserve.engine_ext", "grpc"),
     "engine_ext": ("ortserve.service", "ortserve.registry", "ortserve.devtools"),
@@ -42,3 +46,18 @@ def test_the_check_catches_a_backward_import(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from ortserve.service.manager import ModelManager\nimport grpc\n")
     assert {"ortserve.service.manager", "grpc"} <= imported_modules(bad)
+
+
+def quoted_includes(path: Path) -> list[str]:
+    return re.findall(r'^\s*#\s*include\s+"([^"]+)"', path.read_text(), re.MULTILINE)
+
+
+def test_the_engine_room_includes_only_its_own_headers() -> None:
+    """engine/ knows nothing of dataplane/ (nor of the build's front-end switch): the module root, src/module.cc,
+    binds both rooms."""
+    own = {path.name for path in ENGINE_SRC.iterdir()}
+    violations = [f"{path.name} includes {name}" for path in sorted(ENGINE_SRC.iterdir())
+                  if path.suffix in {".h", ".cc"} for name in quoted_includes(path) if name not in own]
+    assert not violations, violations
+    assert "engine.h" in own, "nothing scanned"
+    assert "batcher.h" in quoted_includes(ENGINE_SRC.parent / "dataplane" / "served_version.h")  # the check sees one

@@ -20,7 +20,9 @@ proxied to the Python server.
 ``NativeVersion`` is one version on the batcher (every ModelInfer, both front ends), built from a
 ``NativeTextModel`` (sessions, tokenizer, output) and ``NativeBatcherSettings``; its batches run on
 ``NativeLanes``, are reported through an ``EventSink`` (``BatchEvent``, ``RequestEvent``) and answer the event
-loop through ``NativeCompletions``.
+loop through ``NativeCompletions``. ``native_choose_batch``, ``split_rows``, ``bucket_shape``, ``NativeThroughput``,
+``admission_refusal``, ``call_tokens``, ``next_run`` and ``pick_lane`` are the batcher's pure decisions, bound for
+their tests.
 """
 
 from __future__ import annotations
@@ -110,6 +112,11 @@ NativeThroughput = _engine.NativeThroughput
 native_choose_batch = _engine.native_choose_batch
 bucket_shape = _engine.bucket_shape
 split_rows = _engine.split_rows
+admission_refusal = _engine.admission_refusal
+call_tokens = _engine.call_tokens
+ADMISSION_DEADLINE_SHARE: float = _engine.ADMISSION_DEADLINE_SHARE
+next_run = _engine.next_run
+pick_lane = _engine.pick_lane
 classification_top_k = _engine.classification_top_k
 HAS_FRONTEND: bool = _engine.HAS_FRONTEND
 FRONTEND_MISSING: str = _engine.FRONTEND_MISSING  # why the native gRPC front end was not built; "" when it was
@@ -117,6 +124,7 @@ if HAS_FRONTEND:
     Frontend = _engine.Frontend
 
 __all__ = [
+    "ADMISSION_DEADLINE_SHARE",
     "CLASSIFIER_OUTPUT",
     "EMBEDDING_OUTPUT",
     "FRONTEND_MISSING",
@@ -150,7 +158,9 @@ __all__ = [
     "UnsupportedTokenizer",
     "WireError",
     "WordPiece",
+    "admission_refusal",
     "bucket_shape",
+    "call_tokens",
     "check_outputs",
     "choose_request_id",
     "choose_routing_key",
@@ -161,8 +171,10 @@ __all__ = [
     "library_path",
     "load_wordpiece",
     "native_choose_batch",
+    "next_run",
     "ort_version",
     "parse_trace_context",
+    "pick_lane",
     "pushback_ms",
     "route_bucket",
     "split_rows",

@@ -19,6 +19,178 @@ from ortserve.engine_ext import (
 )
 
 
+def ort_version() -> str:
+    """Version of the loaded ONNX Runtime library."""
+
+def library_path() -> str:
+    """Path of the loaded ONNX Runtime library."""
+
+def cuda_memory_info(device: int) -> tuple[int, int]:
+    """
+    (free, total) bytes of GPU `device`'s memory (cudaMemGetInfo, whole device). Raises EngineError when no CUDA runtime can be loaded.
+    """
+
+class TensorInfo:
+    """Name, numpy dtype and shape (-1 = dynamic) of a model tensor."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dtype(self) -> str: ...
+
+    @property
+    def shape(self) -> list[int]: ...
+
+    def __repr__(self) -> str: ...
+
+class EngineOptions:
+    """
+    How a session runs: each field a setting of service/config.Settings under the same name, defaulting to its default there (the server builds one from its Settings).
+    """
+
+    def __init__(self, *, intra_op_threads: int = 2, inter_op_threads: int = 1, graph_optimization_level: str = 'all', device: str = 'cpu', allow_spinning: bool = True, spin_between_runs: bool = False, check_finite: bool = True, gpu_memory_limit_mb: int = 0, cudnn_conv_algo_search: str = 'exhaustive', cuda_graphs: bool = False, cpu_arena_limit_mb: int = 0, gpu_oom_fallback: str = 'lazy', gpu_fallback_cooldown_s: float = 30.0) -> None: ...
+
+    @property
+    def intra_op_threads(self) -> int: ...
+
+    @intra_op_threads.setter
+    def intra_op_threads(self, arg: int, /) -> None: ...
+
+    @property
+    def inter_op_threads(self) -> int: ...
+
+    @inter_op_threads.setter
+    def inter_op_threads(self, arg: int, /) -> None: ...
+
+    @property
+    def graph_optimization_level(self) -> str: ...
+
+    @graph_optimization_level.setter
+    def graph_optimization_level(self, arg: str, /) -> None: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @device.setter
+    def device(self, arg: str, /) -> None: ...
+
+    @property
+    def allow_spinning(self) -> bool: ...
+
+    @allow_spinning.setter
+    def allow_spinning(self, arg: bool, /) -> None: ...
+
+    @property
+    def spin_between_runs(self) -> bool: ...
+
+    @spin_between_runs.setter
+    def spin_between_runs(self, arg: bool, /) -> None: ...
+
+    @property
+    def check_finite(self) -> bool: ...
+
+    @check_finite.setter
+    def check_finite(self, arg: bool, /) -> None: ...
+
+    @property
+    def gpu_memory_limit_mb(self) -> int: ...
+
+    @gpu_memory_limit_mb.setter
+    def gpu_memory_limit_mb(self, arg: int, /) -> None: ...
+
+    @property
+    def cudnn_conv_algo_search(self) -> str: ...
+
+    @cudnn_conv_algo_search.setter
+    def cudnn_conv_algo_search(self, arg: str, /) -> None: ...
+
+    @property
+    def cuda_graphs(self) -> bool: ...
+
+    @cuda_graphs.setter
+    def cuda_graphs(self, arg: bool, /) -> None: ...
+
+    @property
+    def cpu_arena_limit_mb(self) -> int: ...
+
+    @cpu_arena_limit_mb.setter
+    def cpu_arena_limit_mb(self, arg: int, /) -> None: ...
+
+    @property
+    def gpu_oom_fallback(self) -> str: ...
+
+    @gpu_oom_fallback.setter
+    def gpu_oom_fallback(self, arg: str, /) -> None: ...
+
+    @property
+    def gpu_fallback_cooldown_s(self) -> float: ...
+
+    @gpu_fallback_cooldown_s.setter
+    def gpu_fallback_cooldown_s(self, arg: float, /) -> None: ...
+
+    def __copy__(self) -> EngineOptions: ...
+
+class Engine:
+    """One ONNX Runtime session; run() is thread-safe and releases the GIL."""
+
+    def __init__(self, path: str | os.PathLike, options: EngineOptions | None = None) -> None:
+        """
+        One session of the model at `path`, run as `options` say (EngineOptions; its defaults are the settings').
+        """
+
+    @property
+    def inputs(self) -> list[TensorInfo]: ...
+
+    @property
+    def outputs(self) -> list[TensorInfo]: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def cuda_graphs(self) -> bool: ...
+
+    @property
+    def cuda_graphs_refused(self) -> str: ...
+
+    @property
+    def oom_errors(self) -> int: ...
+
+    @property
+    def fallback_runs(self) -> int: ...
+
+    @property
+    def cooldown_left_s(self) -> float: ...
+
+    @property
+    def has_fallback(self) -> bool: ...
+
+    def take_fallback_events(self) -> list:
+        """
+        The runs that failed for memory since the last call, oldest first: dicts of unix_s, shape (the first input's), reason (ORT's error), answered (the CPU session answered it) and error (why not).
+        """
+
+    def run(self, feeds: dict) -> dict:
+        """Run all outputs for feeds {input name: numpy array}."""
+
+    def close(self) -> None:
+        """
+        Refuse new runs, wait for in-flight ones, release the session. Idempotent.
+        """
+
+    def __enter__(self) -> object: ...
+
+    def __exit__(self, *args) -> None: ...
+
+    def __repr__(self) -> str: ...
+
 def wordpiece_tables_version() -> str:
     """
     The tokenizers release the native WordPiece's Unicode tables were probed from.
@@ -51,13 +223,8 @@ class WordPiece:
 
     def __repr__(self) -> str: ...
 
-def native_defaults() -> dict:
-    """
-    The C++ structs' own defaults, under service/config.Settings' names and units (a test holds them equal).
-    """
-
 class NativeBatchPolicy:
-    """service/batch_policy.BatchPolicy in C++ (for the tests)."""
+    """The batch policy's settings (batch_policy.h; for the tests)."""
 
     def __init__(self, *, max_batch_size: int = 32, max_queue_delay_s: float = 0.01, max_padding_ratio: float = 1.05, batch_overhead_tokens: int = 0, max_batch_tokens: int = 1024, sort_window: int = 48) -> None: ...
 
@@ -81,22 +248,22 @@ class NativeBatchPolicy:
 
 def native_choose_batch(pending: Sequence[tuple[int, float]], now: float, policy: NativeBatchPolicy) -> list[int]:
     """
-    ChooseBatch over (length, enqueued_at) pairs: the indices batch_policy.choose_batch returns.
+    ChooseBatch over (length, enqueued_at) pairs: the indices of the next batch, shortest first.
     """
 
 def split_rows(lengths: Sequence[int], policy: NativeBatchPolicy) -> list[tuple[int, int]]:
     """
-    A lone call's rows (token counts, in order) as [begin, end) runs within max_batch_size rows and max_batch_tokens padded tokens: the one rule of both batchers' idle paths.
+    A lone call's rows (token counts, in order) as [begin, end) runs within max_batch_size rows and max_batch_tokens padded tokens: the batcher's one rule for a lone call's runs.
     """
 
 def bucket_shape(rows: int, tokens: int, bucket_rows: Sequence[int], bucket_tokens: Sequence[int]) -> tuple[int, int]:
     """
-    (rows, tokens) padded up to the shape ladder's smallest rungs that hold them; a value past the top rung stays as it is. The one padding rule of both batchers.
+    (rows, tokens) padded up to the shape ladder's smallest rungs that hold them; a value past the top rung stays as it is. The one padding rule of every run.
     """
 
 class NativeThroughput:
     """
-    The rate the queue drains at, which admission turns queued texts into a wait with (batch_policy.h; for the tests).
+    The rate the queue drains at, which admission turns queued work into a wait with (batch_policy.h; the batcher observes padded tokens; for the tests).
     """
 
     def __init__(self) -> None: ...
@@ -107,6 +274,28 @@ class NativeThroughput:
 
     @property
     def texts_per_s(self) -> float: ...
+
+ADMISSION_DEADLINE_SHARE: float = 0.75
+
+def call_tokens(lengths: Sequence[int], policy: NativeBatchPolicy, bucket_rows: Sequence[int] = [], bucket_tokens: Sequence[int] = []) -> int:
+    """
+    The padded tokens the engine runs for rows of these token counts alone: SplitRows' runs, each padded to its longest row and up to the shape ladder. A call's work as admission counts it.
+    """
+
+def admission_refusal(*, closed: bool, queued_texts: int, queued_tokens: int, running_tokens: int, tokens_per_s: float, texts: int, tokens: int, left_s: float | None, max_queue_items: int, max_queue_wait_s: float) -> object:
+    """
+    Admission over a plain snapshot of the queue: (code name, message, retry_after_s) for a call of `texts` texts and `tokens` padded tokens with `left_s` to its deadline (None: no deadline), or None to admit it.
+    """
+
+def next_run(*, in_flight: int, wide_running: bool, on_lanes: int, pending: int, queued: bool, engine_concurrency: int, lanes: int, has_narrow: bool, queue_behind_at: int) -> str | None:
+    """
+    The session of the next run ("wide" or "narrow"), or None while the engine has no room for it: a queued batch (queued=True) or a lone call, over a plain snapshot of the version's runs.
+    """
+
+def pick_lane(version_batches: Sequence[int], all_batches: Sequence[int]) -> int:
+    """
+    The lane for the next batch: fewest of this version's batches, then fewest of every version's, then the lowest index.
+    """
 
 class RequestEvent:
     """One ModelInfer the native front end answered (its log line)."""
@@ -236,6 +425,11 @@ class NativeLanes:
 
     def resume(self) -> None: ...
 
+def native_defaults() -> dict:
+    """
+    The C++ structs' own defaults, under service/config.Settings' names and units (a test holds them equal).
+    """
+
 class NativeBatcherSettings:
     """
     Every batching setting, built from service/config.Settings (batcher_settings()).
@@ -333,7 +527,7 @@ class NativeVersion:
 
     def infer(self, texts: object, timeout_s: float | None = None) -> tuple:
         """
-        Blocking: (code name, message, logits float32 [n, labels] | None, {tokenize_s, queue_s, engine_s, batch_size, retry_after_s}).
+        Blocking: (code name, message, output float32 [n, columns] | None, {tokenize_s, queue_s, engine_s, batch_size, retry_after_s}).
         """
 
     def submit(self, texts: object, timeout_s: float | None = None, run_here: bool = False) -> NativeTicket:
@@ -343,7 +537,7 @@ class NativeVersion:
 
     def refusal(self, texts: int, timeout_s: float | None) -> object:
         """
-        (code name, message, retry_after_s) that submitting `texts` texts would be answered at once as the queue stands, or None when they would be admitted: a check before tokenizing them elsewhere.
+        (code name, message, retry_after_s) that submitting `texts` texts of one token each would be answered at once as the queue stands, or None when they would be admitted: a check before tokenizing them elsewhere (submitting checks again, with their tokens).
         """
 
     @property
@@ -351,6 +545,12 @@ class NativeVersion:
 
     @property
     def in_flight(self) -> int: ...
+
+    @property
+    def tokens_per_s(self) -> float:
+        """
+        The rate admission counts with: padded tokens the engine ran per busy second, recent runs weighted most (0 before any run ended).
+        """
 
     @property
     def model(self) -> str: ...
@@ -529,175 +729,3 @@ def native_frontend_defaults() -> dict:
 HAS_FRONTEND: bool = True
 
 FRONTEND_MISSING: str = ''
-
-def ort_version() -> str:
-    """Version of the loaded ONNX Runtime library."""
-
-def library_path() -> str:
-    """Path of the loaded ONNX Runtime library."""
-
-def cuda_memory_info(device: int) -> tuple[int, int]:
-    """
-    (free, total) bytes of GPU `device`'s memory (cudaMemGetInfo, whole device). Raises EngineError when no CUDA runtime can be loaded.
-    """
-
-class TensorInfo:
-    """Name, numpy dtype and shape (-1 = dynamic) of a model tensor."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def dtype(self) -> str: ...
-
-    @property
-    def shape(self) -> list[int]: ...
-
-    def __repr__(self) -> str: ...
-
-class EngineOptions:
-    """
-    How a session runs: each field a setting of service/config.Settings under the same name, defaulting to its default there (the server builds one from its Settings).
-    """
-
-    def __init__(self, *, intra_op_threads: int = 2, inter_op_threads: int = 1, graph_optimization_level: str = 'all', device: str = 'cpu', allow_spinning: bool = True, spin_between_runs: bool = False, check_finite: bool = True, gpu_memory_limit_mb: int = 0, cudnn_conv_algo_search: str = 'exhaustive', cuda_graphs: bool = False, cpu_arena_limit_mb: int = 0, gpu_oom_fallback: str = 'lazy', gpu_fallback_cooldown_s: float = 30.0) -> None: ...
-
-    @property
-    def intra_op_threads(self) -> int: ...
-
-    @intra_op_threads.setter
-    def intra_op_threads(self, arg: int, /) -> None: ...
-
-    @property
-    def inter_op_threads(self) -> int: ...
-
-    @inter_op_threads.setter
-    def inter_op_threads(self, arg: int, /) -> None: ...
-
-    @property
-    def graph_optimization_level(self) -> str: ...
-
-    @graph_optimization_level.setter
-    def graph_optimization_level(self, arg: str, /) -> None: ...
-
-    @property
-    def device(self) -> str: ...
-
-    @device.setter
-    def device(self, arg: str, /) -> None: ...
-
-    @property
-    def allow_spinning(self) -> bool: ...
-
-    @allow_spinning.setter
-    def allow_spinning(self, arg: bool, /) -> None: ...
-
-    @property
-    def spin_between_runs(self) -> bool: ...
-
-    @spin_between_runs.setter
-    def spin_between_runs(self, arg: bool, /) -> None: ...
-
-    @property
-    def check_finite(self) -> bool: ...
-
-    @check_finite.setter
-    def check_finite(self, arg: bool, /) -> None: ...
-
-    @property
-    def gpu_memory_limit_mb(self) -> int: ...
-
-    @gpu_memory_limit_mb.setter
-    def gpu_memory_limit_mb(self, arg: int, /) -> None: ...
-
-    @property
-    def cudnn_conv_algo_search(self) -> str: ...
-
-    @cudnn_conv_algo_search.setter
-    def cudnn_conv_algo_search(self, arg: str, /) -> None: ...
-
-    @property
-    def cuda_graphs(self) -> bool: ...
-
-    @cuda_graphs.setter
-    def cuda_graphs(self, arg: bool, /) -> None: ...
-
-    @property
-    def cpu_arena_limit_mb(self) -> int: ...
-
-    @cpu_arena_limit_mb.setter
-    def cpu_arena_limit_mb(self, arg: int, /) -> None: ...
-
-    @property
-    def gpu_oom_fallback(self) -> str: ...
-
-    @gpu_oom_fallback.setter
-    def gpu_oom_fallback(self, arg: str, /) -> None: ...
-
-    @property
-    def gpu_fallback_cooldown_s(self) -> float: ...
-
-    @gpu_fallback_cooldown_s.setter
-    def gpu_fallback_cooldown_s(self, arg: float, /) -> None: ...
-
-    def __copy__(self) -> EngineOptions: ...
-
-class Engine:
-    """One ONNX Runtime session; run() is thread-safe and releases the GIL."""
-
-    def __init__(self, path: str | os.PathLike, options: EngineOptions | None = None) -> None:
-        """
-        One session of the model at `path`, run as `options` say (EngineOptions; its defaults are the settings').
-        """
-
-    @property
-    def inputs(self) -> list[TensorInfo]: ...
-
-    @property
-    def outputs(self) -> list[TensorInfo]: ...
-
-    @property
-    def device(self) -> str: ...
-
-    @property
-    def path(self) -> str: ...
-
-    @property
-    def closed(self) -> bool: ...
-
-    @property
-    def cuda_graphs(self) -> bool: ...
-
-    @property
-    def cuda_graphs_refused(self) -> str: ...
-
-    @property
-    def oom_errors(self) -> int: ...
-
-    @property
-    def fallback_runs(self) -> int: ...
-
-    @property
-    def cooldown_left_s(self) -> float: ...
-
-    @property
-    def has_fallback(self) -> bool: ...
-
-    def take_fallback_events(self) -> list:
-        """
-        The runs that failed for memory since the last call, oldest first: dicts of unix_s, shape (the first input's), reason (ORT's error), answered (the CPU session answered it) and error (why not).
-        """
-
-    def run(self, feeds: dict) -> dict:
-        """Run all outputs for feeds {input name: numpy array}."""
-
-    def close(self) -> None:
-        """
-        Refuse new runs, wait for in-flight ones, release the session. Idempotent.
-        """
-
-    def __enter__(self) -> object: ...
-
-    def __exit__(self, *args) -> None: ...
-
-    def __repr__(self) -> str: ...

@@ -67,13 +67,14 @@ class Settings:
     )
     max_queue_items: int = _doc(
         "Most texts queued per version (tokenized, in memory) before RESOURCE_EXHAUSTED, whatever the deadlines. "
-        "Within it, a call with a deadline is admitted when the queued work plus its own should finish within three "
-        "quarters of the time it has left (estimated from the engine's recent texts/s), and refused at once otherwise.",
+        "Within it, a call with a deadline is admitted when the queued and running work plus its own (its tokens "
+        "after truncation, as its runs pad them) should finish within three quarters of the time it has left "
+        "(estimated from the engine's recent padded tokens/s), and refused at once otherwise.",
         default=4096,
     )
     max_queue_wait_ms: float = _doc(
         "For calls without a deadline: refuse (RESOURCE_EXHAUSTED, with a grpc-retry-pushback-ms trailer) when the "
-        "queued work would take longer than this to clear, estimated from the engine's recent texts/s; 0 turns it "
+        "queued work would take longer than this to clear, estimated from the engine's recent tokens/s; 0 turns it "
         "off. Lower trades throughput under overload for admitted latency (docs/benchmarks.md).",
         default=250.0,
     )

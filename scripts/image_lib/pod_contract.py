@@ -198,7 +198,10 @@ def image_problems(server: ContainerContract, image: ImageConfig, settings: dict
                         "['ortserve']")
     if server.args != image.cmd:
         problems.append(f"the Deployment's args {list(server.args)} differ from the image's CMD {list(image.cmd)}")
+    # http_port 0 (or absent) is no REST port: not one the config listens on.
     ports = {settings.get("port"), settings.get("metrics_port")}
+    if settings.get("http_port"):
+        ports.add(settings["http_port"])
     if set(server.ports.values()) != image.exposed_ports or ports != image.exposed_ports:
         problems.append(f"ports: the image exposes {sorted(image.exposed_ports)}, the Deployment declares "
                         f"{sorted(server.ports.values())}, its config listens on {sorted(map(str, ports))}")

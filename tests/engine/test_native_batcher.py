@@ -26,15 +26,18 @@ from hypothesis import strategies as st
 from support.instances import options
 
 from ortserve.engine_ext import (
+    ADMISSION_DEADLINE_SHARE,
     BatchEvent,
     Engine,
     EventSink,
     NativeBatcherSettings,
+    NativeBatchPolicy,
     NativeLanes,
     NativeTextModel,
     NativeTicket,
     NativeVersion,
     WordPiece,
+    call_tokens,
     load_wordpiece,
 )
 from ortserve.service.instance import ModelInstance
@@ -78,13 +81,13 @@ def model(tiny_bundle: Path) -> Iterator[Model]:
     classifier.close()
 
 
+POLICY: dict[str, Any] = {"max_batch_size": 32, "max_queue_delay_s": 0.010, "max_padding_ratio": 1.3,
+                          "batch_overhead_tokens": 0, "max_batch_tokens": 1024, "sort_window": 24}
+
+
 def make_version(model: Model, lanes: NativeLanes, events: EventSink, *, narrow: bool = True,
                  wide: Engine | None = None, labels: int | None = None, **overrides: Any) -> NativeVersion:
-    options: dict[str, Any] = {
-        "max_batch_size": 32, "max_queue_delay_s": 0.010, "max_padding_ratio": 1.3, "batch_overhead_tokens": 0,
-        "max_batch_tokens": 1024, "sort_window": 24, "max_queue_items": 256, "max_queue_wait_s": 0.0,
-        "engine_concurrency": 2,
-    }
+    options: dict[str, Any] = {**POLICY, "max_queue_items": 256, "max_queue_wait_s": 0.0, "engine_concurrency": 2}
     options.update(overrides)
     text_model = NativeTextModel(
         wide=wide if wide is not None else model.classifier.engine,
@@ -301,6 +304,44 @@ def test_queue_wait_bound_refuses_with_the_expected_work(model: Model) -> None:
         lanes.resume()
         check_ok(model, ["queued"], queued.wait(WAIT))
         blocker.wait(WAIT)
+
+
+def test_admission_counts_a_call_s_tokens_not_its_texts(model: Model) -> None:
+    """Issue 29's finding: a call of 128 texts of 4,000 words was admitted as if it were 128 short texts, at the rate
+    short texts ran at, and ran past its deadline. The batcher counts the padded tokens its runs will do (each text
+    truncated to max_seq_len, in SplitRows' runs) against its own rate estimate: with a deadline that 128 short texts
+    would fit in and these cannot, the call is refused at once; with twice the time it needs, it is admitted."""
+    with running_lanes() as lanes:
+        version = make_version(model, lanes, EventSink())
+        short = "good movie"
+        for _ in range(20):  # short texts set the rate, as the fuzzing callers' did
+            check_ok(model, [short], version.infer([short]))
+        tokens_per_s = version.tokens_per_s
+        assert tokens_per_s > 0
+        blocker = hold_engine(version, lanes)  # no run ends while the lanes are paused: the estimate stands still
+        texts = [" ".join(["unbelievable acting"] * 2000)] * 128  # 4,000 words each
+        lengths = [len(ids) for ids in model.tokenizer.encode(texts)]
+        assert set(lengths) == {model.classifier.manifest.max_seq_len}  # truncated
+        own = call_tokens(lengths, NativeBatchPolicy(**POLICY))
+        ahead = call_tokens([len(model.tokenizer.encode(["the blocker call"])[0])], NativeBatchPolicy(**POLICY))
+        need_s = (ahead + own) / tokens_per_s / ADMISSION_DEADLINE_SHARE
+        as_texts_s = (ahead + 128 * len(model.tokenizer.encode([short])[0])) / tokens_per_s / ADMISSION_DEADLINE_SHARE
+        assert as_texts_s < need_s / 2  # counted as texts, the refused call below would have fit
+
+        refused = version.submit(texts, timeout_s=need_s / 2)
+        assert refused.done  # answered on the submitting thread
+        code, message, logits, timings = refused.wait(0)
+        assert (code, logits) == ("RESOURCE_EXHAUSTED", None), message
+        assert re.fullmatch(r"server busy: 0 texts queued for this model version, about \d+ ms of work including "
+                            r"this call's, which has \d+ ms left; retry with backoff or a longer deadline", message)
+        assert timings["retry_after_s"] == pytest.approx(ahead / tokens_per_s)
+        assert version.queue_depth == 0
+
+        admitted = version.submit(texts, timeout_s=2 * need_s)
+        assert not admitted.done and version.queue_depth == 128  # queued behind the blocker
+        admitted.cancel()  # whether it then finishes in time depends on this CPU, not on admission
+        lanes.resume()
+        check_ok(model, ["the blocker call"], blocker.wait(WAIT))
 
 
 def test_expired_deadline_never_reaches_the_engine(model: Model) -> None:

@@ -85,13 +85,14 @@ def server_settings() -> dict[str, Any]:
 def test_the_server_contract_is_the_deployments() -> None:
     server = server_contract()
     assert (server.uid, server.gid, server.command) == (10001, 10001, None)
-    assert server.ports == {"grpc": 8001, "http-metrics": 8002}
+    assert server.ports == {"grpc": 8001, "http": 8000, "http-metrics": 8002}
     assert server.read_only_root and server.no_new_privileges and server.drop_capabilities == ("ALL",)
     assert server.grace_s == 30 and set(server.probes) == {"startupProbe", "readinessProbe", "livenessProbe"}
     path, text = server.config_file()
     assert path == "/etc/ortserve/ortserve.toml"
     settings = load_toml_settings(text)  # what the server itself accepts
-    assert (settings.port, settings.metrics_port, settings.models) == (8001, 8002, ("sentiment",))
+    assert (settings.port, settings.http_port, settings.metrics_port, settings.models) == (8001, 8000, 8002,
+                                                                                          ("sentiment",))
     mounts = {m.name: (m.path, m.read_only, m.kind) for m in server.mounts}
     assert mounts["cache"] == ("/var/cache/ortserve", False, "emptyDir")
     assert mounts["artifacts"] == ("/artifacts", True, "persistentVolumeClaim")

@@ -23,6 +23,7 @@ from support.reference import Reference
 from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
 
 from ortserve.devtools.bert_bundle import build_tiny_bundle
+from ortserve.engine_ext import ADMISSION_DEADLINE_SHARE, load_wordpiece
 
 LONG = ["word " * 180 + "alpha", "word " * 181 + "beta", "word " * 179 + "gamma", "word " * 180 + "delta"]
 
@@ -147,19 +148,29 @@ def test_over_rest_a_full_queue_is_429_with_retry_after(slow_server: ServerProce
                                        reference.logits([LONG[i % 4]]), atol=1e-4)
 
 
-def test_expired_deadline_never_reaches_the_engine(slow_server: ServerProcess) -> None:
+def test_a_deadline_shorter_than_the_running_batch_never_reaches_the_engine(slow_server: ServerProcess) -> None:
+    """Admission counts the batches running ahead, not only the queue: a call that cannot finish behind them is
+    refused at once (the batcher's tests hold a call that expires while queued: tests/engine/test_native_batcher.py)."""
     wait_idle(slow_server)
     before = engine_texts(slow_server)
     channel, stub = stub_for(slow_server.address)
     with channel:
-        # One call of 8 long texts: a single batch that keeps the engine busy for a good while.
-        busy = [stub.ModelInfer.future(infer_request(LONG * 2), timeout=60)]
-        wait_for(slow_server, queued=0, in_flight=1)  # the batch is running; the next call must queue
+        # One call of 8 texts of 128 tokens: a single batch that keeps the engine busy for a good while. In 2,016
+        # characters, so that the Python front end tokenizes them on its loop (not in its pool): the batch is the
+        # engine's by the time the call shows in flight. The server's rate estimate is measured by then: every
+        # version answers its reference texts through its batcher before serving.
+        busy = [stub.ModelInfer.future(infer_request(["x " * 126] * 8), timeout=60)]
+        wait_for(slow_server, queued=0, in_flight=1)  # the batch is running, nothing queued
         with pytest.raises(grpc.RpcError) as e:
-            stub.ModelInfer(infer_request(["too late for this one"]), timeout=0.05)
-        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+            stub.ModelInfer(infer_request(["too late for this one"]), timeout=0.05,
+                            metadata=(("x-request-id", "too-late-1"),))
+        # The refusal is the server's; a loaded machine may let the client's own 50 ms run out before it arrives.
+        assert e.value.code() in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.DEADLINE_EXCEEDED)
         for f in busy:
             f.result()
+    line = slow_server.wait_event("request", request_id="too-late-1")
+    assert line["status"] == "RESOURCE_EXHAUSTED", line
+    assert re.search(r"about \d+ ms of work including this call's, which has \d+ ms left", line["error"])
     wait_idle(slow_server)
     assert engine_texts(slow_server) - before == 8  # only the busy texts ran
 
@@ -245,3 +256,40 @@ def test_a_deadline_is_admission_s_budget(slow_bundle: Path, reference: Referenc
     assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused.value.details()
     assert re.search(r"about \d+ ms of work including this call's, which has \d+ ms left", refused.value.details())
     assert took < budget_s  # refused at once, not left to expire
+
+
+def test_a_call_is_admitted_by_its_tokens_not_its_texts(slow_bundle: Path, frontend: str) -> None:
+    """Issue 29's finding, over gRPC on both front ends: a call of 128 texts of 4,000 words was admitted as if it were
+    128 short texts, at the rate short texts ran at, and ran past its deadline. Admission counts the tokens the runs
+    will do (each text truncated to max_seq_len, in SplitRows' runs): with a deadline 8 times what 128 short texts
+    need and an eighth of what these need, the call is refused at once."""
+    short = "good movie"
+    short_tokens = len(load_wordpiece(slow_bundle / "tokenizer.json", 256).encode([short])[0])
+    with running_server(["--bundle", str(slow_bundle), "--frontend", frontend, "--intra-op-threads", "1",
+                         "--engine-concurrency", "1"]) as server:
+        channel, stub = stub_for(server.address)
+        with channel:
+            # Short calls one at a time until the engine has run them for a second: the batcher's estimate then
+            # holds their rate (what ran before weighs e^-2 of it), which the server's metrics tell within far less
+            # than the factor of 8 either side that the deadline leaves.
+            body = server.scrape()
+            runs0, busy0 = (metric(body, "ortserve_engine_duration_seconds_count"),
+                            metric(body, "ortserve_engine_duration_seconds_sum"))
+            runs = busy = 0.0
+            while busy < 1.0:
+                for _ in range(10):
+                    stub.ModelInfer(infer_request([short]), timeout=60)
+                body = server.scrape()
+                runs = metric(body, "ortserve_engine_duration_seconds_count") - runs0
+                busy = metric(body, "ortserve_engine_duration_seconds_sum") - busy0
+            tokens_per_s = short_tokens * runs / busy
+            own = 128 * 256  # 128 texts truncated to 256 tokens, in runs of 4 (max_batch_tokens 1024): no padding
+            as_texts = 128 * short_tokens
+            left_s = (own * as_texts) ** 0.5 / tokens_per_s / ADMISSION_DEADLINE_SHARE
+            asked = time.monotonic()
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.ModelInfer(infer_request(["word " * 4000] * 128), timeout=left_s)
+            took = time.monotonic() - asked
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, refused.value.details()
+    assert re.search(r"about \d+ ms of work including this call's, which has \d+ ms left", refused.value.details())
+    assert took < left_s  # refused at once, not left to expire

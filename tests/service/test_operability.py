@@ -128,7 +128,9 @@ def test_status_of_a_bundle_server_names_the_bundle(server: ServerProcess, tiny_
     assert out.stdout.splitlines()[0] == f"serving the bundle {tiny_bundle}" and "registry" not in out.stdout
     assert "device=cpu precision=fp32" in out.stdout
     started = server.events("server_started")[0]
-    assert started["listening"] == {"grpc": server.address, "metrics": f"127.0.0.1:{server.metrics_port}"}
+    # The shared server serves REST too (tests/conftest.py): every port it listens on is named.
+    assert started["listening"] == {"grpc": server.address, "http": f"127.0.0.1:{server.http_port}",
+                                    "metrics": f"127.0.0.1:{server.metrics_port}"}
 
 
 def test_unknown_key_in_config_file_is_refused(tmp_path: Path) -> None:

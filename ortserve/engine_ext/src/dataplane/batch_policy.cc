@@ -67,16 +67,16 @@ std::vector<size_t> ChooseBatch(const std::vector<PendingText>& pending, double 
   return {order.begin() + best_start, order.begin() + best_end};
 }
 
-void Throughput::Observe(int texts, double busy_s) {
-  if (texts <= 0 || busy_s < 0) return;
+void Throughput::Observe(int64_t work, double busy_s) {
+  if (work <= 0 || busy_s < 0) return;
   const double keep = std::exp(-busy_s / kWindowS);
-  texts_ = keep * texts_ + texts;
+  work_ = keep * work_ + static_cast<double>(work);
   seconds_ = keep * seconds_ + busy_s;
 }
 
-double Throughput::WaitS(int texts_ahead) const {
-  const double rate = texts_per_s();
-  return rate > 0 ? texts_ahead / rate : 0.0;
+double Throughput::WaitS(int64_t work_ahead) const {
+  const double rate = per_s();
+  return rate > 0 ? static_cast<double>(work_ahead) / rate : 0.0;
 }
 
 namespace {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -47,7 +48,8 @@ std::vector<size_t> ChooseBatch(const std::vector<PendingText>& pending, double 
 
 // A lone call's rows (token counts, in call order) as consecutive runs the engine may take: each within
 // max_batch_size rows and max_batch_tokens padded tokens (a row over max_batch_tokens alone is a run of its own).
-// Half-open [begin, end) index ranges covering every row, in order. Both batchers' idle paths run these.
+// Half-open [begin, end) index ranges covering every row, in order: a lone call's runs (RunSplit) and its work as
+// admission counts it (CallTokens).
 std::vector<std::pair<size_t, size_t>> SplitRows(const std::vector<int>& lengths, const BatchPolicy& policy);
 
 // The shape ladder a batch is padded up to on a GPU (service/config's bucket_rows / bucket_tokens, the token
@@ -63,23 +65,24 @@ struct ShapeBuckets {
 // batch runs without a graph).
 std::pair<int, int> BucketShape(int rows, int tokens, const ShapeBuckets& buckets);
 
-// The rate the engine drains the queue at, runs side by side included: texts finished over the wall-clock time the
-// engine was busy finishing them, both summed with weights that decay over kWindowS of busy time. Turns queued texts
-// into the wait a new call would see, so that admission bounds latency (what callers feel) rather than a count whose
-// cost depends on the model and texts. Wall-clock, not engine time: what else takes the cores (the front end, gaps
-// between runs) slows the drain too. The window is long against one run because admission under overload keeps
-// the queue at its limit, so calls are admitted whenever the estimate is high: a per-run average (the rate of the
-// last few runs) admitted them at ~1.3x the rate the queue actually drained at, and they finished late.
+// The rate the engine drains the queue at, runs side by side included: work finished over the wall-clock time the
+// engine was busy finishing it, both summed with weights that decay over kWindowS of busy time. The batcher counts
+// work in padded tokens (admission.h), so that queued work turns into the wait a new call would see whatever the
+// texts' lengths, and admission bounds latency (what callers feel) rather than a count whose cost depends on the
+// model and texts. Wall-clock, not engine time: what else takes the cores (the front end, gaps between runs) slows
+// the drain too. The window is long against one run because admission under overload keeps the queue at its limit,
+// so calls are admitted whenever the estimate is high: a per-run average (the rate of the last few runs) admitted
+// them at ~1.3x the rate the queue actually drained at, and they finished late.
 class Throughput {
  public:
-  // `texts` finished `busy_s` after the previous run finished, or after the engine went busy if it was idle.
-  void Observe(int texts, double busy_s);
-  double WaitS(int texts_ahead) const;  // 0 before any run ended
-  double texts_per_s() const { return seconds_ > 0 ? texts_ / seconds_ : 0.0; }
+  // `work` finished `busy_s` after the previous run finished, or after the engine went busy if it was idle.
+  void Observe(int64_t work, double busy_s);
+  double WaitS(int64_t work_ahead) const;  // 0 before any run ended
+  double per_s() const { return seconds_ > 0 ? work_ / seconds_ : 0.0; }
 
  private:
   static constexpr double kWindowS = 0.5;
-  double texts_ = 0.0, seconds_ = 0.0;
+  double work_ = 0.0, seconds_ = 0.0;
 };
 
 }  // namespace ortserve

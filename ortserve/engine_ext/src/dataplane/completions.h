@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "native_batcher.h"
+#include "call.h"
 
 namespace ortserve {
 

@@ -26,7 +26,7 @@
 
 #include "grpc_service.grpc.pb.h"
 #include "infer_codec.h"
-#include "native_batcher.h"
+#include "served_version.h"
 
 namespace ortserve {
 namespace {
@@ -279,7 +279,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     grpc::ByteBuffer* response;
     std::unique_ptr<ParsedRequest> parsed;
     DecodedCall decoded;  // views into `parsed`
-    std::shared_ptr<NativeVersion> version;
+    std::shared_ptr<ServedVersion> version;
     std::shared_ptr<const RouteTable> table;  // keeps `served` alive
     const VersionOutput* served = nullptr;
     std::string version_name, route, request_id;
@@ -302,7 +302,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   }
 
   void OnCancel() override {
-    NativeBatcher::CallHandle handle;
+    CallHandle handle;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (finished_) return;
@@ -325,10 +325,10 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     grpc::CallbackServerContext& ctx = *s_.ctx;
     grpc::Status status;
     ctx.AddTrailingMetadata("x-request-id", s_.request_id);
-    if (result.code == Code::kOk && NeedsLabels() && s_.served->labels.size() != static_cast<size_t>(result.labels)) {
+    if (result.code == Code::kOk && NeedsLabels() && s_.served->labels.size() != static_cast<size_t>(result.columns)) {
       result.code = Code::kInternal;
       result.message = "model '" + s_.parsed->request->model_name() + "' version '" + s_.version_name + "' returned " +
-                       std::to_string(result.labels) + " columns for " + std::to_string(s_.served->labels.size()) +
+                       std::to_string(result.columns) + " columns for " + std::to_string(s_.served->labels.size()) +
                        " labels";
     }
     if (result.code == Code::kOk) {
@@ -338,7 +338,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       reply->set_model_name(request.model_name());
       reply->set_model_version(s_.version_name);
       reply->set_id(request.id());
-      WriteOutputs(*reply, EncodeOutputs(s_.decoded, *s_.served, result.logits.data(), result.rows, result.labels));
+      WriteOutputs(*reply, EncodeOutputs(s_.decoded, *s_.served, result.logits.data(), result.rows, result.columns));
       bool own = false;
       status = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(*reply, s_.response, &own);
       ctx.AddTrailingMetadata("x-model-version", s_.version_name);
@@ -383,7 +383,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   Setup s_;
   int texts_ = 0;
   std::mutex mutex_;
-  NativeBatcher::CallHandle handle_;
+  CallHandle handle_;
   bool finished_ = false;
 };
 

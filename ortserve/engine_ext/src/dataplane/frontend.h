@@ -1,6 +1,6 @@
 // The native front end: a grpc++ callback server on the public port (docs/native-data-path.md, phase 2).
 //
-//   ModelInfer for a model in the native route table, on the codec's fast path -> NativeBatcher -> reply
+//   ModelInfer for a model in the native route table, on the codec's fast path -> Batcher -> reply
 //   ServerLive, and ServerReady as the health of "" the owner sets, natively
 //   everything else (other inference RPCs, admin Status, unknown methods, any ModelInfer it does not serve)
 //       -> a generic unary proxy to the Python grpc.aio server on `backend`, so that errors, model readiness

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "frontend.h"
-#include "native_bindings.h"
+#include "py_handles.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -43,7 +43,7 @@ std::shared_ptr<const ortserve::RouteTable> ToRouteTable(nb::dict routes) {
       throw nb::value_error(("routes['" + model + "']: split order and split upper differ in length").c_str());
     }
     for (auto [name, version] : nb::cast<nb::dict>(entry[2])) {
-      route.versions[nb::cast<std::string>(name)] = NativeVersionPtr(version);
+      route.versions[nb::cast<std::string>(name)] = ortserve::ServedVersionPtr(version);
     }
     if (entry.size() == 4) {
       for (auto [name, served] : nb::cast<nb::dict>(entry[3])) {
@@ -83,7 +83,7 @@ void BindFrontend(nb::module_& m) {
             if (tls_client_ca && !tls_cert) throw nb::value_error("tls_client_ca needs tls_cert and tls_key");
             ortserve::FrontendOptions options{address, backend, max_message_bytes, max_header_bytes, max_texts_per_request,
                                               Bytes(tls_cert), Bytes(tls_key), Bytes(tls_client_ca)};
-            new (self) ortserve::Frontend(std::move(options), EventSinkPtr(events));
+            new (self) ortserve::Frontend(std::move(options), ortserve::EventSinkPtr(events));
           },
           "address"_a, "backend"_a, nb::kw_only(), "events"_a, "max_message_bytes"_a, "max_header_bytes"_a, "max_texts_per_request"_a,
           "tls_cert"_a = nb::none(), "tls_key"_a = nb::none(), "tls_client_ca"_a = nb::none())

@@ -16,7 +16,7 @@
 
 namespace ortserve {
 
-class NativeVersion;  // native_batcher.h
+class ServedVersion;  // served_version.h
 
 constexpr int kBuckets = 10000;
 
@@ -45,7 +45,7 @@ struct VersionOutput {
 };
 
 struct ModelRoute {
-  std::map<std::string, std::shared_ptr<NativeVersion>> versions;  // READY versions, by name
+  std::map<std::string, std::shared_ptr<ServedVersion>> versions;  // READY versions, by name
   // By version; a version not listed answers LOGITS without labels (a route table set without outputs).
   std::map<std::string, std::shared_ptr<const VersionOutput>> outputs;
   Split split;

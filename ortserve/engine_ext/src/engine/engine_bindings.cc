@@ -1,4 +1,5 @@
-// Python bindings for ortserve::Engine: numpy in, numpy out, the GIL released around inference.
+// Python bindings for ortserve::Engine: numpy in, numpy out, the GIL released around inference; the engine's
+// exception classes and their translation (every room's C++ errors are engine/errors.h's).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/filesystem.h>
@@ -11,7 +12,7 @@
 
 #include "cuda_runtime.h"
 #include "engine.h"
-#include "frontend_config.h"
+#include "engine_bindings.h"
 #include "errors.h"
 #include "runtime.h"
 
@@ -143,18 +144,7 @@ std::string InfoRepr(const TensorInfo& info) {
 
 }  // namespace
 
-void BindWordPiece(nb::module_& m);  // wordpiece_bindings.cc
-void BindRoute(nb::module_& m);      // route_bindings.cc
-void BindNative(nb::module_& m);     // native_bindings.cc
-void BindClassification(nb::module_& m);  // classification_bindings.cc
-void BindWire(nb::module_& m);            // wire_bindings.cc
-#ifdef ORTSERVE_WITH_FRONTEND
-void BindFrontend(nb::module_& m);   // frontend_bindings.cc
-#endif
-
-NB_MODULE(_engine, m) {
-  m.doc() = "ONNX Runtime engine (C++). Import ortserve.engine_ext, not this module.";
-
+void BindEngine(nb::module_& m) {
   // Leaked on purpose: a static would decref these after the interpreter is gone.
   PyErrors& errors = *new PyErrors();
   errors.engine_error = MakeErrorClass(m, "EngineError", nb::make_tuple(nb::handle(PyExc_RuntimeError)),
@@ -172,18 +162,6 @@ NB_MODULE(_engine, m) {
       m, "OutOfMemoryError", nb::make_tuple(errors.engine_error),
       "A run needed more memory than its arena may take, and no CPU fallback answered it.");
   g_errors = &errors;
-  BindWordPiece(m);
-  BindNative(m);
-  BindRoute(m);
-  BindClassification(m);
-  BindWire(m);
-#ifdef ORTSERVE_WITH_FRONTEND
-  BindFrontend(m);
-  m.attr("HAS_FRONTEND") = true;
-#else
-  m.attr("HAS_FRONTEND") = false;
-#endif
-  m.attr("FRONTEND_MISSING") = ORTSERVE_FRONTEND_MISSING;  // "" when built
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

@@ -1,0 +1,69 @@
+// Admission: whether a call joins the queue or is answered at once. A pure function over a plain copy of the
+// queue, taken under the batcher's mutex; tested with plain values (tests/engine/test_batch_policy.py).
+//
+// Work is counted in padded tokens, as the engine will run it: a call's texts after truncation to max_seq_len (the
+// tokenizer's), in the runs SplitRows cuts them into, each padded to its longest row and up to the shape ladder
+// (CallTokens); the queued texts by their tokens; the running batches by the padded tokens they run. Throughput
+// turns work into seconds at the rate the engine drained padded tokens over its recent busy time. Counting texts
+// instead let a call of 128 max_seq_len texts look like 128 short ones (issue 29: admitted, then past its deadline).
+//
+// - closed: UNAVAILABLE. No texts: admitted (an empty answer).
+// - a deadline already passed: DEADLINE_EXCEEDED, before any work.
+// - max_queue_items bounds the queued texts (memory), unless nothing is queued: what one call may send is bounded by
+//   max_texts_per_request and the message size, not by the queue.
+// - a call with a deadline: admitted when the queued and running work plus its own should finish within
+//   kDeadlineShare of the time it has left, refused at once (RESOURCE_EXHAUSTED) otherwise, an idle engine included.
+// - a call without one: refused when something is queued and the work ahead is over max_queue_wait_s (0: no bound).
+// Every RESOURCE_EXHAUSTED carries the work ahead's drain time as its retry hint.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batch_policy.h"
+#include "status.h"
+
+namespace ortserve {
+
+// A call with a deadline is admitted when its expected completion is within this share of the time it has left: the
+// rest absorbs the estimate's error (batch sizes and CPU vary) and the reply's way back. Admitting up to the deadline
+// itself let calls at the edge finish just late, their engine time wasted.
+constexpr double kDeadlineShare = 0.75;
+
+// The queue as admission sees it.
+struct QueueSnapshot {
+  bool closed = false;
+  int queued_texts = 0;        // admitted, not yet in a batch
+  int64_t queued_tokens = 0;   // their tokens
+  int64_t running_tokens = 0;  // padded tokens of the batches handed to a thread, not finished
+  double tokens_per_s = 0;     // Throughput's rate; 0 before any run ended (no basis to refuse anyone)
+};
+
+struct AdmissionLimits {
+  int max_queue_items = 4096;
+  double max_queue_wait_s = 0.25;  // 0: no bound
+};
+
+// A call's work.
+struct CallWork {
+  int texts = 0;
+  int64_t tokens = 0;  // CallTokens of its rows; a lower bound (one a text) before they are tokenized
+};
+
+struct Refusal {
+  Code code = Code::kResourceExhausted;
+  std::string message;
+  double retry_after_s = 0;  // RESOURCE_EXHAUSTED: the work ahead's drain time
+};
+
+// The padded tokens of rows of these token counts, in the runs SplitRows cuts them into, each run padded to its
+// longest row and up to the ladder (BucketShape): what the engine will run for them alone.
+int64_t CallTokens(const std::vector<int>& lengths, const BatchPolicy& policy, const ShapeBuckets& buckets);
+
+// nullopt: admit. `left_s`: the call's time to its deadline (none: no deadline).
+std::optional<Refusal> Admission(const QueueSnapshot& queue, const CallWork& call, std::optional<double> left_s,
+                                 const AdmissionLimits& limits);
+
+}  // namespace ortserve

@@ -1,0 +1,53 @@
+// Python binding of the batcher's settings (batcher.h): one struct, built from service/config.Settings.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include "batcher.h"
+#include "dataplane_bindings.h"
+#include "py_handles.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using namespace ortserve;
+
+void BindBatcherSettings(nb::module_& m) {
+  m.def(
+      "native_defaults",
+      [] {
+        const BatcherSettings batcher;
+        nb::dict defaults;
+        defaults["max_batch_size"] = batcher.policy.max_batch_size;
+        defaults["max_queue_delay_ms"] = batcher.policy.max_queue_delay_s * 1000;
+        defaults["max_padding_ratio"] = batcher.policy.max_padding_ratio;
+        defaults["batch_overhead_tokens"] = batcher.policy.batch_overhead_tokens;
+        defaults["max_batch_tokens"] = batcher.policy.max_batch_tokens;
+        defaults["sort_window"] = batcher.policy.sort_window;
+        defaults["max_queue_items"] = batcher.max_queue_items;
+        defaults["max_queue_wait_ms"] = batcher.max_queue_wait_s * 1000;
+        defaults["engine_concurrency"] = batcher.engine_concurrency;
+        return defaults;
+      },
+      "The C++ structs' own defaults, under service/config.Settings' names and units (a test holds them equal).");
+
+  nb::class_<BatcherSettings>(m, "NativeBatcherSettings",
+                              "Every batching setting, built from service/config.Settings (batcher_settings()).")
+      .def(
+          "__init__",
+          [](BatcherSettings* self, int max_batch_size, double max_queue_delay_s, double max_padding_ratio,
+             int batch_overhead_tokens, int max_batch_tokens, int sort_window, int max_queue_items,
+             double max_queue_wait_s, int engine_concurrency) {
+            BatcherSettings settings;
+            settings.policy = MakePolicy(max_batch_size, max_queue_delay_s, max_padding_ratio, batch_overhead_tokens,
+                                         max_batch_tokens, sort_window);
+            settings.max_queue_items = max_queue_items;
+            settings.max_queue_wait_s = max_queue_wait_s;
+            settings.engine_concurrency = engine_concurrency;
+            new (self) BatcherSettings(settings);
+          },
+          nb::kw_only(), "max_batch_size"_a, "max_queue_delay_s"_a, "max_padding_ratio"_a, "batch_overhead_tokens"_a,
+          "max_batch_tokens"_a, "sort_window"_a, "max_queue_items"_a, "max_queue_wait_s"_a, "engine_concurrency"_a)
+      .def_prop_ro("policy", [](const BatcherSettings& self) { return self.policy; })
+      .def_ro("max_queue_items", &BatcherSettings::max_queue_items)
+      .def_ro("max_queue_wait_s", &BatcherSettings::max_queue_wait_s)
+      .def_ro("engine_concurrency", &BatcherSettings::engine_concurrency);
+}

@@ -1,0 +1,83 @@
+// A call and the batches its texts travel in: plain types the batcher moves between its queue, its lanes and the
+// done callback. Nothing here locks: a Call's progress (finished, remaining, result) is guarded by the mutex of the
+// batcher that admitted it (Batcher::State::mutex), and its answer is delivered with no lock held (Deliver).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "clock.h"
+#include "status.h"
+
+namespace ortserve {
+
+// The messages of the answers a call gets without a run of its texts (admission.h's refusals use the first two).
+constexpr char kShuttingDown[] = "model version is shutting down; retry";
+constexpr char kExpiredQueued[] = "deadline exceeded while queued; the request never reached the engine";
+constexpr char kExpiredBefore[] = "deadline exceeded before the request reached the engine";
+constexpr char kCancelled[] = "call cancelled by the client";
+
+// One call's answer: its status, or the model's output for each text in call order.
+struct InferResult {
+  Code code = Code::kOk;
+  std::string message;        // for the caller; "" on OK
+  double retry_after_s = 0;   // RESOURCE_EXHAUSTED: the queued work's drain time
+  std::vector<float> logits;  // rows x columns, row-major, in the call's text order
+  int rows = 0;
+  int columns = 0;            // values per row (TextModel::columns)
+  double tokenize_s = 0, queue_s = 0, engine_s = 0;
+  int batch_size = 0;
+};
+
+// Runs exactly once per admitted or refused call, on whichever thread answers it, with no lock held.
+using InferDone = std::function<void(InferResult&&)>;
+
+// One Submit: its deadline, its answer as it fills in, and who to tell.
+struct Call {
+  InferDone done;
+  std::optional<Clock::time_point> deadline;
+  // Guarded by the batcher's mutex.
+  bool finished = false;  // done() was called or is about to be: nothing more may touch `result`
+  int remaining = 0;      // texts not answered yet
+  InferResult result;
+
+  bool Expired(Clock::time_point now) const { return deadline && now >= *deadline; }
+};
+
+// What the front ends hold to cancel a call (Batcher::Cancel).
+using CallHandle = std::shared_ptr<Call>;
+
+// One queued text: row `row` of `call`.
+struct Item {
+  CallHandle call;
+  int row = 0;
+  std::vector<int64_t> ids;
+  double enqueued_at = 0;  // Seconds() of Clock
+};
+
+// Texts chosen to run together on one lane (or a wide thread).
+struct Batch {
+  std::vector<Item> items;
+  bool narrow = false;
+  int slot = -1;    // lane index, -1 on the wide threads
+  int tokens = 0;   // the padded tokens it will run (its share of the work admission counts as running)
+};
+
+struct Answer {
+  CallHandle call;
+  InferResult result;
+};
+using Answers = std::vector<Answer>;
+
+// Runs the done callbacks; the caller holds no lock.
+inline void Deliver(Answers& answers) {
+  for (Answer& answer : answers) answer.call->done(std::move(answer.result));
+  answers.clear();
+}
+
+}  // namespace ortserve
