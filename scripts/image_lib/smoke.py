@@ -7,7 +7,8 @@
   3. the server container: the Deployment's user, read-only root, dropped capabilities, args, environment and
      volumes (the ConfigMap's ortserve.toml at /etc/ortserve, artifacts read-only, the cache and /tmp as emptyDirs);
      the one addition is the file registry, mounted read-only, named by ORTSERVE_REGISTRY instead of Consul
-  4. the probes' health services, a tritonclient call with labels and a routing key, a Prometheus scrape,
+  4. the probes' health services, a tritonclient call with labels and a routing key, the same over REST, a
+     Prometheus scrape,
      `ortserve status` from the host
   5. `registry route` on the host: the server picks the new split up, each key on the version the router says
   6. SIGTERM with calls in flight: readiness flips, the calls it had are answered, exit 0 within the pod's
@@ -95,11 +96,15 @@ def smoke(log: Log, *, image: str, workdir: Path | None, port_offset: int, keep:
         f"{cache} on a writable volume, read-only root")
     grpc_port = server.ports["grpc"] + port_offset
     metrics_port = server.ports["http-metrics"] + port_offset
+    http_port = server.ports["http"] + port_offset if "http" in server.ports else 0
     env = {"ORTSERVE_REGISTRY": f"file://{REGISTRY_PATH}"}
     if port_offset:
         env |= {"ORTSERVE_PORT": str(grpc_port), "ORTSERVE_METRICS_PORT": str(metrics_port)}
-        log(f"--port-offset {port_offset}: ports {grpc_port}/{metrics_port} through ORTSERVE_PORT/_METRICS_PORT")
-    busy = [p for p in (grpc_port, metrics_port) if not _port_free(p)]
+        if http_port:
+            env["ORTSERVE_HTTP_PORT"] = str(http_port)
+        log(f"--port-offset {port_offset}: ports {grpc_port}/{metrics_port}/{http_port} through ORTSERVE_PORT, "
+            "_METRICS_PORT, _HTTP_PORT")
+    busy = [p for p in (grpc_port, metrics_port, http_port) if p and not _port_free(p)]
     if busy:
         raise UsageError(f"port(s) {busy} are taken on this host; the container shares the host's network: free "
                          "them or pass --port-offset N")
@@ -175,6 +180,12 @@ def smoke(log: Log, *, image: str, workdir: Path | None, port_offset: int, keep:
                              f"{labels}")
         log(f"tritonclient: {answer.classes} (score:index:label, labels of the bundle {labels}) from {model} "
             f"{answer.version}, x-routing-key user-7")
+        if http_port:
+            over_rest = smoke_calls.classify_rest(http_port, model, ["a wonderful film", "dull and far too long"],
+                                                  "user-7")
+            if over_rest != answer:
+                raise ImageError(f"REST on :{http_port} answered {over_rest}, gRPC {answer}")
+            log(f"REST on :{http_port} (the Service's http port): the same classes from {over_rest.version}")
         samples = smoke_calls.scrape(metrics_port)
         ok = sum(v for k, v in samples.items() if k.startswith("ortserve_requests_total{")
                  and f'model="{model}"' in k and 'code="OK"' in k)
@@ -187,7 +198,7 @@ def smoke(log: Log, *, image: str, workdir: Path | None, port_offset: int, keep:
         if routing != published:
             raise ImageError(f"ortserve status: {model} routing {routing}, published {published}")
         log(f"ortserve status (host): {model} routing {routing}, registry index {status.get('registry_index')}")
-        step("tritonclient, metrics, status")
+        step("tritonclient, REST, metrics, status")
 
         # 5. a route change
         changed = subprocess.run([str(Path(sys.executable).parent / "registry"), "--registry", registry.as_uri(),

@@ -1,4 +1,4 @@
-"""What the smoke asks a running server, as an outside client would: grpc.health.v1, tritonclient, /metrics,
+"""What the smoke asks a running server, as an outside client would: grpc.health.v1, tritonclient, REST, /metrics,
 `ortserve status`, and a closed-loop load for the shutdown check.
 
 Inference goes through tritonclient only: it registers its own copy of the KServe `inference` protobuf package, which
@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from dataclasses import dataclass
@@ -72,6 +73,20 @@ def classify(address: str, model: str, texts: list[str], routing_key: str) -> Cl
         client.close()
     classes = [row[0].decode() for row in result.as_numpy("LOGITS")]
     return Classified(result.get_response(as_json=True)["model_version"], classes)
+
+
+def classify_rest(port: int, model: str, texts: list[str], routing_key: str) -> Classified:
+    """The same question over the REST port (JSON tensors, the classification extension, x-routing-key header)."""
+    body = json.dumps({"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [len(texts)], "data": texts}],
+                       "outputs": [{"name": "LOGITS", "parameters": {"classification": 1}}]}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v2/models/{model}/infer", data=body, method="POST",
+                                     headers={"Content-Type": "application/json", "x-routing-key": routing_key})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            doc = json.loads(reply.read())
+    except urllib.error.HTTPError as e:
+        raise ImageError(f"REST: {e.code} {e.read().decode(errors='replace')[:300]}") from None
+    return Classified(doc["model_version"], list(doc["outputs"][0]["data"]))
 
 
 def versions_for_keys(address: str, model: str, keys: list[str]) -> dict[str, str]:
