@@ -61,3 +61,22 @@ def test_the_engine_room_includes_only_its_own_headers() -> None:
     assert not violations, violations
     assert "engine.h" in own, "nothing scanned"
     assert "batcher.h" in quoted_includes(ENGINE_SRC.parent / "dataplane" / "served_version.h")  # the check sees one
+
+
+def test_the_server_and_the_registry_command_never_load_torch() -> None:
+    """PyTorch, transformers and sentence-transformers are the `import` extra: only `registry import` loads them."""
+    import subprocess
+    import sys
+    import tomllib
+
+    heavy = ("torch", "transformers", "sentence_transformers")
+    code = ("import sys; import ortserve.service.app, ortserve.service.cli, ortserve.registry.cli, "
+            "ortserve.registry.importer; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            f"{heavy!r}))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    names = {dep.split(">")[0].split("=")[0].split("<")[0].split(";")[0].strip() for dep in project["dependencies"]}
+    assert not names & {"torch", "transformers", "sentence-transformers"}
+    assert {"torch", "transformers", "sentence-transformers"} <= {
+        dep.split(">")[0].split("<")[0].split("=")[0] for dep in project["optional-dependencies"]["import"]}

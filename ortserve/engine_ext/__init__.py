@@ -14,7 +14,8 @@ e.g. for a custom ORT build.
 ``route_bucket`` and ``Split`` choose a call's version (the canary bucket and the weights' layout over it), for both
 front ends. The wire rules of a ModelInfer (``decode_call``, ``check_outputs``, ``encode_outputs``,
 ``choose_request_id``, ``choose_routing_key``, ``pushback_ms``, ``parse_trace_context``; ``WireError``) are the
-C++ ones both front ends and both transports use; ``classification_top_k`` is the classification extension's top-k.
+C++ ones both front ends and both transports use; ``classification_top_k`` is the classification extension's top-k
+(a softmax, or for a multi-label classifier a sigmoid per label).
 ``Frontend`` (when ``HAS_FRONTEND``) is the native gRPC front end: ModelInfer served natively, the rest
 proxied to the Python server.
 ``NativeVersion`` is one version on the batcher (every ModelInfer, both front ends), built from a

@@ -607,9 +607,9 @@ class Split:
 
     def __repr__(self) -> str: ...
 
-def classification_top_k(scores: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], labels: Sequence[str], k: int, probabilities: bool = False) -> list:
+def classification_top_k(scores: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], labels: Sequence[str], k: int, probabilities: bool = False, multi_label: bool = False) -> list:
     """
-    Per row of scores (float32 [N, len(labels)]), its min(k, labels) best classes as b'score:index:label', best first (classification.h).
+    Per row of scores (float32 [N, len(labels)]), its min(k, labels) best classes as b'score:index:label', best first; probabilities: softmax of the row, or with multi_label a sigmoid per label (classification.h).
     """
 
 TEXT_INPUT: str = 'TEXT'
@@ -655,9 +655,9 @@ def check_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[st
     WireError unless every requested output is the one a `kind` version answers (`output`), and classification only on a classifier.
     """
 
-def encode_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], values: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)]) -> list:
+def encode_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], values: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], multi_label: bool = False) -> list:
     """
-    The reply's outputs for values (float32 [rows, columns]): [(name, datatype, (rows, width), raw, payload)], payload the raw_output_contents bytes when raw, else the contents (a list of floats or of bytes).
+    The reply's outputs for values (float32 [rows, columns]): [(name, datatype, (rows, width), raw, payload)], payload the raw_output_contents bytes when raw, else the contents (a list of floats or of bytes); multi_label: a classifier whose classification probabilities are a sigmoid per label.
     """
 
 def choose_request_id(header: str) -> tuple[str, str | None]:
@@ -694,7 +694,7 @@ class Frontend:
 
     def set_routes(self, routes: dict) -> None:
         """
-        Replace the native route table: {model: (split order, split upper, {version: NativeVersion}[, {version: (kind, output, labels)}])}.
+        Replace the native route table: {model: (split order, split upper, {version: NativeVersion}[, {version: (kind, output, labels[, multi_label])}])}.
         """
 
     def set_health(self, service: str, serving: bool) -> None:

@@ -447,9 +447,10 @@ class Batch:
     feed: dict[str, np.ndarray]  # int64 [rows, longest text in the batch], every input the server feeds
 
 
-def make_batches(tokenizer_json: str | Path, max_seq_len: int, texts: Sequence[str], batch_size: int) -> list[Batch]:
-    """Texts tokenized and truncated as the server does it, sorted by length, padded per batch with the bundle's pad
-    id (bundle.pad_id)."""
+def make_batches(tokenizer_json: str | Path, max_seq_len: int, texts: Sequence[str], batch_size: int, *,
+                 by_length: bool = True) -> list[Batch]:
+    """Texts tokenized and truncated as the server does it, sorted by length (or, `by_length` False, in the order
+    given, so that most rows are padded), padded per batch with the bundle's pad id (bundle.pad_id)."""
     from tokenizers import Tokenizer  # lazy, see module docstring
 
     tokenizer = Tokenizer.from_file(str(tokenizer_json))
@@ -458,7 +459,7 @@ def make_batches(tokenizer_json: str | Path, max_seq_len: int, texts: Sequence[s
     pad_id = read_pad_id(tokenizer_json)
     # encode(), not encode_batch(): the batch call leaves tokenizers' thread pool spinning through the timing.
     ids = [tokenizer.encode(text).ids or [pad_id] for text in texts]
-    order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i))
+    order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i)) if by_length else list(range(len(ids)))
     batches = []
     for start in range(0, len(order), batch_size):
         rows = np.asarray(order[start:start + batch_size])

@@ -29,6 +29,18 @@ Every bundle a writer of this project makes carries reference answers (reference
 model's FP32 outputs, which the server checks the version against before it takes traffic:
 
     "references": {"file": "references.jsonl", "sha256": "...", "texts": 48, "outputs_from": "..."}
+
+A classifier whose labels are independent (Hugging Face's problem_type multi_label_classification: each label a
+yes or no of its own) says so; its probabilities are then a sigmoid per label, not a softmax over the labels:
+
+    "multi_label": true
+
+A bundle imported from a Hugging Face checkpoint (`registry import`, registry/importer) says where it came from and
+the parity report that admitted it: the checkpoint, its architecture, the exporter and every tool's version, and
+PyTorch against ONNX Runtime on the same texts. Carried as written (readers that do not know a key ignore it):
+
+    "imported": {"from": "transformers", "checkpoint": "...", "architecture": "BertForSequenceClassification",
+                 "exporter": {...}, "tools": {"torch": "2.13.0", ...}, "parity": {...}}
 """
 
 from __future__ import annotations
@@ -119,6 +131,23 @@ class References:
 
 
 @dataclass(frozen=True)
+class Imported:
+    """Where an imported bundle's model came from and how it was proven (the manifest's "imported" object)."""
+
+    source: str
+    """What read the checkpoint: "transformers" or "sentence-transformers"."""
+    architecture: str
+    """The checkpoint's class, e.g. BertForSequenceClassification."""
+    tools: tuple[tuple[str, str], ...]  # (package, version), sorted
+    # Everything else as written (checkpoint, exporter, parity...); left out of the hash like Optimization.accuracy.
+    details: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"from": self.source, "architecture": self.architecture, **dict(self.details),
+                "tools": dict(self.tools)}
+
+
+@dataclass(frozen=True)
 class BundleManifest:
     format: str
     labels: tuple[str, ...]
@@ -131,6 +160,10 @@ class BundleManifest:
     """An embedding bundle's `embedding` width; None for a classifier."""
     references: References | None = None
     """Where the bundle's reference answers are; None for a bundle without them (served, but unverified)."""
+    multi_label: bool = False
+    """A classifier whose labels are independent: probabilities are a sigmoid per label (softmax otherwise)."""
+    imported: Imported | None = None
+    """Where an imported bundle came from and its parity report; None for bundles this project built."""
 
     @property
     def kind(self) -> str:
@@ -149,16 +182,21 @@ class BundleManifest:
 
     def to_dict(self) -> dict[str, Any]:
         shape: dict[str, Any] = {"labels": list(self.labels)} if self.kind == "classifier" else {"dim": self.dim}
+        if self.multi_label:  # only where true, so other records keep their shape
+            shape["multi_label"] = True
         return {"format": self.format, **shape, "max_seq_len": self.max_seq_len, "notes": self.notes,
                 **self.provenance()}
 
     def provenance(self) -> dict[str, Any]:
-        """The "precision", "optimization" and "references" keys the bundle declares; {} for a plain bundle."""
+        """The "precision", "optimization", "imported" and "references" keys the bundle declares; {} for a plain
+        bundle."""
         out: dict[str, Any] = {}
         if self.optimization is not None or self.precision != DEFAULT_PRECISION:
             out["precision"] = self.precision
         if self.optimization is not None:
             out["optimization"] = self.optimization.to_dict()
+        if self.imported is not None:
+            out["imported"] = self.imported.to_dict()
         if self.references is not None:
             out["references"] = self.references.to_dict()
         return out
@@ -207,8 +245,32 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
     references = None
     if data.get("references") is not None:
         references = _parse_references(data["references"], where)
+    multi_label = data.get("multi_label", False)
+    if not isinstance(multi_label, bool):
+        raise BundleError(f"{where}: multi_label must be true or false, got {multi_label!r}")
+    if multi_label and fmt != CLASSIFIER_FORMAT:
+        raise BundleError(f"{where}: multi_label applies to {CLASSIFIER_FORMAT!r} bundles")
+    imported = None
+    if data.get("imported") is not None:
+        imported = _parse_imported(data["imported"], where)
     return BundleManifest(format=fmt, labels=tuple(labels), max_seq_len=max_seq_len, notes=notes,
-                          precision=precision, optimization=optimization, dim=dim, references=references)
+                          precision=precision, optimization=optimization, dim=dim, references=references,
+                          multi_label=multi_label, imported=imported)
+
+
+def _parse_imported(data: Any, where: str) -> Imported:
+    # Unknown keys are kept as written, so a later importer can add figures without breaking readers.
+    if not isinstance(data, dict):
+        raise BundleError(f"{where}: imported must be an object with from, architecture, tools")
+    source, architecture, tools = data.get("from"), data.get("architecture"), data.get("tools", {})
+    if not isinstance(source, str) or not source:
+        raise BundleError(f"{where}: imported.from must name what read the checkpoint, got {source!r}")
+    if not isinstance(architecture, str) or not architecture:
+        raise BundleError(f"{where}: imported.architecture must be the checkpoint's class name, got {architecture!r}")
+    if not isinstance(tools, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tools.items()):
+        raise BundleError(f"{where}: imported.tools must be an object of package -> version strings")
+    details = {k: v for k, v in data.items() if k not in ("from", "architecture", "tools")}
+    return Imported(source=source, architecture=architecture, tools=tuple(sorted(tools.items())), details=details)
 
 
 def _parse_references(data: Any, where: str) -> References:

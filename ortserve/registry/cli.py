@@ -1,7 +1,8 @@
-"""The `registry` command: publish bundles and steer traffic. A thin shell over `publishing` and `optimize`.
+"""The `registry` command: publish bundles, import checkpoints and steer traffic. A thin shell over `publishing`,
+`optimize` and `importer`.
 
-Exit codes: 0 ok, 1 refused (the reason on stderr), 2 usage, 3 registry unreachable.
-Every error is one line on stderr, never a traceback.
+Exit codes: 0 ok, 1 refused (a gate, the registry; the reason on stderr), 2 usage or bad input (a checkpoint
+`import` cannot take), 3 registry unreachable. Every error is one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ortserve.registry import importer
 from ortserve.registry.accuracy import GateSettings
 from ortserve.registry.address import (
     FileAddress,
@@ -23,7 +25,7 @@ from ortserve.registry.address import (
     registry_url,
 )
 from ortserve.registry.artifacts import ARTIFACTS_ENV, ArtifactError, ArtifactStore
-from ortserve.registry.bundle import OPTIMIZATION_LEVELS, BundleError
+from ortserve.registry.bundle import MAX_SEQ_LEN, MIN_SEQ_LEN, OPTIMIZATION_LEVELS, BundleError
 from ortserve.registry.catalog import ModelState, list_models, read_model_state
 from ortserve.registry.optimize import (
     FUSED_OPS,
@@ -62,10 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "<file store root>/artifacts; required for Consul)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    s = sub.add_parser("publish", help="validate a bundle, upload it, record the version")
+    s = sub.add_parser("publish", help="validate a bundle (or import a checkpoint), upload it, record the version")
     s.add_argument("--model", required=True)
     s.add_argument("--version", required=True)
-    s.add_argument("--bundle", required=True, metavar="DIR")
+    source = s.add_mutually_exclusive_group(required=True)
+    source.add_argument("--bundle", metavar="DIR")
+    source.add_argument("--from-hf", metavar="DIR",
+                        help="import a Hugging Face checkpoint directory (see `import`) and publish that bundle")
+    _import_flags(s)
     s.add_argument("--weight", type=_percent, metavar="W", help="also route W%% to this version (one atomic write)")
     s.add_argument("--optimize", choices=OPTIMIZATION_LEVELS, metavar="LEVEL",
                    help=f"publish the bundle optimised at LEVEL ({', '.join(OPTIMIZATION_LEVELS)}; see `optimize`), "
@@ -82,6 +88,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"one of {', '.join(OPTIMIZATION_LEVELS)}")
     _gate_flags(s)
     s.add_argument("--json", action="store_true", help="print only a JSON summary (with the gate's report)")
+
+    s = sub.add_parser("import", help="write a bundle from a Hugging Face checkpoint directory (transformers or "
+                                      "sentence-transformers), proven against PyTorch; no registry needed")
+    s.add_argument("--from", required=True, metavar="DIR", dest="source",
+                   help="the checkpoint directory: config.json, the weights, the tokenizer (or a sentence-transformers "
+                        "directory)")
+    s.add_argument("--out", required=True, metavar="BUNDLE", help="a new or empty directory")
+    _import_flags(s)
+    s.add_argument("--json", action="store_true", help="print only a JSON summary (with the parity report)")
 
     s = sub.add_parser("route", help="set traffic weights: registry route M v1=95 v2=5")
     s.add_argument("model")
@@ -101,6 +116,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("model")
     s.add_argument("version")
     return p
+
+
+def _import_flags(s: argparse.ArgumentParser) -> None:
+    # Defaults are None: what the checkpoint says (and `publish` can tell them given without --from-hf).
+    s.add_argument("--task", choices=importer.TASKS,
+                   help="classify or embed, instead of what the checkpoint is (a *ForSequenceClassification "
+                        "classifies, others embed)")
+    s.add_argument("--max-seq-len", type=_seq_len, metavar="N",
+                   help="tokens per text the bundle keeps (default: what the checkpoint truncates at, within its "
+                        "positions)")
+    s.add_argument("--pooling", choices=importer.POOLING_CHOICES,
+                   help="an embedding model's pooling (default: the sentence-transformers directory's, else mean)")
 
 
 def _gate_flags(s: argparse.ArgumentParser) -> None:
@@ -133,9 +160,10 @@ def _gate_settings(args: argparse.Namespace) -> GateSettings:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(argv)
-    except UsageError as e:
+    except (UsageError, importer.CheckpointError, importer.DestinationError, importer.MissingDependency) as e:
         return _fail(EXIT_USAGE, str(e))
-    except (Refused, BundleError, ArtifactError, StoreRefused, OptimizeError) as e:
+    except (Refused, BundleError, ArtifactError, StoreRefused, OptimizeError, importer.ParityRefused,
+            importer.ExportError) as e:
         return _fail(EXIT_REFUSED, str(e))
     except StoreUnavailable as e:
         return _fail(EXIT_UNAVAILABLE, f"registry unreachable: {e}")
@@ -150,6 +178,14 @@ def _run(argv: Sequence[str] | None) -> int:
     if args.command == "optimize":  # a local file operation: no registry address to resolve
         _optimize(args.bundle, args.out, args.optimize, gate=_gate_settings(args), as_json=args.json)
         return EXIT_OK
+    if args.command == "import":  # as is this one
+        _import(args.source, args.out, args, as_json=args.json)
+        return EXIT_OK
+    if args.command == "publish" and args.from_hf is None:
+        given = [flag for flag in ("task", "max_seq_len", "pooling") if getattr(args, flag) is not None]
+        if given:
+            raise UsageError(f"{', '.join('--' + g.replace('_', '-') for g in given)}: import options apply with "
+                             "--from-hf DIR")
     url = registry_url(args.registry)
     try:
         address = parse_registry_url(url)
@@ -168,13 +204,18 @@ def _run(argv: Sequence[str] | None) -> int:
         if args.command == "publish":
             artifacts = _artifact_store(args.artifacts, address)
             with contextlib.ExitStack() as scratch:
-                bundle_dir, optimized = args.bundle, None
+                bundle_dir, optimized, imported = args.bundle, None, None
+                if args.from_hf is not None:  # import into a temp dir (and optimise that, or publish it), remove it
+                    tmp = scratch.enter_context(tempfile.TemporaryDirectory(prefix="registry-import-"))
+                    bundle_dir = str(Path(tmp) / "bundle")
+                    imported = _import(args.from_hf, bundle_dir, args, as_json=args.json, print_summary=False)
                 if args.optimize is not None:  # optimise into a temp dir, publish that, remove it
                     assert gate is not None
+                    source_dir = bundle_dir
                     tmp = scratch.enter_context(tempfile.TemporaryDirectory(prefix="registry-optimize-"))
                     bundle_dir = str(Path(tmp) / "bundle")
                     # With --json the summary goes out inside the publish document below.
-                    optimized = _optimize(args.bundle, bundle_dir, args.optimize, gate=gate, as_json=args.json,
+                    optimized = _optimize(source_dir, bundle_dir, args.optimize, gate=gate, as_json=args.json,
                                           print_summary=not args.json)
                 result = publish(store, artifacts, model=args.model, version=args.version,
                                  bundle_dir=bundle_dir, weight=args.weight)
@@ -183,7 +224,8 @@ def _run(argv: Sequence[str] | None) -> int:
                 doc = {"model": rec.model, "version": rec.version, "sha256": rec.artifact.sha256,
                        "size": rec.artifact.size, "already_published": result.already_published,
                        "routing": dict(result.routing.weights) if result.routing else None,
-                       "optimize": optimized.summary() if optimized else None}
+                       "optimize": optimized.summary() if optimized else None,
+                       "import": imported.summary() if imported else None}
                 print(json.dumps(doc, indent=2, sort_keys=True))
             elif result.already_published:
                 print(f"{rec.model}/{rec.version} already published (sha256 {rec.artifact.sha256[:12]}); "
@@ -239,6 +281,30 @@ def _optimize(source: str, dest: str, level: str, *, gate: GateSettings, as_json
     return result
 
 
+def _import(source: str, dest: str, args: argparse.Namespace, *, as_json: bool,
+            print_summary: bool = True) -> importer.ImportResult:
+    """Imports, printing the steps, the parity table and a summary line, or (as_json) only the JSON summary; a
+    refusal prints the parity report either way before it raises. Warnings go to stderr."""
+    try:  # torch and transformers load inside: `registry` itself never imports them
+        result = importer.import_checkpoint(source, dest, task=args.task, max_seq_len=args.max_seq_len,
+                                            pooling=args.pooling, progress=None if as_json else _print_now)
+    except importer.ParityRefused as e:
+        if as_json:
+            print(json.dumps({"refused": str(e), "parity": e.report.to_dict()}, indent=2, sort_keys=True))
+        raise
+    for warning in result.warnings:
+        print(f"registry: warning: {warning}", file=sys.stderr)
+    if as_json:
+        if print_summary:
+            print(json.dumps(result.summary(), indent=2, sort_keys=True))
+        return result
+    m = result.manifest
+    what = f"labels {', '.join(m.labels)}" if m.kind == "classifier" else f"dim {m.dim}"
+    print(f"imported {source} -> {dest}: {result.checkpoint.class_name}, {m.format} ({what}), max_seq_len "
+          f"{m.max_seq_len}, model.onnx {format_bytes(result.model_bytes)} ({result.seconds:.1f}s)")
+    return result
+
+
 def _print_now(line: str) -> None:
     # Flushed: the gate's progress lines are the only sign of life for the seconds each model runs.
     print(line, flush=True)
@@ -281,6 +347,16 @@ def _points(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number of percentage points, got {text!r}") from None
     if not 0.0 <= value <= 100.0:
         raise argparse.ArgumentTypeError(f"must be 0..100 percentage points, got {text}")
+    return value
+
+
+def _seq_len(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if not MIN_SEQ_LEN <= value <= MAX_SEQ_LEN:
+        raise argparse.ArgumentTypeError(f"must be {MIN_SEQ_LEN}..{MAX_SEQ_LEN}, got {value}")
     return value
 
 

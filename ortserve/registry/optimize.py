@@ -27,7 +27,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import shutil
 import tempfile
 import time
@@ -65,7 +64,7 @@ from ortserve.registry.bundle import (
     BundleManifest,
     validate_bundle,
 )
-from ortserve.registry.durable import fsync_dir
+from ortserve.registry.bundle_output import dest_problem, write_atomically
 
 LEVELS = OPTIMIZATION_LEVELS
 # Fused attention node types; a fusion that produced none of them matched no encoder block.
@@ -174,7 +173,8 @@ def optimize_bundle(source: str | Path, dest: str | Path, level: str, progress: 
     if level not in LEVELS:
         raise OptimizeError(f"unknown optimisation level {level!r} (choose from {', '.join(LEVELS)})")
     src, out = Path(source), Path(dest)
-    _check_dest(out)
+    if problem := dest_problem(out):
+        raise OptimizeError(problem)
     manifest = validate_bundle(src)
     if manifest.kind != "classifier":
         raise OptimizeError(f"{src}: an {manifest.format} bundle; optimisation and its accuracy gate (which "
@@ -222,8 +222,7 @@ def optimize_bundle(source: str | Path, dest: str | Path, level: str, progress: 
     precision = LEVEL_PRECISION[level]
     new_manifest = {**raw_manifest, "precision": precision, "optimization": optimization,
                     "references": references.manifest_entry(references_bytes, refs.set, refs.outputs_from)}
-    written = _write_atomically(
-        out, lambda tmp: _write_bundle(tmp, src, model_bytes, new_manifest, references_bytes))
+    written = write_atomically(out, lambda tmp: _write_bundle(tmp, src, model_bytes, new_manifest, references_bytes))
     size_after = (out / MODEL_FILE).stat().st_size
     report(f"wrote {out} ({precision}, model.onnx {format_bytes(size_after)})")
     return OptimizeResult(path=out, manifest=written, shape=shape, ops_before=ops_before,
@@ -360,7 +359,8 @@ def read_attention_shape(model: Any, *, where: str = MODEL_FILE) -> AttentionSha
     """num_heads from the attention's Reshape to [0, 0, heads, head_dim], hidden from the word embedding's width.
 
     Both exported forms of that Reshape are read: a constant shape, and a Concat whose last two parts
-    are constants (torch.onnx's `view(*x.size()[:-1], heads, head_dim)` with dynamic axes).
+    are constants (torch.onnx's `view(*x.size()[:-1], heads, head_dim)` with dynamic axes). heads may be -1
+    (transformers' `view(*input_shape, -1, head_dim)`, as `registry import` exports it): hidden / head_dim then.
     """
     from onnx import numpy_helper
 
@@ -385,7 +385,7 @@ def read_attention_shape(model: Any, *, where: str = MODEL_FILE) -> AttentionSha
     for node in graph.node:
         if node.op_type != "Reshape" or len(node.input) < 2:
             continue
-        dims = _reshape_heads(node.input[1], constants, producers)
+        dims = _reshape_heads(node.input[1], constants, producers, hidden)
         if dims is not None and dims[0] * dims[1] == hidden:
             heads.add(dims)
     if len(heads) != 1:
@@ -396,11 +396,12 @@ def read_attention_shape(model: Any, *, where: str = MODEL_FILE) -> AttentionSha
     return AttentionShape(num_heads=num_heads, hidden_size=hidden)
 
 
-def _reshape_heads(shape_name: str, constants: dict[str, Any], producers: dict[str, Any]) -> tuple[int, int] | None:
+def _reshape_heads(shape_name: str, constants: dict[str, Any], producers: dict[str, Any],
+                   hidden: int) -> tuple[int, int] | None:
     if shape_name in constants:
         shape = constants[shape_name].reshape(-1).tolist()
-        if len(shape) == 4 and shape[0] == 0 and shape[1] == 0 and shape[2] > 0 and shape[3] > 0:
-            return int(shape[2]), int(shape[3])
+        if len(shape) == 4 and shape[0] == 0 and shape[1] == 0:
+            return _heads(int(shape[2]), int(shape[3]), hidden)
         return None
     concat = producers.get(shape_name)
     if concat is None or concat.op_type != "Concat" or len(concat.input) != 4:
@@ -409,6 +410,13 @@ def _reshape_heads(shape_name: str, constants: dict[str, Any], producers: dict[s
     if any(p is None or p.size != 1 for p in parts):
         return None
     head_count, head_dim = (int(p.reshape(-1)[0]) for p in parts)  # type: ignore[union-attr]
+    return _heads(head_count, head_dim, hidden)
+
+
+def _heads(head_count: int, head_dim: int, hidden: int) -> tuple[int, int] | None:
+    """(heads, head_dim) of a [.., .., head_count, head_dim] reshape; head_count -1 is hidden / head_dim."""
+    if head_count == -1 and head_dim > 0 and hidden % head_dim == 0:
+        head_count = hidden // head_dim
     return (head_count, head_dim) if head_count > 0 and head_dim > 0 else None
 
 
@@ -417,13 +425,6 @@ def _op_counts(model: Any) -> dict[str, int]:
 
 
 # -- checks ---------------------------------------------------------------------------------------------
-
-
-def _check_dest(dest: Path) -> None:
-    if dest.is_symlink() or (dest.exists() and not dest.is_dir()):
-        raise OptimizeError(f"{dest}: exists and is not a directory")
-    if dest.is_dir() and any(dest.iterdir()):
-        raise OptimizeError(f"{dest}: not empty (the optimised bundle needs a new or empty directory)")
 
 
 def _check_not_optimised(src: Path, manifest: BundleManifest, level: str) -> None:
@@ -466,26 +467,6 @@ def _write_bundle(tmp: Path, src: Path, model_bytes: bytes, manifest: dict[str, 
         return validate_bundle(tmp)
     except BundleError as e:  # a bug here, not in the source: say which step produced it
         raise OptimizeError(f"the {manifest['optimization']['level']} bundle failed validation: {e}") from None
-
-
-def _write_atomically(dest: Path, write: Callable[[Path], BundleManifest]) -> BundleManifest:
-    """Writes into a temp dir beside `dest`, then renames it onto `dest`: readers see all of it or nothing."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
-    try:
-        manifest = write(tmp)
-        for name in (MODEL_FILE, TOKENIZER_FILE, REFERENCES_FILE, MANIFEST_FILE):
-            with (tmp / name).open("rb") as f:
-                os.fsync(f.fileno())
-        os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; a bundle is read by the server's user too
-        if dest.is_dir():
-            dest.rmdir()  # empty (checked); rename(2) would replace it too, but not on every platform
-        os.rename(tmp, dest)
-        fsync_dir(dest.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return manifest
 
 
 def _first_line(e: BaseException) -> str:

@@ -21,8 +21,10 @@ SHA256_RE = re.compile(r"[0-9a-f]{64}")
 MODELS_PREFIX = "models/"
 HISTORY_LIMIT = 10
 # The bundle manifest's fields that a version record carries (precision and optimization only for optimised
-# bundles, references only for bundles that carry reference answers).
-MANIFEST_KEYS = ("format", "labels", "dim", "max_seq_len", "notes", "precision", "optimization", "references")
+# bundles, multi_label only for classifiers with independent labels, imported only for imported bundles,
+# references only for bundles that carry reference answers).
+MANIFEST_KEYS = ("format", "labels", "dim", "multi_label", "max_seq_len", "notes", "precision", "optimization",
+                 "imported", "references")
 
 
 class RecordError(ValueError):
@@ -103,7 +105,8 @@ class VersionRecord:
             "created_at": self.created_at,
             "created_by": self.created_by,
             # format, labels (a classifier) or dim (an embedding model), max_seq_len, notes; and, where the bundle
-            # has them, "precision", "optimization" and "references" (plain records keep their old shape).
+            # has them, "multi_label", "precision", "optimization", "imported" and "references" (plain records keep
+            # their old shape).
             **self.manifest.to_dict(),
         }
 

@@ -108,7 +108,10 @@ class InferenceServicer(pb_grpc.GRPCInferenceServiceServicer):
             meta.outputs.add(name=name, datatype=datatype, shape=shape)
         # An extension of the protocol (MLServer's field number, see the .proto).
         for key, value in d.parameters.items():
-            meta.parameters[key].string_param = value
+            if isinstance(value, bool):  # multi_label
+                meta.parameters[key].bool_param = value
+            else:
+                meta.parameters[key].string_param = value
         return meta
 
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Any) -> pb.ModelInferResponse:

@@ -39,21 +39,23 @@ TRACE_HEADERS = ("traceparent", "tracestate", "b3", "x-b3-traceid", "x-b3-spanid
 
 @dataclass(frozen=True)
 class ServedOutput:
-    """What one loaded version answers: its kind, its output's wire name and (a classifier) its labels."""
+    """What one loaded version answers: its kind, its output's wire name and (a classifier) its labels, and whether
+    they are independent (the manifest's multi_label: classification probabilities are a sigmoid per label)."""
 
     kind: str
     name: str
     labels: tuple[str, ...]
     columns: int
+    multi_label: bool = False
 
     @classmethod
     def of(cls, manifest: BundleManifest) -> ServedOutput:
         return cls(kind=manifest.kind, name=WIRE_OUTPUTS[manifest.kind], labels=tuple(manifest.labels),
-                   columns=manifest.columns)
+                   columns=manifest.columns, multi_label=manifest.multi_label)
 
-    def native_entry(self) -> tuple[str, str, list[str]]:
+    def native_entry(self) -> tuple[str, str, list[str], bool]:
         """What the native front end's route table takes per version (`Frontend.set_routes`)."""
-        return self.kind, self.name, list(self.labels)
+        return self.kind, self.name, list(self.labels), self.multi_label
 
 
 @dataclass
@@ -105,7 +107,8 @@ class ModelDescription:
     platform: str
     inputs: list[tuple[str, str, list[int]]]
     outputs: list[tuple[str, str, list[int]]]
-    parameters: dict[str, str]
+    parameters: dict[str, str | bool]
+    """kind and a classifier's labels (strings); multi_label (true) for a classifier with independent labels."""
 
 
 class Inference:
@@ -179,9 +182,11 @@ class Inference:
         served = ServedOutput.of(chosen.instance.manifest)
         # The model's kind and a classifier's labels in LOGITS column order, as a JSON array (labels may hold
         # commas); the classification extension names them per call.
-        parameters = {"kind": served.kind}
+        parameters: dict[str, str | bool] = {"kind": served.kind}
         if served.kind == "classifier":
             parameters["labels"] = json.dumps(list(served.labels), ensure_ascii=False)
+            if served.multi_label:  # labels independent: scores=probabilities gives a sigmoid per label
+                parameters["multi_label"] = True
         return ModelDescription(name, sorted(route.versions), "onnxruntime_onnx", inputs,
                                 [(served.name, "FP32", [-1, served.columns])], parameters)
 
@@ -207,4 +212,4 @@ def check_outputs(decoded: Any, served: ServedOutput, model: str) -> None:
 def encode_tensors(decoded: Any, served: ServedOutput, values: np.ndarray) -> list[Any]:
     """The reply's output tensors for the version's `values` (float32 [texts, columns]), by the C++ wire rules."""
     return list(engine_ext.encode_outputs(decoded, served.kind, served.name, list(served.labels),
-                                          np.ascontiguousarray(values, dtype=np.float32)))
+                                          np.ascontiguousarray(values, dtype=np.float32), served.multi_label))

@@ -179,3 +179,35 @@ def test_broken_embedding_bundles(tmp_path: Path, name: str) -> None:
 ])
 def test_one_pad_id_rule_for_every_tokenizer(spec: dict, expected: int) -> None:
     assert pad_id(spec) == expected
+
+
+CLASSIFIER = {"format": "onnx-text-classifier", "labels": ["a", "b"], "max_seq_len": 32}
+IMPORTED = {"from": "transformers", "architecture": "BertForSequenceClassification", "tools": {"torch": "2.13.0"},
+            "parity": {"passed": True}}
+
+
+def test_multi_label_and_imported_parse_and_round_trip() -> None:
+    manifest = parse_manifest({**CLASSIFIER, "multi_label": True, "imported": IMPORTED})
+    assert manifest.multi_label and manifest.imported is not None
+    assert manifest.imported.to_dict() == {**IMPORTED, "from": "transformers"}
+    assert parse_manifest(manifest.to_dict()) == manifest
+    assert manifest.to_dict()["multi_label"] is True and manifest.provenance()["imported"] == IMPORTED
+    plain = parse_manifest(CLASSIFIER)
+    assert "multi_label" not in plain.to_dict() and "imported" not in plain.provenance()
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"multi_label": "yes"}, "multi_label must be true or false"),
+    ({"imported": ["x"]}, "imported must be an object"),
+    ({"imported": {**IMPORTED, "from": ""}}, "imported.from must name what read the checkpoint"),
+    ({"imported": {**IMPORTED, "architecture": 3}}, "imported.architecture must be the checkpoint's class name"),
+    ({"imported": {**IMPORTED, "tools": {"torch": 2}}}, "imported.tools must be an object of package -> version"),
+])
+def test_bad_multi_label_or_imported_is_a_bundle_error(extra: dict, message: str) -> None:
+    with pytest.raises(BundleError, match=message):
+        parse_manifest({**CLASSIFIER, **extra})
+
+
+def test_multi_label_is_for_classifiers() -> None:
+    with pytest.raises(BundleError, match="multi_label applies to 'onnx-text-classifier' bundles"):
+        parse_manifest({"format": "onnx-text-embedding", "dim": 4, "max_seq_len": 32, "multi_label": True})

@@ -15,8 +15,9 @@ from ortserve.engine_ext import classification_top_k
 LABELS = ["negative", "neutral", "positive", "mixed"]
 
 
-def top_k(scores: np.ndarray, k: int, labels: list[str], probabilities: bool = False) -> list[list[bytes]]:
-    return classification_top_k(np.asarray(scores, np.float32), labels, k, probabilities)
+def top_k(scores: np.ndarray, k: int, labels: list[str], probabilities: bool = False,
+          multi_label: bool = False) -> list[list[bytes]]:
+    return classification_top_k(np.asarray(scores, np.float32), labels, k, probabilities, multi_label)
 
 
 def _parse(entry: bytes) -> tuple[float, int, str]:
@@ -51,6 +52,15 @@ def test_probabilities_are_the_softmax_and_sum_to_one() -> None:
         assert sum(shown.values()) == pytest.approx(1.0, abs=4 * 5e-7)  # six decimals each
 
 
+def test_multi_label_probabilities_are_a_sigmoid_per_label() -> None:
+    logits = np.array([[2.0, 1.0, -0.5, -3.0], [800.0, -800.0, 0.0, 10.0]], np.float32)
+    for row, entries in zip(logits, top_k(logits, 4, LABELS, probabilities=True, multi_label=True), strict=True):
+        assert [index for _, index, _ in map(_parse, entries)] == list(np.argsort(-row, kind="stable"))
+        for score, index, _ in map(_parse, entries):  # each label on its own: they need not sum to one
+            assert score == pytest.approx(_sigmoid(float(row[index])), abs=5e-7)
+    assert top_k(logits, 1, LABELS, multi_label=True) == top_k(logits, 1, LABELS)  # logits are logits either way
+
+
 def test_scores_print_like_triton() -> None:
     row = np.array([[1.0, -0.0, 0.0078125, np.inf, np.nan]], np.float32)
     printed = {_parse(e)[1]: e.decode().split(":")[0] for e in top_k(row, 5, ["a", "b", "c", "d", "e"])[0]}
@@ -67,14 +77,14 @@ def test_bad_arguments() -> None:
 # ---- any scores, against the rules restated --------------------------------------------------------------
 
 _SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.5, 0.0078125, 1e-7, -1e-7, 5e-7, 1e-45, 3.4e38, -3.4e38, math.inf, -math.inf,
-            math.nan, 88.7, -103.9]
+            math.nan, 88.7, -103.9, 745.2, -745.2]
 _FLOAT = st.one_of(st.floats(width=32, allow_nan=True, allow_infinity=True),
                    st.floats(min_value=-30, max_value=30, width=32), st.sampled_from(_SPECIAL))
 _LABEL = st.text(min_size=1, max_size=6)
 
 
 @st.composite
-def _case(draw: st.DrawFn) -> tuple[np.ndarray, list[str], int, bool]:
+def _case(draw: st.DrawFn) -> tuple[np.ndarray, list[str], int, bool, bool]:
     columns = draw(st.integers(1, 7))
     rows = draw(st.integers(1, 4))
     values = draw(st.lists(_FLOAT, min_size=rows * columns, max_size=rows * columns))
@@ -83,12 +93,23 @@ def _case(draw: st.DrawFn) -> tuple[np.ndarray, list[str], int, bool]:
         values = [draw(st.sampled_from(pool)) for _ in values]
     labels = draw(st.lists(_LABEL, min_size=columns, max_size=columns, unique=True))
     return (np.array(values, np.float32).reshape(rows, columns), labels, draw(st.integers(1, 9)),
-            draw(st.booleans()))
+            draw(st.booleans()), draw(st.booleans()))
 
 
-def _shown(row: list[float], probabilities: bool) -> list[float]:
+def _sigmoid(x: float) -> float:
+    if math.isnan(x):
+        return x
+    try:
+        return 1.0 / (1.0 + math.exp(-x))
+    except OverflowError:  # exp(-x) past the double range: C's std::exp gives inf, and 1 / inf is 0
+        return 0.0
+
+
+def _shown(row: list[float], probabilities: bool, multi_label: bool) -> list[float]:
     if not probabilities:
         return row
+    if multi_label:
+        return [_sigmoid(v) for v in row]
     top = max((v for v in row if v == v), default=math.nan)
     exps = [math.exp(v - top) if v == v and top == top and not (math.isinf(top) and v == top) else math.nan
             for v in row]
@@ -98,16 +119,17 @@ def _shown(row: list[float], probabilities: bool) -> list[float]:
 
 @given(case=_case())
 @settings(max_examples=2000, deadline=None)
-def test_top_k_follows_its_rules(case: tuple[np.ndarray, list[str], int, bool]) -> None:
+def test_top_k_follows_its_rules(case: tuple[np.ndarray, list[str], int, bool, bool]) -> None:
     """Rank by the raw score (higher first, ties by lower index, NaN last); min(k, labels) entries; each the score
-    shown (the logit, or its softmax probability) with six decimals, the column and its label."""
-    scores, labels, k, probabilities = case
-    got = top_k(scores, k, labels, probabilities)
+    shown (the logit, or its softmax probability, or for a multi-label classifier its sigmoid) with six decimals,
+    the column and its label."""
+    scores, labels, k, probabilities, multi_label = case
+    got = top_k(scores, k, labels, probabilities, multi_label)
     for row, entries in zip(scores.tolist(), got, strict=True):
         order = sorted(range(len(row)), key=lambda i: (math.isnan(row[i]), -row[i] if row[i] == row[i] else 0.0, i))
         assert [(index, label) for _, index, label in map(_parse, entries)] == [
             (i, labels[i]) for i in order[:min(k, len(labels))]]
-        shown = _shown(row, probabilities)
+        shown = _shown(row, probabilities, multi_label)
         for score, index, _ in map(_parse, entries):
             want = shown[index]
             if math.isnan(want) or math.isnan(score):

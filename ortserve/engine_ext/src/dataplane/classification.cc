@@ -34,10 +34,16 @@ void Softmax(const float* row, size_t n, std::vector<double>& out) {
   for (size_t i = 0; i < n; ++i) out[i] = out[i] / total;
 }
 
+// A multi-label classifier's probability of each label on its own.
+void Sigmoid(const float* row, size_t n, std::vector<double>& out) {
+  out.resize(n);
+  for (size_t i = 0; i < n; ++i) out[i] = 1.0 / (1.0 + std::exp(-static_cast<double>(row[i])));
+}
+
 }  // namespace
 
 std::vector<std::string> TopKClasses(const float* scores, int rows, const std::vector<std::string>& labels, int64_t k,
-                                     bool probabilities) {
+                                     bool probabilities, bool multi_label) {
   const size_t columns = labels.size();
   const size_t keep = static_cast<size_t>(std::min<int64_t>(std::max<int64_t>(k, 0), static_cast<int64_t>(columns)));
   std::vector<std::string> out;
@@ -53,7 +59,9 @@ std::vector<std::string> TopKClasses(const float* scores, int rows, const std::v
       if (!nan_a && row[a] != row[b]) return row[a] > row[b];
       return a < b;
     });
-    if (probabilities) {
+    if (probabilities && multi_label) {
+      Sigmoid(row, columns, shown);
+    } else if (probabilities) {
       Softmax(row, columns, shown);
     } else {
       shown.assign(row, row + columns);

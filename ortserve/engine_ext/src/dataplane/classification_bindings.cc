@@ -18,7 +18,7 @@ void BindClassification(nb::module_& m) {
   m.def(
       "classification_top_k",
       [](nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> scores, std::vector<std::string> labels,
-         int64_t k, bool probabilities) {
+         int64_t k, bool probabilities, bool multi_label) {
         if (scores.shape(1) != labels.size()) {
           throw nb::value_error(("scores have " + std::to_string(scores.shape(1)) + " columns but there are " +
                                  std::to_string(labels.size()) + " labels")
@@ -26,7 +26,7 @@ void BindClassification(nb::module_& m) {
         }
         if (k < 1) throw nb::value_error(("k must be >= 1, got " + std::to_string(k)).c_str());
         const int rows = static_cast<int>(scores.shape(0));
-        std::vector<std::string> flat = ortserve::TopKClasses(scores.data(), rows, labels, k, probabilities);
+        std::vector<std::string> flat = ortserve::TopKClasses(scores.data(), rows, labels, k, probabilities, multi_label);
         const size_t width = rows > 0 ? flat.size() / static_cast<size_t>(rows) : 0;
         nb::list out;
         for (int r = 0; r < rows; ++r) {
@@ -39,7 +39,7 @@ void BindClassification(nb::module_& m) {
         }
         return out;
       },
-      "scores"_a, "labels"_a, "k"_a, "probabilities"_a = false,
+      "scores"_a, "labels"_a, "k"_a, "probabilities"_a = false, "multi_label"_a = false,
       "Per row of scores (float32 [N, len(labels)]), its min(k, labels) best classes as b'score:index:label', best "
-      "first (classification.h).");
+      "first; probabilities: softmax of the row, or with multi_label a sigmoid per label (classification.h).");
 }

@@ -24,9 +24,10 @@ std::string Bytes(const std::optional<nb::bytes>& value) {
   return value ? std::string(value->c_str(), value->size()) : std::string();
 }
 
-// {model: (split order, split upper, {version: NativeVersion}[, {version: (kind, output, labels)}])} -> one
-// immutable RouteTable. The fourth element is what each version answers; without it (or for a version it does not
-// list) a version answers LOGITS and sends classification requests to the Python server.
+// {model: (split order, split upper, {version: NativeVersion}[, {version: (kind, output, labels[, multi_label])}])}
+// -> one immutable RouteTable. The fourth element is what each version answers (inference.ServedOutput.native_entry);
+// without it (or for a version it does not list) a version answers LOGITS and sends classification requests to the
+// Python server.
 std::shared_ptr<const ortserve::RouteTable> ToRouteTable(nb::dict routes) {
   auto table = std::make_shared<ortserve::RouteTable>();
   for (auto [key, value] : routes) {
@@ -48,14 +49,16 @@ std::shared_ptr<const ortserve::RouteTable> ToRouteTable(nb::dict routes) {
     if (entry.size() == 4) {
       for (auto [name, served] : nb::cast<nb::dict>(entry[3])) {
         nb::tuple entry = nb::cast<nb::tuple>(served);
-        if (entry.size() != 3) {
+        if (entry.size() != 3 && entry.size() != 4) {
           throw nb::value_error(
-              ("routes['" + model + "'] outputs must be {version: (kind, output name, labels)}").c_str());
+              ("routes['" + model + "'] outputs must be {version: (kind, output name, labels[, multi_label])}")
+                  .c_str());
         }
         auto output = std::make_shared<ortserve::VersionOutput>();
         output->kind = nb::cast<std::string>(entry[0]);
         output->name = nb::cast<std::string>(entry[1]);
         for (nb::handle label : entry[2]) output->labels.push_back(nb::cast<std::string>(label));
+        if (entry.size() == 4) output->multi_label = nb::cast<bool>(entry[3]);
         route.outputs[nb::cast<std::string>(name)] = std::move(output);
       }
     }
@@ -93,7 +96,7 @@ void BindFrontend(nb::module_& m) {
           "set_routes", [](ortserve::Frontend& self, nb::dict routes) { self.SetRoutes(ToRouteTable(routes)); },
           "routes"_a,
           "Replace the native route table: {model: (split order, split upper, {version: NativeVersion}[, {version: "
-          "(kind, output, labels)}])}.")
+          "(kind, output, labels[, multi_label])}])}.")
       .def("set_health", &ortserve::Frontend::SetHealth, "service"_a, "serving"_a,
            nb::call_guard<nb::gil_scoped_release>(),
            "Set a grpc.health.v1 status ('' = the server, also ServerReady); ignored after not_serving().")

@@ -287,7 +287,8 @@ std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOut
   for (const RequestedOutput& out : call.outputs) {
     if (out.classes > 0) {
       tensors.push_back(BytesTensor(out.name, TopKClasses(values, rows, version.labels, out.classes,
-                                                          call.probabilities), rows, call.raw_output));
+                                                          call.probabilities, version.multi_label),
+                                    rows, call.raw_output));
     } else {
       tensors.push_back(Fp32Tensor(out.name, values, rows, columns, call.raw_output));
     }

@@ -109,7 +109,8 @@ struct ReplyTensor {
 
 // The reply's outputs for a call that passed CheckOutputs: the version's output FP32 [rows, columns] when none
 // was requested, else each requested one, a classification one as BYTES [rows, min(k, labels)] of
-// "score:index:label" (classification.h). `values` is row-major rows x columns.
+// "score:index:label" (classification.h; probabilities a sigmoid per label for a multi_label version). `values` is
+// row-major rows x columns.
 std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOutput& version, const float* values,
                                         int rows, int columns);
 

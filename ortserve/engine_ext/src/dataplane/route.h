@@ -36,12 +36,14 @@ struct Split {
 };
 
 // What a version's replies carry: its kind ("classifier", "embedding"), its output's name ("LOGITS" for a
-// classifier, "EMBEDDING" for an embedding model) and a classifier's labels, for the classification extension. A
-// version without labels sends classification requests to the Python server.
+// classifier, "EMBEDDING" for an embedding model) and a classifier's labels, for the classification extension, with
+// whether they are independent (multi_label: probabilities are a sigmoid per label). A version without labels sends
+// classification requests to the Python server.
 struct VersionOutput {
   std::string kind = "classifier";
   std::string name = "LOGITS";
   std::vector<std::string> labels;
+  bool multi_label = false;
 };
 
 struct ModelRoute {

@@ -90,8 +90,9 @@ WireParam Param(nb::handle param) {
   return out;
 }
 
-ortserve::VersionOutput Version(const std::string& kind, const std::string& output, std::vector<std::string> labels) {
-  return ortserve::VersionOutput{kind, output, std::move(labels)};
+ortserve::VersionOutput Version(const std::string& kind, const std::string& output, std::vector<std::string> labels,
+                                bool multi_label = false) {
+  return ortserve::VersionOutput{kind, output, std::move(labels), multi_label};
 }
 
 // A call the rules refuse, raised in Python as engine_ext.WireError(message); every such refusal is
@@ -184,8 +185,8 @@ void BindWire(nb::module_& m) {
   m.def(
       "encode_outputs",
       [](const OwnedWireCall& call, const std::string& kind, const std::string& output, std::vector<std::string> labels,
-         nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> values) {
-        const auto version = Version(kind, output, std::move(labels));
+         nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> values, bool multi_label) {
+        const auto version = Version(kind, output, std::move(labels), multi_label);
         const int rows = static_cast<int>(values.shape(0));
         const int columns = static_cast<int>(values.shape(1));
         for (const auto& [name, k] : call.outputs) {
@@ -217,9 +218,10 @@ void BindWire(nb::module_& m) {
         }
         return out;
       },
-      "call"_a, "kind"_a, "output"_a, "labels"_a, "values"_a,
+      "call"_a, "kind"_a, "output"_a, "labels"_a, "values"_a, "multi_label"_a = false,
       "The reply's outputs for values (float32 [rows, columns]): [(name, datatype, (rows, width), raw, payload)], "
-      "payload the raw_output_contents bytes when raw, else the contents (a list of floats or of bytes).");
+      "payload the raw_output_contents bytes when raw, else the contents (a list of floats or of bytes); "
+      "multi_label: a classifier whose classification probabilities are a sigmoid per label.");
 
   m.def(
       "choose_request_id",

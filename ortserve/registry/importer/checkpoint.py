@@ -1,0 +1,292 @@
+"""A checkpoint directory read without torch: its layout, architecture, task, labels and pooling.
+
+    checkpoint = read_checkpoint(path, task=None, pooling=None)
+
+Two layouts: a transformers `save_pretrained` directory (config.json, model.safetensors or pytorch_model.bin, and
+tokenizer.json or the files transformers turns into one), and a sentence-transformers directory (modules.json
+naming Transformer -> Pooling -> an optional Normalize, with the Transformer's files where its path says).
+
+The task comes from the checkpoint: a `*ForSequenceClassification` becomes a classifier whose labels are config's
+`id2label` in column order; a base model, a masked-LM checkpoint or a sentence-transformers directory becomes an
+embedding model, pooled as 1_Pooling/config.json says (mean for a plain encoder, or `--pooling`) and normalised
+where a Normalize module is listed (always for a plain encoder: cosine similarity is then a dot product).
+
+Every refusal here is a CheckpointError whose message is one line naming the directory, before torch is imported:
+not a directory, no config.json, no weights, no tokenizer, a decoder (or a generative head), an architecture the
+importer does not take, a classifier whose id2label is not 0..n-1, a sentence-transformers module it cannot put in
+a graph. What needs the weights (their shapes, the tokenizer's size) is checked when they load (torch_side.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ortserve.registry.importer.architectures import (
+    DECODER_TYPES,
+    GENERATIVE_HEADS,
+    SUPPORTED,
+    SUPPORTED_NAMES,
+    Architecture,
+)
+
+TRANSFORMERS, SENTENCE_TRANSFORMERS = "transformers", "sentence-transformers"
+CLASSIFY, EMBED = "classify", "embed"
+TASKS = (CLASSIFY, EMBED)
+POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len_tokens")
+"""What the graph pools with (sentence-transformers' names)."""
+POOLING_CHOICES = POOLING_MODES[:3]
+"""What `--pooling` offers for a plain encoder."""
+CLASSIFIER_SUFFIX = "ForSequenceClassification"
+# Heads whose checkpoints carry a whole encoder and nothing that a sentence vector needs: imported as embeddings.
+ENCODER_SUFFIXES = ("Model", "ForMaskedLM", "ForPreTraining")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spm.model",
+                   "tokenizer.model")
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+_GENERIC_LABEL = re.compile(r"LABEL_\d+")
+
+
+class CheckpointError(ValueError):
+    """A directory `registry import` cannot take; the message is one line naming it (exit 2, nothing written)."""
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """How token vectors become the sentence vector, inside the graph (sentence-transformers' Pooling/Normalize)."""
+
+    modes: tuple[str, ...]
+    """One or more of POOLING_MODES; several are concatenated in this order, as sentence-transformers does."""
+    normalize: bool
+
+    def describe(self) -> str:
+        pooled = " + ".join(self.modes) + " pooling"
+        return f"{pooled} + L2 normalisation" if self.normalize else pooled
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    path: Path
+    """The directory given."""
+    model_dir: Path
+    """Where config.json, the weights and the tokenizer are (a sentence-transformers Transformer module's path)."""
+    layout: str  # TRANSFORMERS or SENTENCE_TRANSFORMERS
+    config: Mapping[str, Any]
+    architecture: Architecture
+    class_name: str
+    """The checkpoint's class as config.json names it (its first `architectures` entry), else its model_type."""
+    task: str  # CLASSIFY or EMBED
+    labels: tuple[str, ...] = ()
+    """A classifier's labels in column order (id2label); () for an embedding model."""
+    multi_label: bool = False
+    pooling: Pooling | None = None
+    """An embedding model's pooling; None for a classifier."""
+    lowercase: bool = False
+    """sentence-transformers lowercases each text before its tokenizer (sentence_bert_config's do_lower_case)."""
+    weights: tuple[Path, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def classifier(self) -> bool:
+        return self.task == CLASSIFY
+
+
+def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str | None = None) -> Checkpoint:
+    """Reads and checks `path`; `task` and `pooling` override what the checkpoint says (see the module docstring)."""
+    root = Path(path)
+    if task is not None and task not in TASKS:
+        raise CheckpointError(f"--task must be {' or '.join(TASKS)}, got {task!r}")
+    if pooling is not None and pooling not in POOLING_MODES:
+        raise CheckpointError(f"--pooling must be one of {', '.join(POOLING_MODES)}, got {pooling!r}")
+    if not root.is_dir():
+        raise CheckpointError(f"{root}: not a directory (give the directory save_pretrained wrote)")
+    st_pooling: Pooling | None = None
+    lowercase = False
+    model_dir = root
+    if (root / "modules.json").is_file():
+        model_dir, st_pooling, lowercase = _sentence_transformers(root)
+    config = _config(model_dir)
+    weights = tuple(model_dir / name for name in WEIGHT_FILES if (model_dir / name).is_file())
+    if not weights:
+        raise CheckpointError(f"{model_dir}: no weights ({' or '.join(WEIGHT_FILES[::2])}); save_pretrained writes "
+                              "them beside config.json")
+    if not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+        raise CheckpointError(f"{model_dir}: no tokenizer (tokenizer.json, or vocab.txt, vocab.json + merges.txt or a "
+                              "SentencePiece model); save the tokenizer with save_pretrained into the same directory")
+    model_type = config.get("model_type")
+    names = config.get("architectures") or []
+    class_name = names[0] if names and isinstance(names[0], str) else str(model_type)
+    architecture = _architecture(model_dir, model_type, class_name, config)
+    layout = SENTENCE_TRANSFORMERS if st_pooling is not None else TRANSFORMERS
+    detected = EMBED if layout == SENTENCE_TRANSFORMERS or not class_name.endswith(CLASSIFIER_SUFFIX) else CLASSIFY
+    chosen = task or detected
+    if chosen == CLASSIFY and detected != CLASSIFY:
+        raise CheckpointError(f"{model_dir}: {class_name} has no sequence-classification head, so it cannot be "
+                              f"imported as a classifier; import it as an embedding model (--task embed)")
+    if task is None and layout == TRANSFORMERS and chosen == EMBED and not class_name.endswith(ENCODER_SUFFIXES):
+        raise CheckpointError(f"{model_dir}: {class_name} is neither a sequence classifier nor a plain encoder; "
+                              f"--task embed imports its encoder alone")
+    if chosen == CLASSIFY:
+        if pooling is not None:
+            raise CheckpointError("--pooling applies to embedding models; a classifier's head does its own pooling")
+        labels, warnings = _labels(model_dir, config)
+        return Checkpoint(path=root, model_dir=model_dir, layout=layout, config=config, architecture=architecture,
+                          class_name=class_name, task=CLASSIFY, labels=labels,
+                          multi_label=config.get("problem_type") == "multi_label_classification", weights=weights,
+                          warnings=warnings)
+    if st_pooling is not None:
+        if pooling is not None and (pooling,) != st_pooling.modes:
+            raise CheckpointError(f"{root}: its 1_Pooling/config.json pools with {' + '.join(st_pooling.modes)}; "
+                                  f"--pooling {pooling} would answer differently from sentence-transformers (leave "
+                                  "--pooling out, or import its Transformer module's directory)")
+        chosen_pooling = st_pooling
+    else:
+        chosen_pooling = Pooling(modes=(pooling or "mean",), normalize=True)
+    return Checkpoint(path=root, model_dir=model_dir, layout=layout, config=config, architecture=architecture,
+                      class_name=class_name, task=EMBED, pooling=chosen_pooling, lowercase=lowercase,
+                      weights=weights)
+
+
+def _config(model_dir: Path) -> dict[str, Any]:
+    path = model_dir / "config.json"
+    if not path.is_file():
+        raise CheckpointError(f"{model_dir}: no config.json (a Hugging Face checkpoint directory has config.json, "
+                              "the weights and the tokenizer files)")
+    data = _json(path)
+    if not isinstance(data.get("model_type"), str):
+        raise CheckpointError(f"{path}: no model_type (not a transformers config.json)")
+    return data
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot read ({e.strerror})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise CheckpointError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes")
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return data
+
+
+def _architecture(model_dir: Path, model_type: str, class_name: str, config: Mapping[str, Any]) -> Architecture:
+    if class_name.endswith(GENERATIVE_HEADS) or model_type in DECODER_TYPES or config.get("is_decoder") is True:
+        raise CheckpointError(f"{model_dir}: {class_name} (model_type {model_type}) is a decoder language model; "
+                              f"`registry import` takes encoders: {SUPPORTED_NAMES}")
+    found = SUPPORTED.get(model_type)
+    if found is None:
+        raise CheckpointError(f"{model_dir}: architecture {class_name} (model_type {model_type}) is not supported; "
+                              f"supported: {SUPPORTED_NAMES}")
+    return found
+
+
+def _labels(model_dir: Path, config: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    where = model_dir / "config.json"
+    raw = config.get("id2label")
+    if raw is None:  # transformers' default: num_labels (2) generic names
+        count = config.get("num_labels", 2)
+        raw = {str(i): f"LABEL_{i}" for i in range(count if isinstance(count, int) and count > 0 else 2)}
+    if not isinstance(raw, dict) or not raw:
+        raise CheckpointError(f"{where}: id2label must be an object of column index -> label name")
+    try:
+        columns = {int(key): value for key, value in raw.items()}
+    except (TypeError, ValueError):
+        raise CheckpointError(f"{where}: id2label keys must be column indices 0..n-1, got {sorted(raw)}") from None
+    if sorted(columns) != list(range(len(columns))):
+        raise CheckpointError(f"{where}: id2label keys must be the column indices 0..{len(columns) - 1}, got "
+                              f"{sorted(columns)}")
+    labels = tuple(columns[i] for i in range(len(columns)))
+    if not all(isinstance(label, str) and label for label in labels):
+        raise CheckpointError(f"{where}: every id2label value must be a non-empty label name")
+    if len(set(labels)) != len(labels):
+        raise CheckpointError(f"{where}: id2label names a label twice ({list(labels)}); each column needs its own")
+    warnings = ()
+    if all(_GENERIC_LABEL.fullmatch(label) for label in labels):
+        warnings = (f"{where}: id2label has only generic names ({', '.join(labels)}); the bundle keeps them (set "
+                    "id2label in config.json to name the classes)",)
+    return labels, warnings
+
+
+def _sentence_transformers(root: Path) -> tuple[Path, Pooling, bool]:
+    """The Transformer module's directory, the pooling, and whether texts are lowercased first."""
+    modules = _json_list(root / "modules.json")
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    if not kinds or kinds[0] != "Transformer" or "Pooling" not in kinds:
+        raise CheckpointError(f"{root / 'modules.json'}: expected Transformer -> Pooling -> optional Normalize, got "
+                              f"{' -> '.join(kinds) or 'no modules'}")
+    pooling_at = kinds.index("Pooling")
+    rest = kinds[pooling_at + 1:]
+    if pooling_at != 1 or rest not in ([], ["Normalize"]):
+        unsupported = [k for k in kinds[1:] if k not in ("Pooling", "Normalize")] or kinds[1:]
+        raise CheckpointError(f"{root / 'modules.json'}: the module(s) {', '.join(unsupported)} cannot be imported "
+                              f"(the import takes Transformer -> Pooling -> optional Normalize; this one is "
+                              f"{' -> '.join(kinds)})")
+    model_dir = _module_dir(root, modules[0])
+    pooling_dir = _module_dir(root, modules[pooling_at])
+    pool = _json(pooling_dir / "config.json") if (pooling_dir / "config.json").is_file() else None
+    if pool is None:
+        raise CheckpointError(f"{pooling_dir}: no config.json (sentence-transformers' Pooling module writes one)")
+    modes = _pooling_modes(pool, pooling_dir / "config.json")
+    st_config = model_dir / "sentence_bert_config.json"
+    lowercase = bool(_json(st_config).get("do_lower_case", False)) if st_config.is_file() else False
+    prompts = root / "config_sentence_transformers.json"
+    if prompts.is_file():
+        data = _json(prompts)
+        name = data.get("default_prompt_name")
+        prompt = (data.get("prompts") or {}).get(name) if name else None
+        if prompt:
+            raise CheckpointError(f"{prompts}: sentence-transformers puts the default prompt {prompt!r} before every "
+                                  "text, which a bundle cannot do: unset default_prompt_name, and send the prompt "
+                                  "with the text")
+    return model_dir, Pooling(modes=modes, normalize=rest == ["Normalize"]), lowercase
+
+
+def _json_list(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_bytes()[:MAX_CONFIG_BYTES])
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path}: not readable JSON ({e})") from None
+    if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
+        raise CheckpointError(f"{path}: expected a list of modules")
+    return sorted(data, key=lambda m: m.get("idx", 0) if isinstance(m.get("idx"), int) else 0)
+
+
+def _module_dir(root: Path, module: Mapping[str, Any]) -> Path:
+    relative = module.get("path") or ""
+    path = (root / str(relative)).resolve()
+    if root.resolve() not in (path, *path.parents):
+        raise CheckpointError(f"{root / 'modules.json'}: module path {relative!r} leaves the directory")
+    return path
+
+
+def _pooling_modes(config: Mapping[str, Any], where: Path) -> tuple[str, ...]:
+    # sentence-transformers 6 writes "pooling_mode" (a name or a list); earlier versions one boolean per mode.
+    # In sentence-transformers' order, which is the order several modes are concatenated in.
+    legacy = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max", "pooling_mode_mean_tokens": "mean",
+              "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+              "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+    named = config.get("pooling_mode")
+    if named is not None:
+        modes = (named,) if isinstance(named, str) else tuple(named) if isinstance(named, list) else ()
+    else:
+        modes = tuple(mode for key, mode in legacy.items() if config.get(key) is True)
+    if not modes:
+        raise CheckpointError(f"{where}: names no pooling mode")
+    unsupported = [m for m in modes if m not in POOLING_MODES]
+    if unsupported:
+        raise CheckpointError(f"{where}: pooling mode {', '.join(map(str, unsupported))} is not supported "
+                              f"(supported: {', '.join(POOLING_MODES)})")
+    if config.get("include_prompt") is False:
+        raise CheckpointError(f"{where}: include_prompt false (pooling that leaves the prompt out) is not supported")
+    return modes

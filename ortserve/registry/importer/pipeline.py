@@ -1,0 +1,273 @@
+"""One import: a Hugging Face checkpoint directory in, a bundle proven against PyTorch out.
+
+    import_checkpoint(source, dest, task=None, max_seq_len=None, pooling=None, progress=print)
+        read the directory (checkpoint.py, no torch) -> load it with PyTorch (torch_side.py) -> the bundle's
+        tokenizer.json (tokenizer_file.py) -> export to ONNX (export.py) -> PyTorch's answers and ONNX Runtime's,
+        in batches and alone, on the evaluation texts and a few past max_seq_len -> the parity gate (parity.py),
+        its table through `progress`, ParityRefused unless it passes -> model.onnx, tokenizer.json, the reference
+        answers (PyTorch's, references.py), the evaluation file if the checkpoint has one, and manifest.json with
+        the "imported" provenance, into a temp dir beside `dest` -> validated as a bundle -> renamed onto `dest`
+
+On any failure `dest` is left as it was. CheckpointError, MissingDependency and DestinationError are the caller's
+input (exit 2); ParityRefused and ExportError are the import's verdict (exit 1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ortserve.registry import references
+from ortserve.registry.accuracy import (
+    EVAL_JSONL_FILE,
+    EVAL_TEXT_FILE,
+    EvalSetError,
+    load_eval_set,
+    make_batches,
+    open_session,
+    run_outputs,
+)
+from ortserve.registry.bundle import (
+    CLASSIFIER_FORMAT,
+    EMBEDDING_FORMAT,
+    FORMATS,
+    MANIFEST_FILE,
+    MODEL_FILE,
+    REFERENCES_FILE,
+    TOKENIZER_FILE,
+    BundleError,
+    BundleManifest,
+    pad_id,
+    validate_bundle,
+)
+from ortserve.registry.bundle_output import dest_problem, write_atomically
+from ortserve.registry.cpu import cpu_info
+from ortserve.registry.importer import torch_side
+from ortserve.registry.importer.checkpoint import Checkpoint, CheckpointError, read_checkpoint
+from ortserve.registry.importer.export import EXPORTER, ExportError, export
+from ortserve.registry.importer.parity import ParityReport, Run, judge
+from ortserve.registry.importer.tokenizer_file import bundle_ids, tokenizer_json
+
+Progress = Callable[[str], None]
+BATCH_SIZE = 16
+LONG_TEXTS = 3
+"""Texts the gate adds past max_seq_len (built from the evaluation texts), so that truncation is always judged."""
+THREADS = 2
+
+
+class DestinationError(ValueError):
+    """--out names a path that cannot take a new bundle; one line."""
+
+
+class ParityRefused(Exception):
+    """The exported graph does not answer as PyTorch does; nothing was written. `report` has the figures."""
+
+    def __init__(self, message: str, report: ParityReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    path: Path
+    manifest: BundleManifest
+    parity: ParityReport
+    checkpoint: Checkpoint = field(repr=False)
+    model_bytes: int
+    seconds: float
+    warnings: tuple[str, ...] = ()
+
+    def summary(self) -> dict[str, Any]:
+        """The machine-readable form (`registry import --json`)."""
+        m = self.manifest
+        shape: dict[str, Any] = {"labels": list(m.labels), "multi_label": m.multi_label} if m.kind == "classifier" \
+            else {"dim": m.dim}
+        return {"bundle": str(self.path), "format": m.format, **shape, "max_seq_len": m.max_seq_len,
+                "architecture": self.checkpoint.class_name, "from": self.checkpoint.layout,
+                "model_bytes": self.model_bytes, "seconds": round(self.seconds, 3), "warnings": list(self.warnings),
+                "imported": m.imported.to_dict() if m.imported else None, "parity": self.parity.to_dict()}
+
+
+def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None = None,
+                      max_seq_len: int | None = None, pooling: str | None = None,
+                      progress: Progress | None = None) -> ImportResult:
+    """Imports the checkpoint at `source` as a bundle at `dest` (absent or an empty directory); see the module
+    docstring for the steps and what each failure raises."""
+    report = progress or (lambda _line: None)
+    started = time.perf_counter()
+    out = Path(dest)
+    if problem := dest_problem(out):
+        raise DestinationError(problem)
+    checkpoint = read_checkpoint(source, task=task, pooling=pooling)
+    what = (f"a classifier of {len(checkpoint.labels)} labels ({', '.join(checkpoint.labels)})"
+            + (", multi-label" if checkpoint.multi_label else "") if checkpoint.classifier
+            else f"an embedding model ({checkpoint.pooling.describe() if checkpoint.pooling else ''})")
+    report(f"read {checkpoint.path}: {checkpoint.class_name} ({checkpoint.architecture.name}, {checkpoint.layout} "
+           f"layout), imported as {what}")
+    try:
+        evals = load_eval_set(checkpoint.path, checkpoint.labels)
+    except EvalSetError as e:
+        raise CheckpointError(f"{checkpoint.path}: evaluation texts: {e}") from None
+
+    t0 = time.perf_counter()
+    model = torch_side.load(checkpoint, max_seq_len=max_seq_len)
+    limit = model.max_seq_len
+    report(f"loaded with PyTorch {model.tools['torch']} and transformers {model.tools['transformers']}: inputs "
+           f"{', '.join(model.input_names)}, max_seq_len {limit} ({time.perf_counter() - t0:.1f}s)")
+    tokenizer_text = tokenizer_json(model.tokenizer, limit, lowercase=checkpoint.lowercase)
+    spec = json.loads(tokenizer_text)
+    texts = (*evals.texts, *_long_texts(evals.texts, tokenizer_text, limit))
+
+    t0 = time.perf_counter()
+    output = FORMATS[CLASSIFIER_FORMAT if checkpoint.classifier else EMBEDDING_FORMAT][1]
+    exported = export(model.graph, model.input_names, output, columns=model.columns, max_seq_len=limit,
+                      pad_id=pad_id(spec), example_id=_ordinary_id(model.tokenizer))
+    report(f"exported {MODEL_FILE}: {EXPORTER['name']} ({EXPORTER['mode']}, opset {EXPORTER['opset']}), "
+           f"{exported.nodes} nodes, {len(exported.model_bytes) / 2**20:.1f} MiB ({time.perf_counter() - t0:.1f}s)")
+
+    t0 = time.perf_counter()
+    reference = model.reference_outputs(texts)
+    _check_shape(reference, len(texts), model.columns)
+    report(f"PyTorch: {len(texts)} texts ({time.perf_counter() - t0:.1f}s)")
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ortserve-import-") as scratch:
+        tokenizer_path = Path(scratch) / TOKENIZER_FILE
+        tokenizer_path.write_text(tokenizer_text, encoding="utf-8")
+        runs = _onnx_runs(exported.model_bytes, tokenizer_path, limit, texts, output)
+        counts = references.token_counts(tokenizer_path, texts)
+    report(f"ONNX Runtime: {len(texts)} texts in batches of {BATCH_SIZE} and alone ({time.perf_counter() - t0:.1f}s)")
+    parity = judge("classifier" if checkpoint.classifier else "embedding", texts, reference, runs,
+                   reference_ids=model.reference_ids(texts), bundle_ids=bundle_ids(tokenizer_text, texts, limit),
+                   eval_name=evals.name, eval_sha256=evals.sha256, long_texts=len(texts) - len(evals.texts),
+                   reference_name=model.reference_name, cpu=cpu_info(), labels=evals.labels)
+    for line in parity.table():
+        report(line)
+    if not parity.passed:
+        raise ParityRefused(f"{checkpoint.path}: the exported graph does not answer as PyTorch does: "
+                            f"{'; '.join(parity.refusals)}; nothing written", parity)
+
+    refs = references.build(texts, counts, reference, max_seq_len=limit, classifier=checkpoint.classifier,
+                            candidates=[run.outputs for run in runs] if checkpoint.classifier else ())
+    refs_bytes = refs.encode()
+    outputs_from = f"PyTorch {model.tools['torch']} (eval, FP32, CPU): {model.reference_name}, {evals.name}"
+    manifest = _manifest(checkpoint, model, parity, limit, references.manifest_entry(refs_bytes, refs, outputs_from))
+    files = {MODEL_FILE: exported.model_bytes, TOKENIZER_FILE: tokenizer_text.encode("utf-8"),
+             REFERENCES_FILE: refs_bytes, MANIFEST_FILE: (json.dumps(manifest, indent=2) + "\n").encode("utf-8")}
+    found = [checkpoint.path / name for name in (EVAL_JSONL_FILE, EVAL_TEXT_FILE) if (checkpoint.path / name).is_file()]
+    eval_file = found[0] if found else None
+    written = write_atomically(out, lambda tmp: _write(tmp, files, eval_file))
+    report(f"wrote {out} ({written.format}, model.onnx {len(exported.model_bytes) / 2**20:.1f} MiB)")
+    return ImportResult(path=out, manifest=written, parity=parity, checkpoint=checkpoint,
+                        model_bytes=len(exported.model_bytes), seconds=time.perf_counter() - started,
+                        warnings=checkpoint.warnings)
+
+
+def _onnx_runs(model_bytes: bytes, tokenizer_path: Path, limit: int, texts: Sequence[str], output: str) -> list[Run]:
+    """The exported graph as the server feeds it: in batches of 16 in the texts' order, and one text at a time."""
+    try:
+        session = open_session(model_bytes, THREADS)
+        batched = run_outputs(session, make_batches(tokenizer_path, limit, texts, BATCH_SIZE, by_length=False),
+                              len(texts), output)
+        alone = run_outputs(session, make_batches(tokenizer_path, limit, texts, 1), len(texts), output)
+    except Exception as e:  # ORT raises its own types (Fail, InvalidGraph, RuntimeException...)
+        raise ExportError(f"ONNX Runtime could not run the exported graph ({type(e).__name__}: "
+                          f"{(str(e).strip().splitlines() or [''])[0][:200]})") from e
+    return [Run(f"batches of {BATCH_SIZE}", batched), Run("one text at a time", alone)]
+
+
+def _long_texts(texts: Sequence[str], tokenizer_text: str, limit: int) -> list[str]:
+    """LONG_TEXTS texts past `limit` tokens, each the evaluation texts joined from a different starting point."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_str(tokenizer_text)
+    tokenizer.no_truncation()
+    out = []
+    for k in range(LONG_TEXTS):
+        parts: list[str] = []
+        tokens = 0
+        while tokens <= limit + 8:
+            part = texts[(k * 37 + len(parts)) % len(texts)]
+            parts.append(part)
+            tokens += len(tokenizer.encode(part, add_special_tokens=False).ids) + 1
+        out.append(" ".join(parts))
+    return out
+
+
+def _ordinary_id(tokenizer: Any) -> int:
+    """An id of an ordinary word, for the traced example (a special or pad id could take another path)."""
+    ids = tokenizer("the", add_special_tokens=False)["input_ids"]
+    return int(ids[0]) if ids else int(tokenizer.unk_token_id or 0)
+
+
+def _manifest(checkpoint: Checkpoint, model: torch_side.TorchModel, parity: ParityReport, limit: int,
+              refs_entry: dict[str, Any]) -> dict[str, Any]:
+    import onnx
+    import onnxruntime
+    import tokenizers
+
+    kind: dict[str, Any]
+    if checkpoint.classifier:
+        kind = {"format": CLASSIFIER_FORMAT, "labels": list(checkpoint.labels)}
+        if checkpoint.multi_label:
+            kind["multi_label"] = True
+        task: dict[str, Any] = {"task": "classify", "problem_type": checkpoint.config.get("problem_type")}
+    else:
+        assert checkpoint.pooling is not None
+        kind = {"format": EMBEDDING_FORMAT, "dim": model.columns}
+        task = {"task": "embed", "pooling": list(checkpoint.pooling.modes), "normalize": checkpoint.pooling.normalize}
+    tools = {**model.tools, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
+             "tokenizers": tokenizers.__version__}
+    verdict = parity.runs[0]
+    figure = (f"max |delta logit| {max(r.max_abs_delta for r in parity.runs):.2g}, argmax identical on "
+              f"{verdict.agree}/{verdict.texts}" if checkpoint.classifier
+              else f"cosine >= {min(r.min_cosine or 0.0 for r in parity.runs):.7f}")
+    notes = (f"{checkpoint.class_name} ({checkpoint.architecture.name}) imported from {checkpoint.path.name} "
+             f"({checkpoint.layout}); PyTorch parity on {len(parity.texts)} texts: {figure}")
+    imported = {"from": checkpoint.layout, "architecture": checkpoint.class_name,
+                "model_type": checkpoint.architecture.model_type, **task,
+                "checkpoint": {"name": checkpoint.path.name, "weights": _weights_digest(checkpoint.weights)},
+                "inputs": list(model.input_names), "exporter": dict(EXPORTER), "tools": dict(sorted(tools.items())),
+                "parity": parity.manifest_entry()}
+    return {**kind, "max_seq_len": limit, "notes": notes, "imported": imported, "references": refs_entry}
+
+
+def _weights_digest(paths: Sequence[Path]) -> dict[str, str]:
+    """sha256 of each weight file (an index file stands for its shards: they are hashed too)."""
+    out = {}
+    for path in paths:
+        names = [path]
+        if path.name.endswith(".index.json"):
+            shards = sorted(set((json.loads(path.read_bytes()).get("weight_map") or {}).values()))
+            names += [path.parent / shard for shard in shards]
+        for name in names:
+            digest = hashlib.sha256()
+            with name.open("rb") as f:
+                for chunk in iter(lambda f=f: f.read(1 << 20), b""):
+                    digest.update(chunk)
+            out[name.name] = digest.hexdigest()
+    return out
+
+
+def _write(tmp: Path, files: dict[str, bytes], eval_file: Path | None) -> BundleManifest:
+    for name, data in files.items():
+        (tmp / name).write_bytes(data)
+    if eval_file is not None:  # the optimiser's accuracy gate then runs on the same texts
+        shutil.copyfile(eval_file, tmp / eval_file.name)
+    try:
+        return validate_bundle(tmp)
+    except BundleError as e:  # a bug here, not in the checkpoint: say so
+        raise ExportError(f"the imported bundle failed validation: {e}") from None
+
+
+def _check_shape(reference: np.ndarray, texts: int, columns: int) -> None:
+    if reference.shape != (texts, columns):
+        raise ExportError(f"PyTorch answered shape {list(reference.shape)}, expected {[texts, columns]}")

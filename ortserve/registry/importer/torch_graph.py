@@ -1,0 +1,64 @@
+"""The PyTorch modules an import exports: token ids in, a classifier's logits or a sentence vector out.
+
+    Logits(model, takes_token_types)                    model(...).logits as float32 [batch, labels]
+    SentenceVector(encoder, modes, normalize, ...)      last_hidden_state -> pooling -> optional L2 norm [batch, dim]
+
+Their forward takes exactly the bundle's inputs (input_ids, attention_mask, and token_type_ids where the model uses
+them). The pooling is sentence-transformers' (Pooling._forward_padded, right-padded batches): cls is the first
+token, max skips padding, mean divides by the unmasked count (at least 1e-9), mean_sqrt_len_tokens by its root;
+several modes are concatenated in order; Normalize is F.normalize (x / max(||x||, 1e-12)).
+
+This module imports torch at import time: only torch_side.py imports it, inside the import path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+
+class Logits(torch.nn.Module):
+    def __init__(self, model: Any, *, takes_token_types: bool) -> None:
+        super().__init__()
+        self.model = model
+        self.takes_token_types = takes_token_types
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self.takes_token_types:
+            inputs["token_type_ids"] = token_type_ids
+        return self.model(**inputs).logits.float()
+
+
+class SentenceVector(torch.nn.Module):
+    def __init__(self, encoder: Any, *, modes: tuple[str, ...], normalize: bool, takes_token_types: bool) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.modes = modes
+        self.normalize = normalize
+        self.takes_token_types = takes_token_types
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self.takes_token_types:
+            inputs["token_type_ids"] = token_type_ids
+        hidden = self.encoder(**inputs).last_hidden_state.float()
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        parts = []
+        summed = count = None
+        for mode in self.modes:
+            if mode == "cls":
+                parts.append(hidden[:, 0])
+            elif mode == "max":
+                parts.append(hidden.masked_fill(mask == 0, float("-inf")).max(dim=1).values)
+            else:  # mean, mean_sqrt_len_tokens
+                if summed is None:
+                    summed = (hidden * mask).sum(dim=1)
+                    count = torch.clamp(mask.sum(dim=1), min=1e-9)
+                parts.append(summed / (count if mode == "mean" else torch.sqrt(count)))
+        vector = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
+        return F.normalize(vector, p=2.0, dim=1) if self.normalize else vector

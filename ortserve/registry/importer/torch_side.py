@@ -1,0 +1,288 @@
+"""The checkpoint as PyTorch runs it: the model to export, and PyTorch's answers, the reference the import is held to.
+
+    model = load(checkpoint, max_seq_len=None)
+    model.graph                    the torch module to export (eval, FP32, eager attention; torch_graph.py)
+    model.reference_outputs(texts) what transformers (the model as users load it, one text at a time) or
+                                   sentence-transformers' encode gives: logits or sentence vectors, float32
+    model.reference_ids(texts)     the checkpoint's own tokenizer's ids, truncated at max_seq_len
+
+Loading checks what needs the weights, each a CheckpointError (exit 2): the tokenizer loads, every weight the config
+asks for is there with the shape it asks for (a classifier head whose width differs from id2label is named as
+such), and the tokenizer's ids fit the embedding table. transformers' own loading messages and progress bars are
+kept off the terminal. torch, transformers and sentence-transformers are imported here, inside the calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import logging
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ortserve.registry.bundle import MAX_SEQ_LEN, MIN_SEQ_LEN
+from ortserve.registry.importer.checkpoint import SENTENCE_TRANSFORMERS, Checkpoint, CheckpointError
+
+INSTALL_HINT = "pip install 'ortserve[import]' (PyTorch, transformers and sentence-transformers; see the README)"
+# tokenizer.model_max_length when the checkpoint sets none (transformers' VERY_LARGE_INTEGER is 1e30).
+UNSET_MAX_LENGTH = 10**9
+
+
+class MissingDependency(Exception):
+    """A package the import path needs is not installed; the message says which and how to install it."""
+
+
+@dataclass
+class TorchModel:
+    """The loaded checkpoint; owned by one import call."""
+
+    checkpoint: Checkpoint
+    tokenizer: Any
+    """The checkpoint's tokenizer as transformers loads it (a fast tokenizer: its backend is the bundle's)."""
+    graph: Any
+    """torch.nn.Module: the bundle's inputs in, `logits` or the sentence vector out."""
+    input_names: tuple[str, ...]
+    columns: int
+    max_seq_len: int
+    reference_name: str
+    """What computed the reference, for the manifest: the library, its version and the model class or call."""
+    tools: dict[str, str]
+    _outputs: Callable[[Sequence[str]], np.ndarray]
+    _ids: Callable[[Sequence[str]], list[list[int]]]
+
+    def reference_outputs(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 [texts, columns]: PyTorch's answers, eval mode, FP32, on the CPU."""
+        with _quiet():
+            return self._outputs(texts)
+
+    def reference_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        with _quiet():
+            return self._ids(texts)
+
+
+def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchModel:
+    """The checkpoint loaded as users run it (the reference: transformers' default attention, or sentence-transformers)
+    and once more with eager attention (the graph to export, whose attention ONNX Runtime's fusions recognise)."""
+    torch, transformers = _require("torch"), _require("transformers")
+    st = _require("sentence_transformers") if checkpoint.layout == SENTENCE_TRANSFORMERS else None
+    auto = transformers.AutoModelForSequenceClassification if checkpoint.classifier else transformers.AutoModel
+    with _quiet():
+        tokenizer = _tokenizer(checkpoint, transformers)
+        exported = _model(checkpoint, auto, attn_implementation="eager")
+        _check_vocabulary(checkpoint, tokenizer, exported)
+        # sentence-transformers loads its modules itself; transformers' reference is the same weights, loaded again.
+        reference = _load_sentence_transformer(checkpoint, st) if st is not None else _model(checkpoint, auto)
+    limit = _max_seq_len(checkpoint, tokenizer, max_seq_len, reference if st is not None else None)
+    takes_token_types = _takes_token_types(exported, checkpoint)
+    names = ("input_ids", "attention_mask", *(("token_type_ids",) if takes_token_types else ()))
+    from ortserve.registry.importer.torch_graph import Logits, SentenceVector  # imports torch
+
+    tools = {"torch": torch.__version__, "transformers": transformers.__version__}
+    ids = _transformers_ids(tokenizer, limit)
+    if checkpoint.classifier:
+        graph = Logits(exported, takes_token_types=takes_token_types).eval()
+        columns = len(checkpoint.labels)
+        outputs = _one_at_a_time(lambda text: reference(**_encode(tokenizer, text, limit)).logits, torch)
+        reference_name = f"transformers {transformers.__version__} {reference.__class__.__name__}"
+    else:
+        pooling = checkpoint.pooling
+        assert pooling is not None
+        graph = SentenceVector(exported, modes=pooling.modes, normalize=pooling.normalize,
+                               takes_token_types=takes_token_types).eval()
+        columns = int(exported.config.hidden_size) * len(pooling.modes)
+        if st is not None:
+            outputs, ids = _encode_calls(reference, limit)
+            reference_name = f"sentence-transformers {st.__version__} encode"
+            tools["sentence-transformers"] = st.__version__
+        else:
+            pooled = SentenceVector(reference, modes=pooling.modes, normalize=pooling.normalize,
+                                    takes_token_types=takes_token_types).eval()
+            outputs = _one_at_a_time(
+                lambda text: pooled(**{k: v for k, v in _encode(tokenizer, text, limit).items() if k in names}), torch)
+            reference_name = (f"transformers {transformers.__version__} {reference.__class__.__name__} with "
+                              f"{pooling.describe()} in PyTorch")
+    return TorchModel(checkpoint=checkpoint, tokenizer=tokenizer, graph=graph, input_names=names, columns=columns,
+                      max_seq_len=limit, reference_name=reference_name, tools=tools, _outputs=outputs, _ids=ids)
+
+
+# -- loading --------------------------------------------------------------------------------------------------
+
+
+def _require(name: str) -> Any:
+    try:
+        return __import__(name)
+    except ImportError as e:
+        raise MissingDependency(f"registry import needs the Python package {name!r}, which does not import here "
+                                f"({_first_line(e)}): {INSTALL_HINT}") from None
+
+
+def _tokenizer(checkpoint: Checkpoint, transformers: Any) -> Any:
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(checkpoint.model_dir))
+    except Exception as e:  # transformers raises anything (OSError, ValueError, KeyError...) for a broken tokenizer
+        raise CheckpointError(f"{checkpoint.model_dir}: the tokenizer does not load ({type(e).__name__}: "
+                              f"{_first_line(e)})") from None
+    if not getattr(tokenizer, "is_fast", False) or getattr(tokenizer, "backend_tokenizer", None) is None:
+        raise CheckpointError(f"{checkpoint.model_dir}: the tokenizer ({type(tokenizer).__name__}) has no "
+                              "tokenizers backend to write as tokenizer.json")
+    return tokenizer
+
+
+def _model(checkpoint: Checkpoint, auto: Any, **kwargs: Any) -> Any:
+    import torch
+
+    try:
+        model, info = auto.from_pretrained(str(checkpoint.model_dir), dtype=torch.float32, output_loading_info=True,
+                                           ignore_mismatched_sizes=True, **kwargs)
+    except Exception as e:  # as above: a checkpoint can break loading in any of a dozen ways
+        raise CheckpointError(f"{checkpoint.model_dir}: the weights do not load ({type(e).__name__}: "
+                              f"{_first_line(e)})") from None
+    _check_loaded(checkpoint, info)
+    return model.float().eval()
+
+
+def _check_loaded(checkpoint: Checkpoint, info: dict[str, Any]) -> None:
+    where = checkpoint.model_dir
+    mismatched = sorted((str(k), tuple(a), tuple(b)) for k, a, b in info.get("mismatched_keys") or ())
+    if mismatched:
+        labels = len(checkpoint.labels)
+        head = [m for m in mismatched if m[2] and m[2][0] == labels and m[1] and m[1][0] != labels]
+        if checkpoint.classifier and len(head) == len(mismatched):
+            name, have, _want = max(head, key=lambda m: (len(m[1]), m[0]))  # the weight matrix, not its bias
+            raise CheckpointError(f"{where}: config.json's id2label lists {labels} labels but the checkpoint's "
+                                  f"classifier has {have[0]} outputs ({name} is {list(have)}); make id2label name "
+                                  "every column")
+        name, have, want = mismatched[0]
+        more = f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
+        raise CheckpointError(f"{where}: the weights do not match config.json: {name} is {list(have)} in the "
+                              f"checkpoint but {list(want)} per the config{more}")
+    missing = sorted(str(k) for k in info.get("missing_keys") or () if not str(k).endswith("position_ids"))
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise CheckpointError(f"{where}: the weights do not match config.json: {missing[0]} is missing{more}; "
+                              "transformers would start it at random")
+
+
+def _check_vocabulary(checkpoint: Checkpoint, tokenizer: Any, model: Any) -> None:
+    rows = model.get_input_embeddings().num_embeddings
+    if len(tokenizer) > rows:
+        raise CheckpointError(f"{checkpoint.model_dir}: the tokenizer has {len(tokenizer)} tokens but the embedding "
+                              f"table has {rows} rows: ids past {rows - 1} would index outside it (a tokenizer from "
+                              "another checkpoint?)")
+
+
+def _takes_token_types(model: Any, checkpoint: Checkpoint) -> bool:
+    """token_type_ids is an input only where the model reads it: its forward takes it and it has 2+ types."""
+    types = checkpoint.config.get("type_vocab_size", 0)
+    return ("token_type_ids" in inspect.signature(model.forward).parameters
+            and isinstance(types, int) and types > 1)
+
+
+def _positions(checkpoint: Checkpoint) -> int:
+    """How many tokens the model's position table holds."""
+    config = checkpoint.config
+    positions = config.get("max_position_embeddings", MAX_SEQ_LEN)
+    if not isinstance(positions, int) or positions <= 0:
+        positions = MAX_SEQ_LEN
+    if checkpoint.architecture.positions_after_pad:
+        positions -= int(config.get("pad_token_id") or 0) + 1
+    return positions
+
+
+def _max_seq_len(checkpoint: Checkpoint, tokenizer: Any, asked: int | None, st_model: Any) -> int:
+    """`asked`, checked against the model's positions; else what the checkpoint truncates at (sentence-transformers'
+    max_seq_length, else the tokenizer's model_max_length), else its positions; within the bundle format's range."""
+    positions = _positions(checkpoint)
+    if asked is not None:
+        if not MIN_SEQ_LEN <= asked <= MAX_SEQ_LEN:
+            raise CheckpointError(f"--max-seq-len must be in {MIN_SEQ_LEN}..{MAX_SEQ_LEN}, got {asked}")
+        if asked > positions:
+            raise CheckpointError(f"--max-seq-len {asked} is past the {positions} positions "
+                                  f"{checkpoint.class_name} has (config.json max_position_embeddings)")
+        return asked
+    own = (st_model.max_seq_length if st_model is not None else None) or tokenizer.model_max_length
+    chosen = own if isinstance(own, int) and 0 < own < UNSET_MAX_LENGTH else positions
+    return max(MIN_SEQ_LEN, min(chosen, positions, MAX_SEQ_LEN))
+
+
+# -- the reference ---------------------------------------------------------------------------------------------
+
+
+def _encode(tokenizer: Any, text: str, limit: int) -> dict[str, Any]:
+    return dict(tokenizer(text, truncation=True, max_length=limit, return_tensors="pt"))
+
+
+def _one_at_a_time(run: Callable[[str], Any], torch: Any) -> Callable[[Sequence[str]], np.ndarray]:
+    """Each text alone, unpadded: the answer transformers gives for it, whatever batch it would come in."""
+
+    def outputs(texts: Sequence[str]) -> np.ndarray:
+        with torch.inference_mode():
+            return np.stack([run(text)[0].float().numpy() for text in texts]).astype(np.float32)
+
+    return outputs
+
+
+def _transformers_ids(tokenizer: Any, limit: int) -> Callable[[Sequence[str]], list[list[int]]]:
+    return lambda texts: [list(tokenizer(text, truncation=True, max_length=limit)["input_ids"]) for text in texts]
+
+
+def _load_sentence_transformer(checkpoint: Checkpoint, st: Any) -> Any:
+    try:
+        return st.SentenceTransformer(str(checkpoint.path), device="cpu").eval()
+    except Exception as e:  # as _model
+        raise CheckpointError(f"{checkpoint.path}: sentence-transformers does not load it ({type(e).__name__}: "
+                              f"{_first_line(e)})") from None
+
+
+def _encode_calls(model: Any, limit: int) -> tuple[Callable[[Sequence[str]], np.ndarray],
+                                                     Callable[[Sequence[str]], list[list[int]]]]:
+    """sentence-transformers' encode as users call it (its batches, its padding) and its tokenizer's ids, truncating
+    at `limit`."""
+    model.max_seq_length = limit
+
+    def outputs(texts: Sequence[str]) -> np.ndarray:
+        vectors = model.encode(list(texts), convert_to_numpy=True, show_progress_bar=False)
+        return np.asarray(vectors, dtype=np.float32)
+
+    def ids(texts: Sequence[str]) -> list[list[int]]:
+        out = []
+        for text in texts:
+            features = model.tokenize([text])
+            row, mask = features["input_ids"][0].tolist(), features["attention_mask"][0].tolist()
+            out.append([int(i) for i, m in zip(row, mask, strict=True) if m])
+        return out
+
+    return outputs, ids
+
+
+# -- quiet ---------------------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """transformers' and sentence-transformers' warnings, loading reports and progress bars stay off the terminal:
+    the import prints its own report, and what matters in theirs becomes a CheckpointError."""
+    import transformers
+
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(previous)
+        transformers.logging.set_verbosity(verbosity)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:240] if text else type(e).__name__

@@ -1,0 +1,40 @@
+"""Importer fixtures: tiny random checkpoints of every architecture, both tasks, made offline in the session, and
+their imports (real PyTorch, real torch.onnx export, real ONNX Runtime), made once and shared read-only."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from support.hf_checkpoints import ARCHITECTURES, IMPORT_MAX_SEQ_LEN, OFFLINE, TASKS, make_checkpoint
+
+from ortserve.registry.importer import ImportResult, import_checkpoint
+
+# No hub, ever; one torch thread: the suite runs servers beside these tests on two cores, where torch's OpenMP threads
+# spin-wait for each other (a tiny forward pass took 60 ms at 2 threads under that load, 1 ms at 1).
+os.environ.update(OFFLINE)
+Key = tuple[str, str]
+
+
+@pytest.fixture(scope="session")
+def torch_one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory, torch_one_thread: None) -> dict[Key, Path]:
+    """(architecture, task) -> a save_pretrained directory; read-only by convention."""
+    root = tmp_path_factory.mktemp("checkpoints")
+    return {(arch, task): make_checkpoint(root / f"{arch}-{task}", arch, task=task, seed=n)
+            for n, (arch, task) in enumerate((a, t) for a in ARCHITECTURES for t in TASKS)}
+
+
+@pytest.fixture(scope="session")
+def imported(checkpoints: dict[Key, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[Key, ImportResult]:
+    """(architecture, task) -> its import at IMPORT_MAX_SEQ_LEN; the bundles are read-only by convention."""
+    root = tmp_path_factory.mktemp("imported")
+    return {key: import_checkpoint(path, root / f"{key[0]}-{key[1]}", max_seq_len=IMPORT_MAX_SEQ_LEN)
+            for key, path in checkpoints.items()}
