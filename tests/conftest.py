@@ -2,7 +2,7 @@
 
 `frontend` runs a test once per front end: the Python one (grpc.aio) and the native one (grpc++ with the C++
 batcher). The native one is skipped only where the engine was built without gRPC C++; `scripts/bootstrap dev`
-installs what it needs, and tests/engine/test_frontend_build.py fails when gRPC C++ is there but the front end
+installs what it needs, and tests/dataplane/test_frontend_build.py fails when gRPC C++ is there but the front end
 was not built, so a CI run cannot skip it silently.
 """
 

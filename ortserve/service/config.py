@@ -62,7 +62,7 @@ class Settings:
     max_queue_delay_ms: float = _doc("Longest a text may be passed over by length-bucketing.", default=10.0)
     max_padding_ratio: float = _doc(
         "Padded/real tokens allowed in one batch (>= 1.0). On a CPU padding costs as much as real work: 1.05 over a "
-        "48-text window served 4-8 percent more texts/s than 1.15 over 24 (docs/benchmarks.md, run 19).",
+        "48-text window served 4-8 percent more texts/s than 1.15 over 24 (docs/benchmarks.md).",
         default=1.05,
     )
     max_queue_items: int = _doc(
@@ -118,7 +118,7 @@ class Settings:
     inter_op_threads: int = _doc("ONNX Runtime inter-op threads per engine.", default=1)
     allow_spinning: bool = _doc(
         "ORT's intra-op threads spin between the operators of a run instead of sleeping (a lone call's run "
-        "skips a wake-up per operator; docs/benchmarks.md, run 18).",
+        "skips a wake-up per operator; docs/benchmarks.md).",
         default=True,
     )
     spin_between_runs: bool = _doc(

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from support.server_process import ServerProcess
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]  # slow: the benchmark end to end
 
 
 def _bench(repo_root: Path, tmp_path: Path, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:

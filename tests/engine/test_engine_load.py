@@ -162,7 +162,7 @@ def _idle_cpu_s_after_runs(engine: Engine, feeds: dict[str, np.ndarray]) -> floa
 
 
 def test_spinning_threads_stop_when_the_run_returns_unless_told_to_keep_spinning(models, token_batch) -> None:
-    # The server's default: spin between a run's operators, never between calls (docs/benchmarks.md, run 18).
+    # The server's default: spin between operators, never between calls (docs/history/benchmark-runs.md, run 18).
     feeds = token_batch(np.random.default_rng(3), 64, 64)
     stops = Engine(models.classifier, EngineOptions(intra_op_threads=2, allow_spinning=True))
     keeps = Engine(models.classifier, EngineOptions(intra_op_threads=2, allow_spinning=True, spin_between_runs=True))

@@ -26,6 +26,8 @@ from support.server_process import ServerProcess, running_server
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 
+pytestmark = pytest.mark.slow  # fuzzing callers against real servers on both front ends
+
 MAX_TEXTS = 16
 EXAMPLES = 250  # per strategy and front end: ~10 s of calls on two shared cores
 # RSS growth allowed after a warm-up at the request limits (a run grows it by ~4 MiB: allocator slack). The sanitizer

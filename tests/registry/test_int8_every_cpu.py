@@ -29,7 +29,11 @@ from ortserve.registry.references import read_references
 from ortserve.service.verify import judge, rule_for
 
 QEMU = shutil.which("qemu-x86_64")
-pytestmark = pytest.mark.skipif(QEMU is None, reason="qemu-user is not installed (scripts/bootstrap dev installs it)")
+# slow: int8 on an emulated AVX2 CPU (qemu-user)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(QEMU is None, reason="qemu-user is not installed (scripts/bootstrap dev installs it)"),
+]
 AVX2_CPU = "Haswell-noTSX"
 FLOAT_ROUNDING = 1e-4
 # Runs in the emulated process: each model's logits on the corpus, in corpus order, into one .npz.

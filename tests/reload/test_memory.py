@@ -11,8 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+import pytest
 from reload_harness import Registry, wait_routing, wait_until
 from support.server_process import ServerProcess, infer_request, running_server, stub_for
+
+pytestmark = pytest.mark.slow  # RSS over repeated swaps
 
 MODEL = "sentiment"
 SIZES = {"hidden": 128, "layers": 4, "heads": 4, "intermediate": 512}

@@ -14,8 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from reload_harness import LoadClient, Registry, unroutable_replies, wait_routing, wait_until, wait_version_state
 from support.server_process import running_server
+
+pytestmark = pytest.mark.slow  # swaps under steady load
 
 MODEL = "sentiment"
 CONCURRENCY = 16

@@ -22,6 +22,8 @@ from soak_lib.processes import ADMIN_STATUS_METHOD, ServerLog
 
 from ortserve.devtools.bert_bundle import build_tiny_bundle
 
+pytestmark = pytest.mark.slow  # the soak's short runs
+
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
 

@@ -150,7 +150,7 @@ def test_over_rest_a_full_queue_is_429_with_retry_after(slow_server: ServerProce
 
 def test_a_deadline_shorter_than_the_running_batch_never_reaches_the_engine(slow_server: ServerProcess) -> None:
     """Admission counts the batches running ahead, not only the queue: a call that cannot finish behind them is
-    refused at once (the batcher's tests hold a call that expires while queued: tests/engine/test_native_batcher.py)."""
+    refused at once (the batcher's tests hold a call that expires while queued: tests/dataplane/test_batcher.py)."""
     wait_idle(slow_server)
     before = engine_texts(slow_server)
     channel, stub = stub_for(slow_server.address)

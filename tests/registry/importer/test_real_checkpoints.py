@@ -21,6 +21,8 @@ from ortserve.registry.catalog import read_model_state
 from ortserve.registry.filestore import FileStore
 from ortserve.registry.importer import LOGIT_TOLERANCE, MIN_COSINE
 
+pytestmark = pytest.mark.slow  # real checkpoints through PyTorch
+
 LONG = " ".join(["The hotel was clean and the staff were kind, but the walls were thin and the street was loud "
                  "until three in the morning, every single night of our stay."] * 12)  # ~380 tokens
 TEXTS = ["I love it", "never again", "Le service était lent mais le repas excellent.", "ok", LONG]

@@ -1,5 +1,5 @@
 // Admission: whether a call joins the queue or is answered at once. A pure function over a plain copy of the
-// queue, taken under the batcher's mutex; tested with plain values (tests/engine/test_batch_policy.py).
+// queue, taken under the batcher's mutex; tested with plain values (tests/dataplane/test_batch_policy.py).
 //
 // Work is counted in padded tokens, as the engine will run it: a call's texts after truncation to max_seq_len (the
 // tokenizer's), in the runs SplitRows cuts them into, each padded to its longest row and up to the shape ladder

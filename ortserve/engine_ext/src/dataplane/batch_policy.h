@@ -1,5 +1,5 @@
 // The batching decision and the engine's measured rate: pure functions over plain values, tested with plain values
-// (tests/engine/test_batch_policy.py). No locks: the batcher calls them under its own mutex.
+// (tests/dataplane/test_batch_policy.py). No locks: the batcher calls them under its own mutex.
 //
 // ChooseBatch is called whenever the engine has room. It never waits: an idle engine runs whatever is pending at
 // once, so a lone request pays no batching delay. Under load, the texts that arrived while the engine was busy are

@@ -1,4 +1,4 @@
-// The native front end: a grpc++ callback server on the public port (docs/native-data-path.md, phase 2).
+// The native front end: a grpc++ callback server on the public port (docs/architecture.md).
 //
 //   ModelInfer for a model in the native route table, on the codec's fast path -> Batcher -> reply
 //   ServerLive, and ServerReady as the health of "" the owner sets, natively

@@ -1,5 +1,5 @@
 // Where the next run goes: which session (wide or narrow) and which lane. Pure functions over a plain copy of the
-// batcher's load, taken under its mutex; tested with plain values (tests/engine/test_batch_policy.py).
+// batcher's load, taken under its mutex; tested with plain values (tests/dataplane/test_batch_policy.py).
 //
 // A call that finds the engine idle and nothing queued runs alone on the wide (multi-threaded) session, which sets
 // unloaded latency; anything that had to queue runs on the narrow (one-thread) one, up to engine_concurrency runs
