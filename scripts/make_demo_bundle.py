@@ -17,12 +17,14 @@ import sys
 import time
 from pathlib import Path
 
+_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(_ROOT / "tools"))  # ortserve_devtools: the bundle builders (not in the wheel)
 try:
-    from ortserve.devtools import bert_bundle
+    import ortserve  # noqa: F401  (the installed package, if any)
 except ModuleNotFoundError:
-    # Run from a source checkout without installing: the package lives one level up from scripts/.
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from ortserve.devtools import bert_bundle
+    sys.path.insert(1, str(_ROOT))  # a source checkout that is not installed
+
+from ortserve_devtools import bert_bundle  # noqa: E402
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ortserve_devtools.bert_bundle import build_tiny_bundle
 from support.server_process import ServerProcess, running_server
-
-from ortserve.devtools.bert_bundle import build_tiny_bundle
 
 # Subprocesses (`python -m ortserve...`, `python -c ...`) must import the installed package, not the
 # source tree they happen to run in: without this, `-m` and `-c` put the working directory (the repo

@@ -12,13 +12,17 @@ import ortserve
 PACKAGE = Path(ortserve.__file__).parent
 # The C++ sources as checked out (the installed package carries none).
 ENGINE_SRC = Path(__file__).resolve().parents[1] / "ortserve" / "engine_ext" / "src" / "engine"
+# The product never imports the tools (tools/ortserve_devtools: the bundle builders and the Consul stand-in, which
+# the tests, the demo and the scripts use and the wheel does not carry).
 FORBIDDEN = {
-    "registry": ("ortserve.service", "ortserve.engine_ext", "grpc"),
-    "engine_ext": ("ortserve.service", "ortserve.registry", "ortserve.devtools"),
-    # The builders write bundles through the bundle room (registry.bundle, registry.references), nothing else.
-    "devtools": ("ortserve.service", "ortserve.engine_ext"),
+    "registry": ("ortserve.service", "ortserve.engine_ext", "grpc", "ortserve_devtools"),
+    "engine_ext": ("ortserve.service", "ortserve.registry", "ortserve_devtools"),
+    "service": ("ortserve_devtools",),
     "proto": ("ortserve.service", "ortserve.registry", "ortserve.engine_ext"),
 }
+TOOLS = Path(__file__).resolve().parents[1] / "tools" / "ortserve_devtools"
+# The builders write bundles through the bundle room (registry.bundle, registry.references), nothing else.
+TOOLS_FORBIDDEN = ("ortserve.service", "ortserve.engine_ext")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -40,6 +44,15 @@ def test_rooms_import_only_downstream() -> None:
                     violations.append(f"{path.relative_to(PACKAGE)} imports {name}")
     assert not violations, violations
     assert any((PACKAGE / "registry").rglob("*.py")), "nothing scanned"
+
+
+def test_the_tools_use_only_the_bundle_room_and_stay_out_of_the_wheel() -> None:
+    violations = [f"{path.name} imports {name}" for path in sorted(TOOLS.rglob("*.py"))
+                  for name in imported_modules(path) if any(name == f or name.startswith(f + ".")
+                                                              for f in TOOLS_FORBIDDEN)]
+    assert not violations, violations
+    assert (TOOLS / "bert_bundle.py").is_file(), "nothing scanned"
+    assert not (PACKAGE / "devtools").exists()  # the installed package carries the product only
 
 
 def test_the_check_catches_a_backward_import(tmp_path: Path) -> None:

@@ -232,7 +232,7 @@ class Bench:
         dest = self.args.cache_dir / "minilm-demo"
         if not all((dest / f).is_file() for f in ("model.onnx", "tokenizer.json", "manifest.json")):
             self.progress.say(f"building the MiniLM demo bundle into {dest} (once)")
-            from ortserve.devtools.bert_bundle import build_minilm_bundle
+            from ortserve_devtools.bert_bundle import build_minilm_bundle
 
             try:
                 build_minilm_bundle(dest)

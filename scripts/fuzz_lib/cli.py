@@ -55,8 +55,7 @@ def _parser() -> argparse.ArgumentParser:
 @contextmanager
 def _server(frontend: str, max_texts: int, workdir: Path) -> Iterator[tuple[FuzzTarget, Callable[[], str]]]:
     from bench_lib.server_process import ServedProcess
-
-    from ortserve.devtools.bert_bundle import build_tiny_bundle
+    from ortserve_devtools.bert_bundle import build_tiny_bundle
 
     bundle = workdir / "tiny"
     if not bundle.exists():

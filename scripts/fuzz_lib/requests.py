@@ -26,7 +26,7 @@ OUTPUT = "LOGITS"
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 UINT64_MAX = 2**64 - 1
 
-# Words of the tiny BERT bundle's vocabulary (ortserve.devtools.wordpiece_tokenizer) and special tokens, so drawn texts
+# Words of the tiny BERT bundle's vocabulary (ortserve_devtools.wordpiece_tokenizer) and special tokens, so drawn texts
 # reach known ids, continuation pieces and added-token matching, not only [UNK].
 _WORDS = ["the", "movie", "was", "great", "good", "bad", "plot", "##s", "##ing", "[CLS]", "[SEP]", "[PAD]", "[UNK]",
           "[MASK]", "a", "not", "!", ",", "."]

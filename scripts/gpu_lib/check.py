@@ -112,7 +112,8 @@ def latency_record(lat_s: list[float], texts_done: int, window_s: float) -> dict
 def build_models(models_dir: Path, shapes: dict[str, dict[str, int]]) -> dict[str, Any]:
     """fp32 bundles from seeded weights, and their fp16 (fused) bundles. Run in a child process: it uses the
     onnxruntime Python package's optimizer, which the measuring process keeps out of its address space."""
-    from ortserve.devtools.bert_bundle import build_tiny_bundle
+    from ortserve_devtools.bert_bundle import build_tiny_bundle
+
     from ortserve.registry.optimize import optimize_bundle
 
     made: dict[str, Any] = {}

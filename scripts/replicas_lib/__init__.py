@@ -2,5 +2,5 @@
 
 Modules: convergence (the registry, the replica processes, one measured change after another), cli (the command,
 its report). The processes are soak_lib's (RegistryServer, ServerLog, AdminClient); the stand-in is
-ortserve.devtools.consul_standin.StandinProcess.
+ortserve_devtools.consul_standin.StandinProcess.
 """

@@ -16,10 +16,10 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from ortserve_devtools.bert_bundle import build_tiny_bundle
+from ortserve_devtools.consul_standin import StandinProcess
 from soak_lib.processes import AdminClient, RegistryServer, ServerLog
 
-from ortserve.devtools.bert_bundle import build_tiny_bundle
-from ortserve.devtools.consul_standin import StandinProcess
 from ortserve.registry import publishing
 from ortserve.registry.address import open_store
 from ortserve.registry.artifacts import ArtifactStore

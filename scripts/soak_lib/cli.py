@@ -6,10 +6,10 @@
     scripts/soak --minutes 0.3 --route-every 4 --publish-every 9 --consul-outage 0.5 --sample-every 0.25 \
         --bucket-s 3 --saturation-s 1 --clients 2    # seconds-long smoke run (tests/scripts/test_soak.py)
 
-It starts the Consul stand-in (ortserve/devtools/consul_standin.py, its KV persisted to a file) and `ortserve serve
---registry consul://...` on it, publishes three versions with the `registry` CLI, measures saturation briefly
-(closed loop from the client processes), then loads the server at a fraction of it (open loop, Poisson arrivals,
-from several client processes) for the run while, one after another on a schedule:
+It starts the Consul stand-in (tools/ortserve_devtools/consul_standin.py, its KV persisted to a file) and
+`ortserve serve --registry consul://...` on it, publishes three versions with the `registry` CLI, measures
+saturation briefly (closed loop from the client processes), then loads the server at a fraction of it (open loop,
+Poisson arrivals, from several client processes) for the run while, one after another on a schedule:
   - `registry route` changes the split of the two newest versions every --route-every seconds,
   - `registry publish` adds a new version every --publish-every seconds (the next route change canaries it),
   - the Consul stand-in is SIGKILLed and restarted on its port, --consul-restarts times,
@@ -49,9 +49,9 @@ import numpy as np
 from bench_lib import prom
 from bench_lib.options import CACHE_DIR, HelpWithDefaults
 from bench_lib.v2client import V2Target, build_request, parse_logits
+from ortserve_devtools.consul_standin import StandinProcess
 from prometheus_client.parser import text_string_to_metric_families
 
-from ortserve.devtools.consul_standin import StandinProcess
 from soak_lib import analysis, drill, report, schedule
 from soak_lib.processes import (
     AdminClient,
@@ -178,7 +178,7 @@ class Bundles:
     def make(self, version: str, number: int) -> Path:
         dest = self.root / version
         if self.base is None:
-            from ortserve.devtools.bert_bundle import build_tiny_bundle
+            from ortserve_devtools.bert_bundle import build_tiny_bundle
 
             build_tiny_bundle(dest, seed=self.seed * 1000 + number)
         else:
@@ -239,7 +239,7 @@ class Soak:
         dest = self.args.cache_dir / "minilm-demo"
         if not all((dest / f).is_file() for f in ("model.onnx", "tokenizer.json", "manifest.json")):
             progress(f"building the MiniLM demo bundle into {dest} (once)")
-            from ortserve.devtools.bert_bundle import build_minilm_bundle
+            from ortserve_devtools.bert_bundle import build_minilm_bundle
 
             try:
                 build_minilm_bundle(dest)

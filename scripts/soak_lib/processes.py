@@ -1,6 +1,6 @@
 """The processes of a soak: the `registry` CLI, `ortserve serve --registry` (bench_lib's ServedProcess), the load
 processes (soak_lib.client), and what the soak reads from the server (admin status, /proc, the log's lifecycle lines).
-The Consul stand-in's process is ortserve.devtools.consul_standin.StandinProcess."""
+The Consul stand-in's process is ortserve_devtools.consul_standin.StandinProcess."""
 
 from __future__ import annotations
 

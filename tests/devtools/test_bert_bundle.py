@@ -16,17 +16,17 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from support.bert_reference import reference_embedding, reference_logits
-from tokenizers import Tokenizer
-
-from ortserve.devtools.bert_bundle import (
+from ortserve_devtools.bert_bundle import (
     build_minilm_bundle,
     build_minilm_embedding_bundle,
     build_tiny_bundle,
     build_tiny_embedding_bundle,
     tiny_bert,
 )
-from ortserve.devtools.bert_graph import build_bert_graph
+from ortserve_devtools.bert_graph import build_bert_graph
+from support.bert_reference import reference_embedding, reference_logits
+from tokenizers import Tokenizer
+
 from ortserve.registry.bundle import validate_bundle
 
 TEXTS = (
@@ -265,7 +265,7 @@ def test_minilm_demo_scores_plausible_sentiment(minilm_dir: Path) -> None:
 
 @needs_minilm
 def test_minilm_embedding_matches_numpy_reference(minilm_dir: Path) -> None:
-    from ortserve.devtools.minilm_source import load_checkpoint
+    from ortserve_devtools.minilm_source import load_checkpoint
 
     checkpoint = load_checkpoint()
     encoder = build_bert_graph(checkpoint.config, checkpoint.weights, None, check=False)
@@ -290,7 +290,7 @@ def minilm_embedding_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_minilm_embedding_bundle_matches_the_sentence_transformers_computation(minilm_embedding_dir: Path) -> None:
     """all-MiniLM-L6-v2 as sentence-transformers computes it (Transformer -> mean Pooling -> Normalize), from the
     same safetensors, against the bundle's graph run batched and padded: within 1e-5."""
-    from ortserve.devtools.minilm_source import load_checkpoint
+    from ortserve_devtools.minilm_source import load_checkpoint
 
     checkpoint = load_checkpoint()
     manifest = json.loads((minilm_embedding_dir / "manifest.json").read_text())

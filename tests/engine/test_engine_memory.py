@@ -22,11 +22,11 @@ import onnxruntime
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ortserve_devtools.bert_bundle import build_tiny_bundle
 from support.arena import CPU_ARENA_LIMIT_MB
 from support.instances import options
 
 from ortserve import engine_ext
-from ortserve.devtools.bert_bundle import build_tiny_bundle
 from ortserve.engine_ext import Engine, EngineError, EngineOptions, InputError, OutOfMemoryError, bucket_shape
 from ortserve.registry.optimize import optimize_bundle
 from ortserve.service.instance import ModelInstance, ShapeLadder, shape_ladder

@@ -19,10 +19,10 @@ import pytest
 import tokenizers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ortserve_devtools.minilm_source import find_model_dir
+from ortserve_devtools.wordpiece_tokenizer import build_wordpiece_tokenizer, tiny_vocab
 from tokenizers import Tokenizer
 
-from ortserve.devtools.minilm_source import find_model_dir
-from ortserve.devtools.wordpiece_tokenizer import build_wordpiece_tokenizer, tiny_vocab
 from ortserve.engine_ext import UnsupportedTokenizer, WordPiece, load_wordpiece, wordpiece_tables_version
 from ortserve.engine_ext.wordpiece import wordpiece_from_config
 

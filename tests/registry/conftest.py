@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from ortserve_devtools.consul_standin import ConsulStandin
 from support.tiny_bundle import build_tiny_bundle
 
-from ortserve.devtools.consul_standin import ConsulStandin
 from ortserve.registry.address import ConsulAddress
 from ortserve.registry.consulstore import ConsulStore
 from ortserve.registry.filestore import FileStore

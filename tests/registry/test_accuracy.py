@@ -24,8 +24,8 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, numpy_helper
+from ortserve_devtools.bert_bundle import build_tiny_bundle
 
-from ortserve.devtools.bert_bundle import build_tiny_bundle
 from ortserve.registry import cli
 from ortserve.registry.accuracy import (
     BUILTIN_NAME,

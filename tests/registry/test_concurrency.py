@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from ortserve_devtools.consul_standin import ConsulStandin
 
-from ortserve.devtools.consul_standin import ConsulStandin
 from ortserve.registry.address import open_store
 from ortserve.registry.catalog import read_model_state
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import consul
 import pytest
 from consul.exceptions import ClientError
-
-from ortserve.devtools.consul_standin import ConsulStandin, parse_wait
+from ortserve_devtools import consul_standin
+from ortserve_devtools.consul_standin import ConsulStandin, parse_wait
 
 
 def client(s: ConsulStandin, token: str | None = None, dc: str | None = None) -> consul.Consul:
@@ -218,8 +218,7 @@ def _free_port() -> int:
 
 
 def _start(port: int, data: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "ortserve.devtools.consul_standin", "--port", str(port), "--data",
-                             str(data)],
+    proc = subprocess.Popen([sys.executable, consul_standin.__file__, "--port", str(port), "--data", str(data)],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     assert "listening" in proc.stdout.readline()

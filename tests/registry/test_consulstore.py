@@ -7,8 +7,8 @@ import threading
 import time
 
 import pytest
+from ortserve_devtools.consul_standin import ConsulStandin
 
-from ortserve.devtools.consul_standin import ConsulStandin
 from ortserve.registry.address import open_store, parse_registry_url
 from ortserve.registry.consulstore import ConsulStore
 from ortserve.registry.store import StoreRefused, StoreUnavailable, put_op

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from ortserve_devtools.consul_standin import ConsulStandin
 
-from ortserve.devtools.consul_standin import ConsulStandin
 from ortserve.registry.address import open_store
 from ortserve.registry.artifacts import bundle_digest
 from ortserve.registry.catalog import read_model_state

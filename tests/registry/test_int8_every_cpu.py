@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ortserve_devtools.bert_bundle import build_tiny_bundle
 
-from ortserve.devtools.bert_bundle import build_tiny_bundle
 from ortserve.registry.accuracy import GateSettings, builtin_eval_set, compare, make_batches, open_session, run_outputs
 from ortserve.registry.bundle import load_manifest
 from ortserve.registry.cpu import cpu_info

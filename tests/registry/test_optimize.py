@@ -25,9 +25,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from ortserve_devtools.bert_bundle import build_tiny_bundle as build_bert_bundle
 from tokenizers import Tokenizer
 
-from ortserve.devtools.bert_bundle import build_tiny_bundle as build_bert_bundle
 from ortserve.registry.accuracy import GateSettings
 from ortserve.registry.artifacts import ArtifactCache
 from ortserve.registry.bundle import BundleError, BundleManifest, Optimization, load_manifest, parse_manifest

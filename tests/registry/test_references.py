@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ortserve_devtools.bert_bundle import build_tiny_bundle, build_tiny_embedding_bundle
 
-from ortserve.devtools.bert_bundle import build_tiny_bundle, build_tiny_embedding_bundle
 from ortserve.registry.accuracy import builtin_eval_set, make_batches, margins, open_session, run_outputs
 from ortserve.registry.bundle import REFERENCES_FILE, BundleError, References, load_manifest, validate_bundle
 from ortserve.registry.references import (

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ortserve.devtools.consul_standin import ConsulStandin
+from ortserve_devtools.consul_standin import ConsulStandin
+
 from ortserve.registry.address import ConsulAddress
 from ortserve.registry.artifacts import ArtifactStore
 from ortserve.registry.consulstore import ConsulStore

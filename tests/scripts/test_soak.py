@@ -17,10 +17,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from bench_lib.prom import Histogram
+from ortserve_devtools.bert_bundle import build_tiny_bundle
 from soak_lib import analysis, drill, schedule
 from soak_lib.processes import ADMIN_STATUS_METHOD, ServerLog
-
-from ortserve.devtools.bert_bundle import build_tiny_bundle
 
 pytestmark = pytest.mark.slow  # the soak's short runs
 

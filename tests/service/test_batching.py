@@ -18,11 +18,11 @@ import grpc
 import numpy as np
 import pytest
 import requests
+from ortserve_devtools.bert_bundle import build_tiny_bundle
 from support.prometheus_text import metric
 from support.reference import Reference
 from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
 
-from ortserve.devtools.bert_bundle import build_tiny_bundle
 from ortserve.engine_ext import ADMISSION_DEADLINE_SHARE, load_wordpiece
 
 LONG = ["word " * 180 + "alpha", "word " * 181 + "beta", "word " * 179 + "gamma", "word " * 180 + "delta"]

@@ -15,11 +15,11 @@ from typing import Any
 import grpc
 import numpy as np
 import pytest
+from ortserve_devtools.bert_bundle import build_tiny_bundle
 from support.reference import Reference
 from support.server_process import ServerProcess, ask_classification, infer_request, running_server, stub_for
 from support.v2_tensors import split_raw_bytes
 
-from ortserve.devtools.bert_bundle import build_tiny_bundle
 from ortserve.proto import grpc_service_pb2 as pb
 
 LABELS = ("anger", "joy: pure", "fear", "sadness")  # a colon inside a label: the client splits at the first two

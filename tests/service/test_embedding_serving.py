@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ortserve_devtools.bert_bundle import build_tiny_embedding_bundle, tiny_bert
 from support.bert_reference import reference_embedding
 from support.reference import Reference
 from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
 from tokenizers import Tokenizer
 
-from ortserve.devtools.bert_bundle import build_tiny_embedding_bundle, tiny_bert
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 

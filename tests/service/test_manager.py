@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from ortserve_devtools.bert_bundle import build_tiny_bundle
 
-from ortserve.devtools.bert_bundle import build_tiny_bundle
 from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
 from ortserve.service.assembly import VersionFactory
 from ortserve.service.config import Settings

@@ -16,11 +16,11 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+from ortserve_devtools.bert_bundle import build_tiny_bundle
 from support.instances import options
 from support.prometheus_text import metric, scrape
 from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
 
-from ortserve.devtools.bert_bundle import build_tiny_bundle
 from ortserve.service.instance import ModelInstance
 
 ARENA_MB = "8"

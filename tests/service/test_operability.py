@@ -201,7 +201,7 @@ def test_tls_and_mtls(tiny_bundle: Path, certs: Path, frontend: str) -> None:
 
 
 def test_sigterm_under_load_fails_no_accepted_call(tmp_path: Path, frontend: str) -> None:
-    from ortserve.devtools.bert_bundle import build_tiny_bundle
+    from ortserve_devtools.bert_bundle import build_tiny_bundle
 
     bundle = tmp_path / "bundle"
     build_tiny_bundle(bundle, seed=3, hidden=128, layers=4, heads=4, intermediate=256, max_position=128,

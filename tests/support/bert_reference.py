@@ -2,7 +2,7 @@
 
 Written from the HF ``BertModel`` definition (float64, one unpadded text at a time, no mask needed) plus
 sentence-transformers' mean pooling and L2 normalisation (all-MiniLM-L6-v2's Transformer -> Pooling(mean) ->
-Normalize); it shares no code with ``ortserve.devtools.bert_graph``.
+Normalize); it shares no code with ``ortserve_devtools.bert_graph``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from ortserve.devtools.bert_weights import BertConfig, BertWeights, ClassifierHead
+from ortserve_devtools.bert_weights import BertConfig, BertWeights, ClassifierHead
 
 _erf = np.vectorize(math.erf)
 

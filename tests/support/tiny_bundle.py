@@ -1,4 +1,4 @@
-"""A tiny but real model bundle for registry tests (the real BERT builder lives in ortserve/devtools).
+"""A tiny but real model bundle for registry tests (the real BERT builder lives in tools/ortserve_devtools).
 
 The ONNX graph embeds input_ids, masks the embeddings with attention_mask, mean-pools over the
 sequence and projects to logits [batch, num_labels]; the tokenizer is a WordLevel vocabulary.

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ortserve_devtools.minilm_source import find_model_dir
 from support.importing import run_registry
 from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
 
-from ortserve.devtools.minilm_source import find_model_dir
 from ortserve.registry.catalog import read_model_state
 from ortserve.registry.filestore import FileStore
 from ortserve.registry.importer import LOGIT_TOLERANCE, MIN_COSINE

@@ -35,7 +35,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ortserve.devtools.bert_weights import BertConfig, BertWeights, ClassifierHead, check_weights
+from ortserve_devtools.bert_weights import BertConfig, BertWeights, ClassifierHead, check_weights
 
 OPSET = 17
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
@@ -199,7 +199,7 @@ def build_bert_graph(config: BertConfig, weights: BertWeights, head: ClassifierH
     inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "seq"]) for name in INPUT_NAMES]
     graph = helper.make_graph(g.nodes, graph_name, inputs, [output], initializer=g.initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="ortserve.devtools", producer_version="1")
+                              producer_name="ortserve_devtools", producer_version="1")
     # Pin the IR version so that the bytes do not depend on which onnx release wrote them.
     model.ir_version = 8
     if check:

@@ -16,9 +16,9 @@ import onnx
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
-from ortserve.devtools.bert_graph import INPUT_NAMES, SENTENCE_EMBEDDING
-from ortserve.devtools.bert_weights import ClassifierHead
-from ortserve.devtools.wordpiece_tokenizer import PAD_ID
+from ortserve_devtools.bert_graph import INPUT_NAMES, SENTENCE_EMBEDDING
+from ortserve_devtools.bert_weights import ClassifierHead
+from ortserve_devtools.wordpiece_tokenizer import PAD_ID
 
 SENTIMENT_LABELS = ("negative", "positive")
 NEGATIVE_SEEDS = (

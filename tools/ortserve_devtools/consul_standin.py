@@ -19,7 +19,7 @@ website/content/api-docs/{kv,txn}.mdx and features/blocking.mdx of hashicorp/con
 - fault knobs: `no_leader` (500 "No cluster leader"), `delay_s`, `reset_indexes()` (the index
   goes backwards as after a snapshot restore), `restart()` semantics via a new process
 
-Run it as a process:  python -m ortserve.devtools.consul_standin --port 8500 [--data FILE] [--token T]
+Run it as a process:  python tools/ortserve_devtools/consul_standin.py --port 8500 [--data FILE] [--token T]
                       (StandinProcess: killable and restartable on its port with its data, for fault drills)
 or in-process:        with ConsulStandin() as consul: consul.address  ->  "127.0.0.1:PORT"
 """
@@ -502,8 +502,8 @@ def free_port() -> int:
 
 
 class StandinProcess:
-    """The stand-in as its own process (`python -m ortserve.devtools.consul_standin --port N --data FILE`): `kill()`
-    is a crash, and `start()` again comes back on the same port with the same data."""
+    """The stand-in as its own process (`python tools/ortserve_devtools/consul_standin.py --port N --data FILE`):
+    `kill()` is a crash, and `start()` again comes back on the same port with the same data."""
 
     def __init__(self, data_file: Path, *, port: int = 0, log_path: Path | None = None,
                  env: dict[str, str] | None = None) -> None:
@@ -518,7 +518,8 @@ class StandinProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 30.0) -> StandinProcess:
-        command = [sys.executable, "-m", "ortserve.devtools.consul_standin", "--port", str(self.port),
+        # Standard library only: it runs as a file, from wherever the checkout is.
+        command = [sys.executable, str(Path(__file__).resolve()), "--port", str(self.port),
                    "--data", str(self.data_file)]
         with contextlib.ExitStack() as files:
             log: IO[bytes] | int = (files.enter_context(open(self.log_path, "ab")) if self.log_path

@@ -26,18 +26,18 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from ortserve.devtools.anchor_head import (
+from ortserve_devtools.anchor_head import (
     DEFAULT_SCALE,
     NEGATIVE_SEEDS,
     POSITIVE_SEEDS,
     SENTIMENT_LABELS,
     sentiment_head,
 )
-from ortserve.devtools.bert_graph import build_bert_graph
-from ortserve.devtools.bert_weights import BertConfig, BertWeights, ClassifierHead, random_bert_weights, random_head
-from ortserve.devtools.bundle_writer import WrittenBundle, check_labels, check_max_seq_len, write_bundle
-from ortserve.devtools.minilm_source import MiniLMCheckpoint, load_checkpoint
-from ortserve.devtools.wordpiece_tokenizer import build_wordpiece_tokenizer, configure_for_serving, tiny_vocab
+from ortserve_devtools.bert_graph import build_bert_graph
+from ortserve_devtools.bert_weights import BertConfig, BertWeights, ClassifierHead, random_bert_weights, random_head
+from ortserve_devtools.bundle_writer import WrittenBundle, check_labels, check_max_seq_len, write_bundle
+from ortserve_devtools.minilm_source import MiniLMCheckpoint, load_checkpoint
+from ortserve_devtools.wordpiece_tokenizer import build_wordpiece_tokenizer, configure_for_serving, tiny_vocab
 
 DEFAULT_LABELS = ("negative", "positive")
 EMBEDDING_OUTPUT = "embedding"
@@ -77,7 +77,7 @@ def build_tiny_bundle(dest: Path | str, *, seed: int = 0, vocab_size: int = 512,
     model = build_bert_graph(tiny.config, tiny.weights, tiny.head, graph_name="tiny_bert_classifier")
     tokenizer = build_wordpiece_tokenizer(tiny.vocab, max_seq_len)
     notes = (f"tiny random-weight BERT for tests (seed={seed}, vocab={vocab_size}, hidden={hidden}, "
-             f"layers={layers}, heads={heads}); labels are meaningless; built by ortserve.devtools")
+             f"layers={layers}, heads={heads}); labels are meaningless; built by ortserve_devtools")
     return write_bundle(Path(dest), model=model, tokenizer=tokenizer, labels=labels, max_seq_len=max_seq_len,
                         notes=notes)
 
@@ -96,7 +96,7 @@ def build_tiny_embedding_bundle(dest: Path | str, *, seed: int = 0, vocab_size: 
                              embedding_output=EMBEDDING_OUTPUT)
     tokenizer = build_wordpiece_tokenizer(tiny.vocab, max_seq_len)
     notes = (f"tiny random-weight BERT embedding model for tests (seed={seed}, vocab={vocab_size}, hidden={hidden}, "
-             f"layers={layers}, heads={heads}), mean pooling + L2 norm; built by ortserve.devtools")
+             f"layers={layers}, heads={heads}), mean pooling + L2 norm; built by ortserve_devtools")
     return write_bundle(Path(dest), model=model, tokenizer=tokenizer, dim=hidden, max_seq_len=max_seq_len,
                         notes=notes)
 
@@ -123,7 +123,7 @@ def build_minilm_embedding_bundle(dest: Path | str, *, seed: int | None = None, 
     model = build_bert_graph(checkpoint.config, checkpoint.weights, None, graph_name="minilm_embedding",
                              embedding_output=EMBEDDING_OUTPUT)
     notes = ("sentence-transformers/all-MiniLM-L6-v2 sentence embeddings: encoder, mean pooling + L2 norm in the "
-             "graph (cosine similarity = dot product); built by ortserve.devtools")
+             "graph (cosine similarity = dot product); built by ortserve_devtools")
     return write_bundle(Path(dest), model=model, tokenizer=tokenizer, dim=checkpoint.config.hidden,
                         max_seq_len=max_seq_len, notes=notes)
 
@@ -145,6 +145,6 @@ def build_minilm_bundle(dest: Path | str, *, seed: int | None = None, max_seq_le
     model = build_bert_graph(checkpoint.config, checkpoint.weights, head, graph_name="minilm_sentiment")
     notes = (f"sentence-transformers/all-MiniLM-L6-v2 encoder, mean pooling + L2 norm; head = {scale:g} x cosine "
              f"to the mean embeddings of {len(NEGATIVE_SEEDS)} negative / {len(POSITIVE_SEEDS)} positive seed "
-             "sentences (untrained demo); built by ortserve.devtools")
+             "sentences (untrained demo); built by ortserve_devtools")
     return write_bundle(Path(dest), model=model, tokenizer=tokenizer, labels=SENTIMENT_LABELS,
                         max_seq_len=max_seq_len, notes=notes)
