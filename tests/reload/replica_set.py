@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
 from subprocess import TimeoutExpired
@@ -72,9 +73,15 @@ class ReplicaSet:
         for server in self.servers:
             wait_version_state(server.address, model, version, "ready", timeout=timeout)
 
-    def replica_of(self) -> dict[str, int]:
-        """request id -> index of the replica whose log has its `request` line."""
-        return {str(e["request_id"]): i for i, s in enumerate(self.servers) for e in s.events("request")}
+    def replica_of(self, ids: Collection[str] = (), timeout_s: float = 10.0) -> dict[str, int]:
+        """request id -> index of the replica whose log has its `request` line; with `ids`, until each of them is
+        there (a native call's line is written by the events thread after its reply)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            where = {str(e["request_id"]): i for i, s in enumerate(self.servers) for e in s.events("request")}
+            if set(ids) <= where.keys() or time.monotonic() > deadline:
+                return where
+            time.sleep(0.05)
 
 
 def sweep_keys(target: str, options: Sequence[tuple[str, Any]], model: str, keys: Sequence[str], *,

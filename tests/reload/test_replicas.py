@@ -45,7 +45,7 @@ def test_replicas_serve_each_route_and_keep_users_on_one_version(registry: Regis
         # Converged on 80/20: through round robin each user's calls land on different replicas, one version.
         options = client_options(retry=True)
         answers = sweep_keys(replicas.target, options, MODEL, KEYS, repeat=6)
-        where = replicas.replica_of()
+        where = replicas.replica_of([rid for calls in answers.values() for rid, _ in calls])
         want = routed(RAMP[-1], KEYS)
         assert {k: {v for _, v in calls} for k, calls in answers.items()} == {k: {v} for k, v in want.items()}
         spread = {k: {where[rid] for rid, _ in calls} for k, calls in answers.items()}
