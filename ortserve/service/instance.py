@@ -169,7 +169,8 @@ class ModelInstance:
         keeps growing the process's memory."""
         bundle = Path(bundle_dir)
         manifest = load_manifest(bundle)
-        bundle_tokenizer = open_tokenizer(bundle / "tokenizer.json", manifest.max_seq_len, tokenizer)
+        bundle_tokenizer = open_tokenizer(bundle / "tokenizer.json", manifest.max_seq_len, tokenizer,
+                                          pairs=manifest.pairs)
 
         def open_engine(threads: int) -> Engine:
             session = copy.copy(options.engine)
@@ -199,14 +200,23 @@ class ModelInstance:
         """Token ids per text (int64), truncated to max_seq_len; never empty."""
         return self.tokenizer.encode(texts)
 
+    def tokenize_pairs(self, texts: Sequence[str], pairs: Sequence[str]) -> tuple[list[np.ndarray], list[int]]:
+        """Token ids per pair (one row each, as the bundle's tokenizer makes a pair) and where each second text
+        begins (token type 1 from there; 0: the graph's pair has no types). Only for a bundle of pairs."""
+        if self.tokenizer.encode_pairs is None:
+            raise ModelFormatError("this version does not take pairs of texts")
+        return self.tokenizer.encode_pairs(texts, pairs)
+
     def tokenizes_inline(self, texts: Sequence[str]) -> bool:
         """Whether `tokenize(texts)` is cheap enough for the event loop (see `tokenization.INLINE_MAX_CHARS`)."""
         return self.tokenizer.inline(texts)
 
-    def run(self, token_ids: Sequence[np.ndarray], *, narrow: bool = False) -> np.ndarray:
+    def run(self, token_ids: Sequence[np.ndarray], *, narrow: bool = False,
+            seconds: Sequence[int] = ()) -> np.ndarray:
         """The output float32 [len(token_ids), columns] of one batch, padded as the batcher pads every run (to its
-        longest text, then up to the shape ladder); `narrow` runs it on the one-thread session when there is one."""
-        return self.text_model.run([np.asarray(ids, dtype=np.int64) for ids in token_ids], narrow)
+        longest text, then up to the shape ladder); `narrow` runs it on the one-thread session when there is one;
+        `seconds`: where each pair's second text begins (`tokenize_pairs`)."""
+        return self.text_model.run([np.asarray(ids, dtype=np.int64) for ids in token_ids], narrow, list(seconds))
 
     def warm_up(self, *, opener: Executor | None = None) -> None:
         """Run a real padded batch on each session: proves the graph runs and pays ORT's first-run costs up
