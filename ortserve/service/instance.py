@@ -150,6 +150,13 @@ class ModelInstance:
         """The sessions, tokenizer and padding rule the C++ batcher runs this version's batches with."""
 
     @property
+    def kind_shown(self) -> str:
+        """"classifier", "embedding", "classifier of pairs" (TEXT + TEXT_PAIR -> LOGITS) or "reranker" (-> SCORE)."""
+        if self.manifest.score_activation:
+            return "reranker"
+        return "classifier of pairs" if self.manifest.pairs else self.kind
+
+    @property
     def wants_token_types(self) -> bool:
         """Whether the graph takes token_type_ids (fed as zeros)."""
         return self._wants_token_types
@@ -247,9 +254,10 @@ class ModelInstance:
             narrow.result()
 
     def describe(self) -> dict[str, Any]:
-        """What `ortserve status` shows of this version's compute: device, precision, memory, graphs, fallbacks."""
+        """What `ortserve status` shows of this version: its kind (what it takes and returns: classifier, embedding,
+        classifier of pairs, reranker), and its compute: device, precision, memory, graphs, fallbacks."""
         engine = self.engine
-        info: dict[str, Any] = {"device": engine.device, "precision": self.manifest.precision}
+        info: dict[str, Any] = {"kind": self.kind_shown, "device": engine.device, "precision": self.manifest.precision}
         if self.manifest.optimization is not None:
             info["optimization"] = self.manifest.optimization.level
         if self.manifest.precision == "fp16" and not engine.device.startswith("cuda"):

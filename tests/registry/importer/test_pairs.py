@@ -136,6 +136,7 @@ def test_reranker_scores_equal_cross_encoder_predict(stub: Any, served: ServerPr
     loaded = served.wait_event("version_loaded", model=model)
     assert loaded["verify"] == "passed"  # its pair reference answers, through its own batcher
     assert loaded["tokenizer"] == ("native" if model == "ce-bert" else "hf")
+    assert loaded["kind"] == "reranker"  # what `ortserve status` shows
     expected = cross_encoder_scores(source, [QUERY] * len(PASSAGES), PASSAGES)
 
     one_query = stub.ModelInfer(pair_request(model, PASSAGES, [QUERY], pair_shape=[1]))  # TEXT_PAIR [1]
@@ -161,9 +162,11 @@ def test_reranker_scores_equal_cross_encoder_predict(stub: Any, served: ServerPr
     np.testing.assert_allclose(rest["outputs"][0]["data"], expected, atol=SCORE_TOLERANCE, rtol=0)
 
 
-def test_a_pair_classifier_answers_logits_and_labels(stub: Any, bundles: dict[str, tuple[Path, ImportResult]]) -> None:
+def test_a_pair_classifier_answers_logits_and_labels(stub: Any, served: ServerProcess,
+                                                     bundles: dict[str, tuple[Path, ImportResult]]) -> None:
     source, result = bundles["nli-bert"]
     assert result.manifest.pairs and result.manifest.score_activation is None
+    assert served.wait_event("version_loaded", model="nli-bert")["kind"] == "classifier of pairs"
     premises = PASSAGES
     hypotheses = ["The battery is good.", "Nothing was said.", "Es regnet.", "🎉", "short"]
     got = logits_of(stub.ModelInfer(pair_request("nli-bert", premises, hypotheses)))
