@@ -152,6 +152,9 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
     layout = SENTENCE_TRANSFORMERS if st_pooling is not None else TRANSFORMERS
     detected = EMBED if layout == SENTENCE_TRANSFORMERS or not class_name.endswith(CLASSIFIER_SUFFIX) else CLASSIFY
     chosen = task or detected
+    if wants_pairs and chosen != CLASSIFY:
+        raise CheckpointError(f"{model_dir}: {class_name} has no sequence-classification head; a classifier of pairs "
+                              "(a cross-encoder: --pairs, --task rerank) needs one")
     if chosen == CLASSIFY and detected != CLASSIFY:
         raise CheckpointError(f"{model_dir}: {class_name} has no sequence-classification head, so it cannot be "
                               f"imported as a classifier; import it as an embedding model (--task embed)")

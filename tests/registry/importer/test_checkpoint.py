@@ -167,6 +167,9 @@ def test_pairs_are_read_from_the_cross_encoder_layout_and_the_flags(tmp_path: Pa
         read_checkpoint(one)
     with pytest.raises(CheckpointError, match="pairs applies to classifiers"):
         read_checkpoint(one, task="embed", pairs=True)
+    base = make_checkpoint(tmp_path / "base", "bert", task="embed")
+    with pytest.raises(CheckpointError, match="has no sequence-classification head; a classifier of pairs"):
+        read_checkpoint(base, pairs=True)
     three = make_checkpoint(tmp_path / "three", "bert", labels=("a", "b", "c"))
     nli = read_checkpoint(three, pairs=True)
     assert nli.pairs and nli.score_activation is None
