@@ -3,8 +3,9 @@
 // one through the bindings). What a call may carry and what it is told when it may not (the one implementation of
 // each message), how its request id and routing key are chosen, what its reply holds.
 //
-//   Decode(request, max_texts_per_request)      -> texts, requested outputs, score mode, raw output | INVALID_ARGUMENT
-//   CheckOutputs(call, version)     -> the requested outputs are what the leased version answers | INVALID_ARGUMENT
+//   Decode(request, max_texts_per_request) -> texts (and pairs), outputs, score mode, raw output | INVALID_ARGUMENT
+//   CheckOutputs(call, version)     -> the inputs are what the leased version takes (TEXT_PAIR exactly when it takes
+//                                      pairs) and the requested outputs what it answers | INVALID_ARGUMENT
 //   EncodeOutputs(call, version, values) -> the reply's output tensors
 //   RequestId(header), RoutingKey(param, header, id), PushbackMs(retry_after_s)
 #pragma once
