@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +33,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN, make_checkpoint
 from support.reference import Reference
-from support.server_process import ServerProcess, ask_classification, logits_of, running_server, stub_for
+from support.server_process import (
+    ServerProcess,
+    ask_classification,
+    logits_of,
+    running_server,
+    stub_for,
+    write_texts,
+)
 
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
@@ -49,6 +59,7 @@ PASSAGES = [
 ]
 NLI_LABELS = ("entailment", "neutral", "contradiction")
 SCORE_TOLERANCE = 1e-4
+TRITON_SCRIPT = Path(__file__).parents[2] / "support" / "triton_client.py"
 
 
 @pytest.fixture(scope="module")
@@ -191,6 +202,36 @@ def test_metadata_lists_the_pair_input_and_the_score(stub: Any, served: ServerPr
     assert [t.name for t in single.inputs] == ["TEXT"] and "pairs" not in single.parameters
     rest = requests.get(f"http://127.0.0.1:{served.http_port}/v2/models/ce-bert", timeout=30).json()
     assert [i["name"] for i in rest["inputs"]] == ["TEXT", "TEXT_PAIR"]
+
+
+def test_tritonclient_and_status_see_a_reranker(served: ServerProcess, bundles: dict[str, tuple[Path, ImportResult]],
+                                                tmp_path: Path) -> None:
+    """The README's example: a stock tritonclient sends TEXT [N] and TEXT_PAIR [1] and reads SCORE; `ortserve status`
+    shows the kind."""
+    texts_path = write_texts(tmp_path / "passages.json", PASSAGES)
+    out = subprocess.run([sys.executable, str(TRITON_SCRIPT), served.address, "ce-bert", str(texts_path), "--output",
+                          "SCORE", "--pair", QUERY], capture_output=True, text=True, timeout=60, env={**os.environ})
+    assert out.returncode == 0, out.stderr
+    reply = json.loads(out.stdout)
+    assert reply["shape"] == [len(PASSAGES)] and reply["dtype"] == "float32"
+    expected = cross_encoder_scores(bundles["ce-bert"][0], PASSAGES, [QUERY] * len(PASSAGES))
+    np.testing.assert_allclose(reply["score"], expected, atol=SCORE_TOLERANCE, rtol=0)
+    assert [i["name"] for i in reply["metadata"]["inputs"]] == ["TEXT", "TEXT_PAIR"]
+    status = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "status", "--address", served.address],
+                            capture_output=True, text=True, timeout=30)
+    assert status.returncode == 0, status.stderr
+    lines = {line.split(":")[0]: i for i, line in enumerate(status.stdout.splitlines())}
+    rows = status.stdout.splitlines()
+    assert "reranker device=cpu" in rows[lines["model ce-bert"] + 1]
+    assert "classifier-of-pairs device=cpu" in rows[lines["model nli-bert"] + 1]
+
+
+def test_rest_refuses_a_bad_pair_with_the_same_message(served: ServerProcess) -> None:
+    doc = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [3], "data": ["a", "b", "c"]},
+                      {"name": "TEXT_PAIR", "datatype": "BYTES", "shape": [2], "data": ["x", "y"]}]}
+    reply = requests.post(f"http://127.0.0.1:{served.http_port}/v2/models/ce-bert/infer", json=doc, timeout=30)
+    assert reply.status_code == 400
+    assert "input 'TEXT_PAIR' has shape [2] and input 'TEXT' shape [3]" in reply.json()["error"]
 
 
 def _missing_pair() -> pb.ModelInferRequest:
