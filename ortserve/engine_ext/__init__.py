@@ -122,6 +122,7 @@ ADMISSION_DEADLINE_SHARE: float = _engine.ADMISSION_DEADLINE_SHARE
 next_run = _engine.next_run
 pick_lane = _engine.pick_lane
 classification_top_k = _engine.classification_top_k
+aggregate_entities = _engine.aggregate_entities
 HAS_FRONTEND: bool = _engine.HAS_FRONTEND
 FRONTEND_MISSING: str = _engine.FRONTEND_MISSING  # why the native gRPC front end was not built; "" when it was
 if HAS_FRONTEND:
@@ -165,6 +166,7 @@ __all__ = [
     "WireError",
     "WordPiece",
     "admission_refusal",
+    "aggregate_entities",
     "bucket_shape",
     "call_tokens",
     "check_outputs",
