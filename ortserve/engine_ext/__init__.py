@@ -82,6 +82,7 @@ library_path = _engine.library_path
 cuda_memory_info = _engine.cuda_memory_info
 WordPiece = _engine.WordPiece
 wordpiece_tables_version = _engine.wordpiece_tables_version
+longest_first = _engine.longest_first
 route_bucket = _engine.route_bucket
 ROUTE_BUCKETS: int = _engine.ROUTE_BUCKETS
 Split = _engine.Split
@@ -95,6 +96,8 @@ choose_routing_key = _engine.choose_routing_key
 pushback_ms = _engine.pushback_ms
 parse_trace_context = _engine.parse_trace_context
 TEXT_INPUT: str = _engine.TEXT_INPUT
+PAIR_INPUT: str = _engine.PAIR_INPUT
+SCORE_OUTPUT: str = _engine.SCORE_OUTPUT
 CLASSIFIER_OUTPUT: str = _engine.CLASSIFIER_OUTPUT
 EMBEDDING_OUTPUT: str = _engine.EMBEDDING_OUTPUT
 MAX_REQUEST_ID_BYTES: int = _engine.MAX_REQUEST_ID_BYTES
@@ -119,6 +122,7 @@ ADMISSION_DEADLINE_SHARE: float = _engine.ADMISSION_DEADLINE_SHARE
 next_run = _engine.next_run
 pick_lane = _engine.pick_lane
 classification_top_k = _engine.classification_top_k
+aggregate_entities = _engine.aggregate_entities
 HAS_FRONTEND: bool = _engine.HAS_FRONTEND
 FRONTEND_MISSING: str = _engine.FRONTEND_MISSING  # why the native gRPC front end was not built; "" when it was
 if HAS_FRONTEND:
@@ -131,7 +135,9 @@ __all__ = [
     "FRONTEND_MISSING",
     "HAS_FRONTEND",
     "MAX_REQUEST_ID_BYTES",
+    "PAIR_INPUT",
     "ROUTE_BUCKETS",
+    "SCORE_OUTPUT",
     "TEXT_INPUT",
     "BatchEvent",
     "DecodedCall",
@@ -160,6 +166,7 @@ __all__ = [
     "WireError",
     "WordPiece",
     "admission_refusal",
+    "aggregate_entities",
     "bucket_shape",
     "call_tokens",
     "check_outputs",
@@ -171,6 +178,7 @@ __all__ = [
     "encode_outputs",
     "library_path",
     "load_wordpiece",
+    "longest_first",
     "native_choose_batch",
     "next_run",
     "ort_version",

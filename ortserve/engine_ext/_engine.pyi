@@ -191,6 +191,11 @@ class Engine:
 
     def __repr__(self) -> str: ...
 
+def longest_first(first: int, second: int, budget: int) -> tuple[int, int]:
+    """
+    Tokens of each text of a pair that HF's longest-first truncation keeps.
+    """
+
 def wordpiece_tables_version() -> str:
     """
     The tokenizers release the native WordPiece's Unicode tables were probed from.
@@ -203,6 +208,11 @@ class WordPiece:
 
     def encode(self, texts: object) -> list:
         """Ids of each text: [CLS], at most max_len - 2 tokens, [SEP]."""
+
+    def encode_pairs(self, texts: object, pairs: object) -> list:
+        """
+        (ids, start of the second text) of each pair: [CLS] a [SEP] b [SEP], longest-first truncated to max_len.
+        """
 
     def token_to_id(self, token: str) -> int | None: ...
 
@@ -454,9 +464,9 @@ class NativeTextModel:
 
     def __init__(self, *, wide: Engine, narrow: Engine | None, tokenizer: WordPiece | None, output: str, columns: int, pad_id: int, token_types: bool, bucket_rows: Sequence[int] = [], bucket_tokens: Sequence[int] = []) -> None: ...
 
-    def run(self, ids: object, narrow: bool = False) -> Annotated[NDArray[numpy.float32], dict(shape=(None, None))]:
+    def run(self, ids: object, narrow: bool = False, seconds: Sequence[int] = []) -> Annotated[NDArray[numpy.float32], dict(shape=(None, None))]:
         """
-        One batch through the engine, padded as the batcher pads every run (GIL released): the output float32 [rows, columns] for token-id rows (int64 arrays). For warm-up and tests.
+        One batch through the engine, padded as the batcher pads every run (GIL released): the output float32 [rows, columns] for token-id rows (int64 arrays; `seconds`: where each pair's second text begins, 0 for one text). For warm-up and tests.
         """
 
     @property
@@ -515,22 +525,22 @@ class NativeVersion:
 
     def __init__(self, model: str, version: str, *, text_model: NativeTextModel, settings: NativeBatcherSettings, lanes: NativeLanes, events: EventSink) -> None: ...
 
-    def submit_async(self, texts: object, timeout_s: float | None, completions: NativeCompletions, token: int) -> NativeCall:
+    def submit_async(self, texts: object, timeout_s: float | None, completions: NativeCompletions, token: int, pairs: object | None = None) -> NativeCall:
         """
-        Tokenize (GIL released) and queue; the answer arrives in `completions` under `token`.
-        """
-
-    def submit_ids_async(self, ids: object, timeout_s: float | None, completions: NativeCompletions, token: int, tokenize_s: float = 0.0) -> NativeCall:
-        """
-        Queue texts tokenized by the caller (one int64 array per text); the answer arrives in `completions`.
+        Tokenize (GIL released) and queue; the answer arrives in `completions` under `token`. `pairs`: one second text per text (a cross-encoder's), or None.
         """
 
-    def infer(self, texts: object, timeout_s: float | None = None) -> tuple:
+    def submit_ids_async(self, ids: object, timeout_s: float | None, completions: NativeCompletions, token: int, tokenize_s: float = 0.0, seconds: Sequence[int] = []) -> NativeCall:
+        """
+        Queue texts tokenized by the caller (one int64 array per text; `seconds`: per pair where its second text begins, or empty); the answer arrives in `completions`.
+        """
+
+    def infer(self, texts: object, timeout_s: float | None = None, pairs: object | None = None) -> tuple:
         """
         Blocking: (code name, message, output float32 [n, columns] | None, {tokenize_s, queue_s, engine_s, batch_size, retry_after_s}).
         """
 
-    def submit(self, texts: object, timeout_s: float | None = None, run_here: bool = False) -> NativeTicket:
+    def submit(self, texts: object, timeout_s: float | None = None, run_here: bool = False, pairs: object | None = None) -> NativeTicket:
         """
         Queue the call and return its NativeTicket at once; run_here: a lone call on the wide session runs on this thread first (GIL released), as the gRPC front end's calls do.
         """
@@ -612,7 +622,16 @@ def classification_top_k(scores: Annotated[NDArray[numpy.float32], dict(shape=(N
     Per row of scores (float32 [N, len(labels)]), its min(k, labels) best classes as b'score:index:label', best first; probabilities: softmax of the row, or with multi_label a sigmoid per label (classification.h).
     """
 
+def aggregate_entities(logits: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], spans: list, labels: Sequence[str], aggregation: str, ignore: Sequence[str] = ['O']) -> list:
+    """
+    Token classification's entities (entities.h): logits float32 [tokens, labels], spans [(start, end, is_subword, special)] -> [(label, score, start, end, token index or -1)], as transformers' TokenClassificationPipeline aggregates.
+    """
+
 TEXT_INPUT: str = 'TEXT'
+
+PAIR_INPUT: str = 'TEXT_PAIR'
+
+SCORE_OUTPUT: str = 'SCORE'
 
 CLASSIFIER_OUTPUT: str = 'LOGITS'
 
@@ -628,6 +647,12 @@ class DecodedCall:
 
     @property
     def texts(self) -> list: ...
+
+    @property
+    def pairs(self) -> object:
+        """
+        TEXT_PAIR's texts, one per text (a [1] input repeated); None when the call sent none
+        """
 
     @property
     def outputs(self) -> list[tuple[str, int]]:
@@ -650,14 +675,14 @@ def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: o
     The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: [(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a parameter: None when absent, else (WhichOneof('parameter_choice'), value).
     """
 
-def check_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], model: str) -> None:
+def check_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], model: str, pairs: bool = False, score: str = '') -> None:
     """
-    WireError unless every requested output is the one a `kind` version answers (`output`), and classification only on a classifier.
+    WireError unless the call sends TEXT_PAIR exactly when the version takes `pairs`, every requested output is one a `kind` version answers (`output`; a reranker's LOGITS beside SCORE when `score` names its activation), and classification only on a classifier's LOGITS.
     """
 
-def encode_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], values: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], multi_label: bool = False) -> list:
+def encode_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], values: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], multi_label: bool = False, score: str = '') -> list:
     """
-    The reply's outputs for values (float32 [rows, columns]): [(name, datatype, (rows, width), raw, payload)], payload the raw_output_contents bytes when raw, else the contents (a list of floats or of bytes); multi_label: a classifier whose classification probabilities are a sigmoid per label.
+    The reply's outputs for values (float32 [rows, columns]): [(name, datatype, shape, raw, payload)], shape (rows,) for SCORE (`score`: a reranker's activation) else (rows, width), payload the raw_output_contents bytes when raw, else the contents (a list of floats or of bytes); multi_label: a classifier whose classification probabilities are a sigmoid per label.
     """
 
 def choose_request_id(header: str) -> tuple[str, str | None]:

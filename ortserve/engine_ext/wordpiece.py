@@ -12,7 +12,9 @@ The ids equal ``Tokenizer.from_file(path)`` with ``no_padding()`` and
 * ``pre_tokenizer``: ``BertPreTokenizer``
 * ``model``: ``WordPiece`` (any prefix and ``max_input_chars_per_word``; ids 0..n-1, unk token in it)
 * ``post_processor``: ``TemplateProcessing`` whose single template is ``<special> $A <special>``, or
-  ``BertProcessing``
+  ``BertProcessing``; for a bundle of pairs (``pairs=True``) also a pair template
+  ``[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1`` with the same two specials (BertProcessing's), which ``encode_pairs``
+  reproduces with HF's longest-first truncation
 
 ``truncation``, ``padding`` and ``decoder`` are ignored: the server never pads, always truncates to
 ``max_seq_len``, and never decodes. Anything else raises ``UnsupportedTokenizer`` naming what it met.
@@ -102,6 +104,32 @@ def _added_tokens(added: object) -> list[tuple[str, int]]:
     return out
 
 
+def _check_pair_template(post_processor: dict[str, Any], cls_id: int, sep_id: int) -> None:
+    """UnsupportedTokenizer unless the post-processor makes a pair as [CLS] a [SEP] b [SEP], types 0 0 0 1 1."""
+    if post_processor.get("type") == "BertProcessing":
+        return
+    pair = post_processor.get("pair")
+    specials = post_processor.get("special_tokens", {})
+
+    def piece(p: object) -> tuple[str, object, object] | None:
+        if not isinstance(p, dict) or len(p) != 1:
+            return None
+        kind, body = next(iter(p.items()))
+        if not isinstance(body, dict):
+            return None
+        if kind == "SpecialToken":
+            entry = specials.get(body.get("id")) if isinstance(specials, dict) else None
+            ids = entry.get("ids") if isinstance(entry, dict) else None
+            return kind, ids[0] if isinstance(ids, list) and len(ids) == 1 else None, body.get("type_id")
+        return kind, body.get("id"), body.get("type_id")
+
+    pieces = [piece(p) for p in pair] if isinstance(pair, list) else []
+    expected = [("SpecialToken", cls_id, 0), ("Sequence", "A", 0), ("SpecialToken", sep_id, 0), ("Sequence", "B", 1),
+                ("SpecialToken", sep_id, 1)]
+    if pieces != expected:
+        raise _unsupported(f"TemplateProcessing pair template {pair!r} (only [CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1)")
+
+
 def _special_ids(post_processor: object) -> tuple[int, int]:
     """The ([CLS], [SEP]) ids the post-processor puts around a single text."""
     kind = _component_type(post_processor)
@@ -132,8 +160,9 @@ def _special_ids(post_processor: object) -> tuple[int, int]:
     return ids[0], ids[1]
 
 
-def wordpiece_from_config(config: dict[str, Any], max_seq_len: int) -> WordPiece:
-    """The native tokenizer for a parsed tokenizer.json; ``UnsupportedTokenizer`` if it cannot match HF."""
+def wordpiece_from_config(config: dict[str, Any], max_seq_len: int, *, pairs: bool = False) -> WordPiece:
+    """The native tokenizer for a parsed tokenizer.json; ``UnsupportedTokenizer`` if it cannot match HF (with
+    ``pairs``: on pairs of texts too)."""
     if not isinstance(max_seq_len, int) or max_seq_len < 2:
         raise ValueError(f"max_seq_len must be an int >= 2 ([CLS] and [SEP]), got {max_seq_len!r}")
     added = _added_tokens(config.get("added_tokens", []))
@@ -151,15 +180,18 @@ def wordpiece_from_config(config: dict[str, Any], max_seq_len: int) -> WordPiece
     if not isinstance(prefix, str) or not isinstance(max_chars, int) or max_chars < 0:
         raise _unsupported(f"WordPiece continuing_subword_prefix={prefix!r} max_input_chars_per_word={max_chars!r}")
     cls_id, sep_id = _special_ids(config.get("post_processor"))
+    if pairs:
+        _check_pair_template(config["post_processor"], cls_id, sep_id)
     return WordPiece(vocab, unk_id=lookup[unk_token], cls_id=cls_id, sep_id=sep_id, added_tokens=added,
                      max_len=max_seq_len, continuing_subword_prefix=prefix, max_input_chars_per_word=max_chars,
                      **flags)
 
 
-def load_wordpiece(tokenizer_json: str | Path, max_seq_len: int) -> WordPiece:
-    """The native tokenizer for ``tokenizer_json``, truncating to ``max_seq_len`` ids ([CLS]/[SEP] included)."""
+def load_wordpiece(tokenizer_json: str | Path, max_seq_len: int, *, pairs: bool = False) -> WordPiece:
+    """The native tokenizer for ``tokenizer_json``, truncating to ``max_seq_len`` ids ([CLS]/[SEP] included);
+    ``pairs``: it must make pairs exactly as HF does too."""
     with open(tokenizer_json, encoding="utf-8") as f:
         config = json.load(f)
     if not isinstance(config, dict):
         raise _unsupported(f"a tokenizer.json that is a {type(config).__name__}")
-    return wordpiece_from_config(config, max_seq_len)
+    return wordpiece_from_config(config, max_seq_len, pairs=pairs)

@@ -448,9 +448,10 @@ class Batch:
 
 
 def make_batches(tokenizer_json: str | Path, max_seq_len: int, texts: Sequence[str], batch_size: int, *,
-                 by_length: bool = True) -> list[Batch]:
+                 by_length: bool = True, pairs: Sequence[str] | None = None) -> list[Batch]:
     """Texts tokenized and truncated as the server does it, sorted by length (or, `by_length` False, in the order
-    given, so that most rows are padded), padded per batch with the bundle's pad id (bundle.pad_id)."""
+    given, so that most rows are padded), padded per batch with the bundle's pad id (bundle.pad_id). With `pairs`
+    each row is a text and its second text, as the tokenizer makes a pair (its token types included)."""
     from tokenizers import Tokenizer  # lazy, see module docstring
 
     tokenizer = Tokenizer.from_file(str(tokenizer_json))
@@ -458,7 +459,9 @@ def make_batches(tokenizer_json: str | Path, max_seq_len: int, texts: Sequence[s
     tokenizer.enable_truncation(max_length=max_seq_len)
     pad_id = read_pad_id(tokenizer_json)
     # encode(), not encode_batch(): the batch call leaves tokenizers' thread pool spinning through the timing.
-    ids = [tokenizer.encode(text).ids or [pad_id] for text in texts]
+    encodings = [tokenizer.encode(text) for text in texts] if pairs is None else [
+        tokenizer.encode(text, pair) for text, pair in zip(texts, pairs, strict=True)]
+    ids = [e.ids or [pad_id] for e in encodings]
     order = sorted(range(len(ids)), key=lambda i: (len(ids[i]), i)) if by_length else list(range(len(ids)))
     batches = []
     for start in range(0, len(order), batch_size):
@@ -466,11 +469,14 @@ def make_batches(tokenizer_json: str | Path, max_seq_len: int, texts: Sequence[s
         width = max(len(ids[i]) for i in rows)
         input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)
+        types = np.zeros_like(input_ids)
         for r, i in enumerate(rows):
             input_ids[r, : len(ids[i])] = ids[i]
             mask[r, : len(ids[i])] = 1
+            if pairs is not None and encodings[i].ids:
+                types[r, : len(ids[i])] = encodings[i].type_ids
         batches.append(Batch(rows=rows, feed={"input_ids": input_ids, "attention_mask": mask,
-                                              "token_type_ids": np.zeros_like(input_ids)}))
+                                              "token_type_ids": types}))
     return batches
 
 

@@ -35,6 +35,13 @@ yes or no of its own) says so; its probabilities are then a sigmoid per label, n
 
     "multi_label": true
 
+A classifier that reads a pair of texts (a cross-encoder: reranking, NLI, duplicates) says so; it is called with
+`TEXT` and `TEXT_PAIR`, tokenized as its tokenizer makes a pair. A one-label one (a reranker) also names the
+activation its score goes through (the checkpoint's: sentence-transformers' CrossEncoder applies a sigmoid), and
+answers `SCORE` [N] with it by default:
+
+    "pairs": true, "score_activation": "sigmoid"            (or "identity": the raw logit)
+
 A bundle imported from a Hugging Face checkpoint (`registry import`, registry/importer) says where it came from and
 the parity report that admitted it: the checkpoint, its architecture, the exporter and every tool's version, and
 PyTorch against ONNX Runtime on the same texts. Carried as written (readers that do not know a key ignore it):
@@ -70,6 +77,8 @@ MAX_EMBEDDING_DIM = 65536
 MAX_SEQ_LEN = 8192
 # A manifest is a few hundred bytes; anything huge is a mistake, not a manifest.
 MAX_MANIFEST_BYTES = 64 * 1024
+SCORE_ACTIVATIONS = ("sigmoid", "identity")
+"""What a reranker's one logit may go through on the way to its SCORE output."""
 # What the graph's float weights and activations are; the wire (inputs, `logits`) stays int64/float32 either way.
 PRECISIONS = ("fp32", "fp16", "int8")
 DEFAULT_PRECISION = "fp32"
@@ -164,6 +173,10 @@ class BundleManifest:
     """A classifier whose labels are independent: probabilities are a sigmoid per label (softmax otherwise)."""
     imported: Imported | None = None
     """Where an imported bundle came from and its parity report; None for bundles this project built."""
+    pairs: bool = False
+    """A classifier of pairs of texts (a cross-encoder): called with TEXT and TEXT_PAIR."""
+    score_activation: str | None = None
+    """A one-label classifier of pairs (a reranker): what its logit goes through for SCORE (SCORE_ACTIVATIONS)."""
 
     @property
     def kind(self) -> str:
@@ -184,6 +197,10 @@ class BundleManifest:
         shape: dict[str, Any] = {"labels": list(self.labels)} if self.kind == "classifier" else {"dim": self.dim}
         if self.multi_label:  # only where true, so other records keep their shape
             shape["multi_label"] = True
+        if self.pairs:
+            shape["pairs"] = True
+        if self.score_activation is not None:
+            shape["score_activation"] = self.score_activation
         return {"format": self.format, **shape, "max_seq_len": self.max_seq_len, "notes": self.notes,
                 **self.provenance()}
 
@@ -253,9 +270,22 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
     imported = None
     if data.get("imported") is not None:
         imported = _parse_imported(data["imported"], where)
+    pairs = data.get("pairs", False)
+    if not isinstance(pairs, bool):
+        raise BundleError(f"{where}: pairs must be true or false, got {pairs!r}")
+    if pairs and fmt != CLASSIFIER_FORMAT:
+        raise BundleError(f"{where}: pairs applies to {CLASSIFIER_FORMAT!r} bundles (a cross-encoder)")
+    score_activation = data.get("score_activation")
+    if score_activation is not None:
+        if score_activation not in SCORE_ACTIVATIONS:
+            raise BundleError(f"{where}: score_activation must be one of {', '.join(SCORE_ACTIVATIONS)}, got "
+                              f"{score_activation!r}")
+        if not pairs or len(labels) != 1:
+            raise BundleError(f"{where}: score_activation applies to a bundle of pairs with one label (a reranker), "
+                              f"not to one with pairs={str(pairs).lower()} and {len(labels)} labels")
     return BundleManifest(format=fmt, labels=tuple(labels), max_seq_len=max_seq_len, notes=notes,
                           precision=precision, optimization=optimization, dim=dim, references=references,
-                          multi_label=multi_label, imported=imported)
+                          multi_label=multi_label, imported=imported, pairs=pairs, score_activation=score_activation)
 
 
 def _parse_imported(data: Any, where: str) -> Imported:

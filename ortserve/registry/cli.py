@@ -121,8 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _import_flags(s: argparse.ArgumentParser) -> None:
     # Defaults are None: what the checkpoint says (and `publish` can tell them given without --from-hf).
     s.add_argument("--task", choices=importer.TASKS,
-                   help="classify or embed, instead of what the checkpoint is (a *ForSequenceClassification "
-                        "classifies, others embed)")
+                   help="classify, embed or rerank, instead of what the checkpoint is (a *ForSequenceClassification "
+                        "classifies, a sentence-transformers CrossEncoder reranks pairs, others embed)")
+    s.add_argument("--pairs", action="store_true", default=None,
+                   help="the classifier reads pairs of texts (TEXT and TEXT_PAIR; a cross-encoder); --task rerank "
+                        "is the same")
     s.add_argument("--max-seq-len", type=_seq_len, metavar="N",
                    help="tokens per text the bundle keeps (default: what the checkpoint truncates at, within its "
                         "positions)")
@@ -182,7 +185,7 @@ def _run(argv: Sequence[str] | None) -> int:
         _import(args.source, args.out, args, as_json=args.json)
         return EXIT_OK
     if args.command == "publish" and args.from_hf is None:
-        given = [flag for flag in ("task", "max_seq_len", "pooling") if getattr(args, flag) is not None]
+        given = [flag for flag in ("task", "max_seq_len", "pooling", "pairs") if getattr(args, flag) is not None]
         if given:
             raise UsageError(f"{', '.join('--' + g.replace('_', '-') for g in given)}: import options apply with "
                              "--from-hf DIR")
@@ -287,7 +290,8 @@ def _import(source: str, dest: str, args: argparse.Namespace, *, as_json: bool,
     refusal prints the parity report either way before it raises. Warnings go to stderr."""
     try:  # torch and transformers load inside: `registry` itself never imports them
         result = importer.import_checkpoint(source, dest, task=args.task, max_seq_len=args.max_seq_len,
-                                            pooling=args.pooling, progress=None if as_json else _print_now)
+                                            pooling=args.pooling, pairs=args.pairs,
+                                            progress=None if as_json else _print_now)
     except importer.ParityRefused as e:
         if as_json:
             print(json.dumps({"refused": str(e), "parity": e.report.to_dict()}, indent=2, sort_keys=True))

@@ -179,6 +179,9 @@ def optimize_bundle(source: str | Path, dest: str | Path, level: str, progress: 
     if manifest.kind != "classifier":
         raise OptimizeError(f"{src}: an {manifest.format} bundle; optimisation and its accuracy gate (which "
                             "compares labels) take classifier bundles only: publish it without --optimize")
+    if manifest.pairs:
+        raise OptimizeError(f"{src}: a classifier of pairs; the accuracy gate reads single texts, so it cannot judge "
+                            "an optimised copy yet: publish it without --optimize")
     _check_not_optimised(src, manifest, level)
     evals = _eval_set(src, manifest) if gate is not None else None  # a bad eval file fails before minutes of work
     raw_manifest = json.loads((src / MANIFEST_FILE).read_bytes())  # every key the source had, unknown ones too

@@ -60,18 +60,23 @@ class ReferenceSet:
     outputs: np.ndarray
     """float32 [texts, columns]: the source model's FP32 output for each text."""
     decisive: tuple[bool, ...]
+    pairs: tuple[str, ...] | None = None
+    """A bundle of pairs: each text's second text (its row's "pair"); None for one text a row."""
 
     def __post_init__(self) -> None:
         if self.outputs.ndim != 2 or len(self.outputs) != len(self.texts) or len(self.decisive) != len(self.texts):
             raise ValueError(f"{len(self.texts)} texts, {len(self.decisive)} decisive flags and outputs of shape "
                              f"{list(self.outputs.shape)} do not line up")
+        if self.pairs is not None and len(self.pairs) != len(self.texts):
+            raise ValueError(f"{len(self.texts)} texts and {len(self.pairs)} second texts")
 
     def encode(self) -> bytes:
         """The file's bytes: deterministic (same values, same bytes), 9 significant digits (exact for float32)."""
         lines = []
-        for text, row, decisive in zip(self.texts, self.outputs, self.decisive, strict=True):
+        for n, (text, row, decisive) in enumerate(zip(self.texts, self.outputs, self.decisive, strict=True)):
             output = [float(f"{float(v):.9g}") for v in row]
-            lines.append(json.dumps({"text": text, "output": output, "decisive": bool(decisive)},
+            pair = {} if self.pairs is None else {"pair": self.pairs[n]}
+            lines.append(json.dumps({"text": text, **pair, "output": output, "decisive": bool(decisive)},
                                     ensure_ascii=False, separators=(",", ":")))
         return ("\n".join(lines) + "\n").encode("utf-8")
 
@@ -157,13 +162,13 @@ def choose(texts: Sequence[str], token_counts: Sequence[int], source: np.ndarray
 
 def build(texts: Sequence[str], token_counts: Sequence[int], source: np.ndarray, *, max_seq_len: int,
           classifier: bool, candidates: Sequence[np.ndarray] = (), min_margin: float = MIN_MARGIN,
-          count: int = COUNT) -> ReferenceSet:
-    """The reference set: `choose`'s texts with the source's outputs for them."""
+          count: int = COUNT, pairs: Sequence[str] | None = None) -> ReferenceSet:
+    """The reference set: `choose`'s texts (with their second texts, `pairs`) with the source's outputs for them."""
     picked = choose(texts, token_counts, source, max_seq_len=max_seq_len, classifier=classifier,
                     candidates=candidates, min_margin=min_margin, count=count)
     rows = list(picked.rows)
     return ReferenceSet(texts=tuple(texts[i] for i in rows), outputs=np.asarray(source[rows], dtype=np.float32),
-                        decisive=picked.decisive)
+                        decisive=picked.decisive, pairs=None if pairs is None else tuple(pairs[i] for i in rows))
 
 
 def manifest_entry(data: bytes, refs: ReferenceSet, outputs_from: str) -> dict[str, Any]:
@@ -190,6 +195,7 @@ def read_references(bundle_dir: str | Path, entry: References, columns: int) -> 
     if actual != entry.sha256:
         raise BundleError(f"{path}: sha256 {actual[:12]}... differs from the manifest's {entry.sha256[:12]}...")
     texts: list[str] = []
+    pairs: list[str] = []
     outputs: list[list[float]] = []
     decisive: list[bool] = []
     try:
@@ -210,6 +216,10 @@ def read_references(bundle_dir: str | Path, entry: References, columns: int) -> 
         if len(output) != columns or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in output):
             raise BundleError(f"{where}: output must be {columns} numbers (the model's columns), got "
                               f"{len(output)} values")
+        if "pair" in row:
+            if not isinstance(row["pair"], str):
+                raise BundleError(f"{where}: pair must be a string (the second text)")
+            pairs.append(row["pair"])
         texts.append(row["text"])
         outputs.append([float(v) for v in output])
         decisive.append(row.get("decisive") is True)
@@ -217,22 +227,27 @@ def read_references(bundle_dir: str | Path, entry: References, columns: int) -> 
         raise BundleError(f"{path}: expected 1..{MAX_TEXTS} reference texts, got {len(texts)}")
     if len(texts) != entry.texts:
         raise BundleError(f"{path}: {len(texts)} texts, the manifest says {entry.texts}")
+    if pairs and len(pairs) != len(texts):
+        raise BundleError(f"{path}: {len(pairs)} of {len(texts)} rows have a pair; all or none must")
     values = np.asarray(outputs, dtype=np.float32)
     if not np.isfinite(values).all():
         raise BundleError(f"{path}: outputs must be finite numbers")
-    return ReferenceSet(texts=tuple(texts), outputs=values, decisive=tuple(decisive))
+    return ReferenceSet(texts=tuple(texts), outputs=values, decisive=tuple(decisive),
+                        pairs=tuple(pairs) if pairs else None)
 
 
 # -- writing them for a bundle that has none (the builders) ----------------------------------------------
 
 
-def token_counts(tokenizer_json: str | Path, texts: Sequence[str]) -> list[int]:
-    """Tokens per text before truncation (with the tokenizer's special tokens)."""
+def token_counts(tokenizer_json: str | Path, texts: Sequence[str], pairs: Sequence[str] | None = None) -> list[int]:
+    """Tokens per text (or per pair, with `pairs`) before truncation (with the tokenizer's special tokens)."""
     from tokenizers import Tokenizer  # lazy, see module docstring
 
     tokenizer = Tokenizer.from_file(str(tokenizer_json))
     tokenizer.no_padding()
     tokenizer.no_truncation()
+    if pairs is not None:
+        return [len(tokenizer.encode(text, pair).ids) for text, pair in zip(texts, pairs, strict=True)]
     return [len(tokenizer.encode(text).ids) for text in texts]
 
 

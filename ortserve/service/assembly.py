@@ -116,9 +116,10 @@ class VersionFactory:
             # finds it idle and runs at once, whatever the admission settings; as light on memory as a call can be,
             # and int8's per-batch activation scales see each text alone, as the gate ran it too.
             outputs = []
-            for text in refs.texts:
+            for n, text in enumerate(refs.texts):
+                pairs = None if refs.pairs is None else [refs.pairs[n]]  # a bundle of pairs: its second text
                 try:
-                    outputs.append((await batcher.infer([text])).outputs[0])
+                    outputs.append((await batcher.infer([text], pairs=pairs)).outputs[0])
                 except ServiceError as e:
                     verdict = verify.unanswered(text, f"{e.code.name}: {e}")
                     break

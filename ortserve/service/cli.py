@@ -132,6 +132,8 @@ def _status(args: argparse.Namespace) -> int:
         for version, v in info["versions"].items():
             compute = " ".join(f"{key}={v[key]}" for key in ("device", "precision", "memory_mb", "cuda_graphs")
                                if key in v)
+            if v.get("kind"):
+                compute = f"{v['kind'].replace(' ', '-')} {compute}"
             if v.get("oom_errors"):
                 compute += f" oom_errors={v['oom_errors']} fallback_runs={v.get('fallback_runs', 0)}"
             if v.get("verify"):

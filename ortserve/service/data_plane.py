@@ -197,23 +197,31 @@ class VersionBatcher:
     def queue_depth(self) -> int:
         return int(self.native.queue_depth)
 
-    async def infer(self, texts: Sequence[str], *, deadline: float | None = None) -> InferResult:
-        """The version's output for `texts`, in order. `deadline` is in `time.monotonic()` seconds."""
+    async def infer(self, texts: Sequence[str], *, deadline: float | None = None,
+                    pairs: Sequence[str] | None = None) -> InferResult:
+        """The version's output for `texts`, in order (with `pairs`: for each text and its second text, one row
+        each). `deadline` is in `time.monotonic()` seconds."""
         native, instance = self.native, self._instance
-        if self._tokenizes and instance.tokenizes_inline(texts):  # microseconds: cheaper here than a thread hop
+        inline = instance.tokenizes_inline(texts if pairs is None else [*texts, *pairs])
+        if self._tokenizes and inline:  # microseconds: cheaper here than a thread hop
             future, call = self._plane.submit(
-                lambda token: native.submit_async(texts, _left(deadline), self._plane.completions, token))
+                lambda token: native.submit_async(texts, _left(deadline), self._plane.completions, token, pairs))
         else:
             refusal = native.refusal(len(texts), _left(deadline))
             if refusal is not None:  # refused as the queue stands: not worth tokenizing (submitting checks again)
                 raise _failure(*refusal)
             started = time.monotonic()
-            ids = await asyncio.get_running_loop().run_in_executor(
-                self._plane.tokenize_pool, instance.tokenize, texts)
+            seconds: list[int] = []
+            if pairs is None:
+                ids = await asyncio.get_running_loop().run_in_executor(
+                    self._plane.tokenize_pool, instance.tokenize, texts)
+            else:
+                ids, seconds = await asyncio.get_running_loop().run_in_executor(
+                    self._plane.tokenize_pool, instance.tokenize_pairs, texts, pairs)
             tokenize_s = time.monotonic() - started
             future, call = self._plane.submit(
                 lambda token: native.submit_ids_async(ids, _left(deadline), self._plane.completions, token,
-                                                      tokenize_s))
+                                                      tokenize_s, seconds))
         try:
             code, message, output, timings = await future
         except asyncio.CancelledError:

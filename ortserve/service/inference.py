@@ -30,6 +30,8 @@ from ortserve.service.request_log import CallRecord, log_call
 
 log = structlog.get_logger("ortserve.request")
 INPUT_NAME: str = engine_ext.TEXT_INPUT
+PAIR_INPUT: str = engine_ext.PAIR_INPUT
+SCORE_OUTPUT: str = engine_ext.SCORE_OUTPUT
 WIRE_OUTPUTS: dict[str, str] = {"classifier": engine_ext.CLASSIFIER_OUTPUT, "embedding": engine_ext.EMBEDDING_OUTPUT}
 """The output a model of each kind (`BundleManifest.kind`) answers with."""
 Param = tuple[str | None, Any] | None
@@ -39,23 +41,29 @@ TRACE_HEADERS = ("traceparent", "tracestate", "b3", "x-b3-traceid", "x-b3-spanid
 
 @dataclass(frozen=True)
 class ServedOutput:
-    """What one loaded version answers: its kind, its output's wire name and (a classifier) its labels, and whether
-    they are independent (the manifest's multi_label: classification probabilities are a sigmoid per label)."""
+    """What one loaded version takes and answers: its kind, its output's wire name and (a classifier) its labels,
+    whether they are independent (the manifest's multi_label: classification probabilities are a sigmoid per
+    label), whether it takes pairs (TEXT_PAIR) and a reranker's score activation (its output is then SCORE)."""
 
     kind: str
     name: str
     labels: tuple[str, ...]
     columns: int
     multi_label: bool = False
+    pairs: bool = False
+    score: str = ""
+    """A reranker's score activation ("sigmoid", "identity"); "" for every other version."""
 
     @classmethod
     def of(cls, manifest: BundleManifest) -> ServedOutput:
-        return cls(kind=manifest.kind, name=WIRE_OUTPUTS[manifest.kind], labels=tuple(manifest.labels),
-                   columns=manifest.columns, multi_label=manifest.multi_label)
+        score = manifest.score_activation or ""
+        return cls(kind=manifest.kind, name=SCORE_OUTPUT if score else WIRE_OUTPUTS[manifest.kind],
+                   labels=tuple(manifest.labels), columns=manifest.columns, multi_label=manifest.multi_label,
+                   pairs=manifest.pairs, score=score)
 
-    def native_entry(self) -> tuple[str, str, list[str], bool]:
+    def native_entry(self) -> tuple[str, str, list[str], bool, bool, str]:
         """What the native front end's route table takes per version (`Frontend.set_routes`)."""
-        return self.kind, self.name, list(self.labels), self.multi_label
+        return self.kind, self.name, list(self.labels), self.multi_label, self.pairs, self.score
 
 
 @dataclass
@@ -139,7 +147,7 @@ class Inference:
                 assert lv.batcher is not None and lv.instance is not None  # READY versions always have both
                 served = ServedOutput.of(lv.instance.manifest)
                 check_outputs(decoded, served, call.model)
-                result = await lv.batcher.infer(decoded.texts, deadline=call.deadline)
+                result = await lv.batcher.infer(decoded.texts, deadline=call.deadline, pairs=decoded.pairs)
             tensors = encode_tensors(decoded, served, result.outputs)
             record.answered(result)
             self._finish(record, started, "OK", call.transport)
@@ -187,12 +195,18 @@ class Inference:
             parameters["labels"] = json.dumps(list(served.labels), ensure_ascii=False)
             if served.multi_label:  # labels independent: scores=probabilities gives a sigmoid per label
                 parameters["multi_label"] = True
-        return ModelDescription(name, sorted(route.versions), "onnxruntime_onnx", inputs,
-                                [(served.name, "FP32", [-1, served.columns])], parameters)
+        outputs = [(served.name, "FP32", [-1, served.columns])]
+        if served.pairs:  # TEXT_PAIR [N], or [1]: one second text for every TEXT
+            inputs.append((PAIR_INPUT, "BYTES", [-1]))
+            parameters["pairs"] = True
+        if served.score:  # a reranker: SCORE [N] (the default), its LOGITS [N, 1] on request
+            parameters["score_activation"] = served.score
+            outputs = [(SCORE_OUTPUT, "FP32", [-1]), (WIRE_OUTPUTS["classifier"], "FP32", [-1, served.columns])]
+        return ModelDescription(name, sorted(route.versions), "onnxruntime_onnx", inputs, outputs, parameters)
 
 
 def decode(call: InferCall, *, max_texts_per_request: int) -> Any:
-    """The call by the C++ wire rules (`engine_ext.DecodedCall`: texts, outputs, probabilities, raw_output,
+    """The call by the C++ wire rules (`engine_ext.DecodedCall`: texts, pairs, outputs, probabilities, raw_output,
     routing_key), or InvalidArgument naming the first rule it breaks."""
     try:
         return engine_ext.decode_call(call.inputs, call.outputs, call.raw_input_contents, call.scores,
@@ -202,9 +216,11 @@ def decode(call: InferCall, *, max_texts_per_request: int) -> Any:
 
 
 def check_outputs(decoded: Any, served: ServedOutput, model: str) -> None:
-    """InvalidArgument unless the leased version answers every requested output (C++ wire rules)."""
+    """InvalidArgument unless the leased version takes the call's inputs (TEXT_PAIR exactly when it takes pairs) and
+    answers every requested output (C++ wire rules)."""
     try:
-        engine_ext.check_outputs(decoded, served.kind, served.name, list(served.labels), model)
+        engine_ext.check_outputs(decoded, served.kind, served.name, list(served.labels), model, pairs=served.pairs,
+                                 score=served.score)
     except engine_ext.WireError as e:
         raise InvalidArgument(str(e)) from None
 
@@ -212,4 +228,5 @@ def check_outputs(decoded: Any, served: ServedOutput, model: str) -> None:
 def encode_tensors(decoded: Any, served: ServedOutput, values: np.ndarray) -> list[Any]:
     """The reply's output tensors for the version's `values` (float32 [texts, columns]), by the C++ wire rules."""
     return list(engine_ext.encode_outputs(decoded, served.kind, served.name, list(served.labels),
-                                          np.ascontiguousarray(values, dtype=np.float32), served.multi_label))
+                                          np.ascontiguousarray(values, dtype=np.float32), served.multi_label,
+                                          score=served.score))

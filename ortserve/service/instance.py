@@ -150,6 +150,13 @@ class ModelInstance:
         """The sessions, tokenizer and padding rule the C++ batcher runs this version's batches with."""
 
     @property
+    def kind_shown(self) -> str:
+        """"classifier", "embedding", "classifier of pairs" (TEXT + TEXT_PAIR -> LOGITS) or "reranker" (-> SCORE)."""
+        if self.manifest.score_activation:
+            return "reranker"
+        return "classifier of pairs" if self.manifest.pairs else self.kind
+
+    @property
     def wants_token_types(self) -> bool:
         """Whether the graph takes token_type_ids (fed as zeros)."""
         return self._wants_token_types
@@ -169,7 +176,8 @@ class ModelInstance:
         keeps growing the process's memory."""
         bundle = Path(bundle_dir)
         manifest = load_manifest(bundle)
-        bundle_tokenizer = open_tokenizer(bundle / "tokenizer.json", manifest.max_seq_len, tokenizer)
+        bundle_tokenizer = open_tokenizer(bundle / "tokenizer.json", manifest.max_seq_len, tokenizer,
+                                          pairs=manifest.pairs)
 
         def open_engine(threads: int) -> Engine:
             session = copy.copy(options.engine)
@@ -199,14 +207,23 @@ class ModelInstance:
         """Token ids per text (int64), truncated to max_seq_len; never empty."""
         return self.tokenizer.encode(texts)
 
+    def tokenize_pairs(self, texts: Sequence[str], pairs: Sequence[str]) -> tuple[list[np.ndarray], list[int]]:
+        """Token ids per pair (one row each, as the bundle's tokenizer makes a pair) and where each second text
+        begins (token type 1 from there; 0: the graph's pair has no types). Only for a bundle of pairs."""
+        if self.tokenizer.encode_pairs is None:
+            raise ModelFormatError("this version does not take pairs of texts")
+        return self.tokenizer.encode_pairs(texts, pairs)
+
     def tokenizes_inline(self, texts: Sequence[str]) -> bool:
         """Whether `tokenize(texts)` is cheap enough for the event loop (see `tokenization.INLINE_MAX_CHARS`)."""
         return self.tokenizer.inline(texts)
 
-    def run(self, token_ids: Sequence[np.ndarray], *, narrow: bool = False) -> np.ndarray:
+    def run(self, token_ids: Sequence[np.ndarray], *, narrow: bool = False,
+            seconds: Sequence[int] = ()) -> np.ndarray:
         """The output float32 [len(token_ids), columns] of one batch, padded as the batcher pads every run (to its
-        longest text, then up to the shape ladder); `narrow` runs it on the one-thread session when there is one."""
-        return self.text_model.run([np.asarray(ids, dtype=np.int64) for ids in token_ids], narrow)
+        longest text, then up to the shape ladder); `narrow` runs it on the one-thread session when there is one;
+        `seconds`: where each pair's second text begins (`tokenize_pairs`)."""
+        return self.text_model.run([np.asarray(ids, dtype=np.int64) for ids in token_ids], narrow, list(seconds))
 
     def warm_up(self, *, opener: Executor | None = None) -> None:
         """Run a real padded batch on each session: proves the graph runs and pays ORT's first-run costs up
@@ -237,9 +254,10 @@ class ModelInstance:
             narrow.result()
 
     def describe(self) -> dict[str, Any]:
-        """What `ortserve status` shows of this version's compute: device, precision, memory, graphs, fallbacks."""
+        """What `ortserve status` shows of this version: its kind (what it takes and returns: classifier, embedding,
+        classifier of pairs, reranker), and its compute: device, precision, memory, graphs, fallbacks."""
         engine = self.engine
-        info: dict[str, Any] = {"device": engine.device, "precision": self.manifest.precision}
+        info: dict[str, Any] = {"kind": self.kind_shown, "device": engine.device, "precision": self.manifest.precision}
         if self.manifest.optimization is not None:
             info["optimization"] = self.manifest.optimization.level
         if self.manifest.precision == "fp16" and not engine.device.startswith("cuda"):

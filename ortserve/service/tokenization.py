@@ -42,30 +42,44 @@ class BundleTokenizer:
     """Why the C++ tokenizer was not used (empty when it is, or when `hf` was asked for)."""
     native: WordPiece | None = None
     """The C++ tokenizer itself when `kind` is native: the native front end tokenizes with it directly."""
+    encode_pairs: Callable[[Sequence[str], Sequence[str]], tuple[list[np.ndarray], list[int]]] | None = None
+    """Token ids per pair of texts (one row each, truncated to max_seq_len as the tokenizer truncates pairs) and
+    where each pair's second text begins (its token type 1; 0: no types); None unless opened with `pairs`."""
 
     def inline(self, texts: Sequence[str]) -> bool:
         """Whether tokenizing `texts` on the calling thread is cheaper than a hand-off to a thread."""
         return self.kind == "native" and sum(map(len, texts)) <= INLINE_MAX_CHARS
 
 
-def open_tokenizer(tokenizer_json: Path, max_seq_len: int, choice: TokenizerChoice = "auto") -> BundleTokenizer:
+def open_tokenizer(tokenizer_json: Path, max_seq_len: int, choice: TokenizerChoice = "auto", *,
+                   pairs: bool = False) -> BundleTokenizer:
+    """`pairs`: the bundle reads pairs of texts; the C++ tokenizer runs it only where it also makes pairs exactly
+    as the checkpoint's tokenizer does ([CLS] a [SEP] b [SEP], token types 0 then 1)."""
     if choice not in TOKENIZER_CHOICES:
         raise TokenizerError(f"tokenizer must be one of {', '.join(TOKENIZER_CHOICES)}, got {choice!r}")
     fallback = ""
     if choice != "hf":
         try:
-            native = load_wordpiece(tokenizer_json, max_seq_len)
+            native = load_wordpiece(tokenizer_json, max_seq_len, pairs=pairs)
         except UnsupportedTokenizer as e:
             if choice == "native":
                 raise TokenizerError(f"{tokenizer_json}: {e}") from None
             fallback = str(e)
         else:
             return BundleTokenizer(kind="native", encode=native.encode, pad_id=read_pad_id(tokenizer_json),
-                                   native=native)
-    return _hf(tokenizer_json, max_seq_len, fallback)
+                                   native=native, encode_pairs=_native_pairs(native) if pairs else None)
+    return _hf(tokenizer_json, max_seq_len, fallback, pairs)
 
 
-def _hf(tokenizer_json: Path, max_seq_len: int, fallback: str) -> BundleTokenizer:
+def _native_pairs(native: WordPiece) -> Callable[[Sequence[str], Sequence[str]], tuple[list[np.ndarray], list[int]]]:
+    def encode_pairs(texts: Sequence[str], pairs: Sequence[str]) -> tuple[list[np.ndarray], list[int]]:
+        encoded = native.encode_pairs(texts, pairs)
+        return [ids for ids, _ in encoded], [second for _, second in encoded]
+
+    return encode_pairs
+
+
+def _hf(tokenizer_json: Path, max_seq_len: int, fallback: str, pairs: bool = False) -> BundleTokenizer:
     tokenizer = Tokenizer.from_file(str(tokenizer_json))
     # The server pads each batch to its own longest text; a tokenizer that pads to a fixed
     # length (a common tokenizer.json setting) would waste most of the engine's work.
@@ -78,4 +92,14 @@ def _hf(tokenizer_json: Path, max_seq_len: int, fallback: str) -> BundleTokenize
         # threads spin after each call and took ~1 ms of CPU per request from the engine (bench, open loop).
         return [np.asarray(tokenizer.encode(t).ids or [pad_id], dtype=np.int64) for t in texts]
 
-    return BundleTokenizer(kind="hf", encode=encode, pad_id=pad_id, fallback=fallback)
+    def encode_pairs(texts: Sequence[str], seconds: Sequence[str]) -> tuple[list[np.ndarray], list[int]]:
+        ids, starts = [], []
+        for text, second in zip(texts, seconds, strict=True):
+            encoding = tokenizer.encode(text, second)
+            ids.append(np.asarray(encoding.ids or [pad_id], dtype=np.int64))
+            # Token types are 0 then 1 (BERT's pair template) or all 0 (RoBERTa's): where the 1s begin says both.
+            starts.append(next((i for i, t in enumerate(encoding.type_ids) if t == 1), 0))
+        return ids, starts
+
+    return BundleTokenizer(kind="hf", encode=encode, pad_id=pad_id, fallback=fallback,
+                           encode_pairs=encode_pairs if pairs else None)

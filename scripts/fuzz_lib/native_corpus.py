@@ -53,7 +53,22 @@ def decode_seeds() -> dict[str, bytes]:
         # A regression seed (a crash until infer_codec.cc reserved at most what the message holds): shape [2**40]
         # with one element, which DecodeRequest once answered by reserving 2**40 text views.
         "huge-count": _request([b"x"], shape=[2**40]),
+        # Pairs (a cross-encoder's TEXT_PAIR): one per text, one for all, raw (an entry per input), a count that fits
+        # neither.
+        "pairs": _request([b"query one", b"query two"]),
+        "pairs-one-for-all": _request([b"passage", b"another", b""]),
+        "pairs-raw": _request([b"q", "caf\u00e9".encode()], raw=True),
+        "pairs-mismatch": _request([b"a", b"b", b"c"]),
+        "score-output": _request([b"x"]),
     }
+    for name, second in (("pairs", [b"p1", b"p2"]), ("pairs-one-for-all", [b"the query"]), ("pairs-raw", [b"x", b"y"]),
+                         ("pairs-mismatch", [b"x", b"y"]), ("score-output", [b"p"])):
+        tensor = seeds[name].inputs.add(name="TEXT_PAIR", datatype="BYTES", shape=[len(second)])
+        if name == "pairs-raw":
+            seeds[name].raw_input_contents.append(join_raw(second))
+        else:
+            tensor.contents.bytes_contents.extend(second)
+    seeds["score-output"].outputs.add(name="SCORE")
     seeds["raw-overrun"].raw_input_contents[0] = b"\x09\x00\x00\x00ab"
     seeds["raw-truncated-prefix"].raw_input_contents[0] += b"\x01\x00"
     seeds["raw-and-contents"].inputs[0].contents.bytes_contents.append(b"ab")
@@ -90,6 +105,8 @@ def wordpiece_seeds() -> dict[str, bytes]:
         "no-prefix": (2, "\u4e2d\u6587\x00\x7f\tplaying"),
         "cased-strip": (3, "\u00c5ngstr\u00f6m \u01c4 \u00df \ufb03 \u0130 playing"),
         "invalid-bytes": (3, b"\xff\xc0\x80\xed\xa0\x80ok\xe2\x82"),
+        # The first text byte cuts the rest into a pair: here both texts pass max_len (the odd token's owner).
+        "pair-both-long": (0, "\x53" + " ".join(["the movie", "caf\u00e9", "playing!"] * 60)),
     }
     return {name: bytes([config]) + (text if isinstance(text, bytes) else text.encode())
             for name, (config, text) in texts.items()}

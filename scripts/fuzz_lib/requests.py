@@ -258,7 +258,7 @@ _DEFECTS: dict[str, st.SearchStrategy[Defect]] = {
     "raw": st.builds(_break_raw, st.sampled_from(["prefix", "truncate", "append", "cut", "replace"]),
                      st.floats(0, 1), st.one_of(st.integers(0, 64), st.sampled_from([2**31, 2**32 - 1, 2**32 - 4])),
                      st.binary(max_size=12)),
-    "extra input": st.builds(_add_input, names("TEXT", "EXTRA"), st.sampled_from(["BYTES", "FP32"]),
+    "extra input": st.builds(_add_input, names("TEXT", "EXTRA", "TEXT_PAIR"), st.sampled_from(["BYTES", "FP32"]),
                              st.lists(dims(), max_size=2), st.one_of(st.none(), st.binary(max_size=8))),
     "contents too": st.just(_contents_too()),
     "typed contents": st.builds(_other_contents,

@@ -749,8 +749,9 @@ _ELEMENT = st.one_of(_VALID, _VALID, _VALID, _VALID, _VALID, st.binary(max_size=
 @st.composite
 def _requests(draw: st.DrawFn) -> pb.ModelInferRequest:
     request = pb.ModelInferRequest(model_name="m")
-    for _ in range(draw(st.sampled_from([1] * 12 + [0, 2]))):
-        tensor = request.inputs.add(name=draw(st.sampled_from(["TEXT"] * 12 + ["text", "IDS"])),
+    for n in range(draw(st.sampled_from([1] * 12 + [0, 2, 2, 2, 3]))):
+        names = ["TEXT"] * 12 + ["text", "IDS"] if n == 0 else ["TEXT_PAIR"] * 8 + ["TEXT"] * 2 + ["IDS"]
+        tensor = request.inputs.add(name=draw(st.sampled_from(names)),
                                     datatype=draw(st.sampled_from(["BYTES"] * 12 + ["FP32", ""])))
         elements = draw(st.lists(_ELEMENT, min_size=draw(st.sampled_from([1] * 9 + [0])), max_size=5))
         shape = draw(st.sampled_from([[len(elements)]] * 6 + [[len(elements), 1]] * 3 + [None]))
@@ -806,20 +807,19 @@ def _requests(draw: st.DrawFn) -> pb.ModelInferRequest:
     return request
 
 
-def _oracle(request: pb.ModelInferRequest, max_texts: int) -> tuple[list[str], list[tuple[str, int]], bool] | None:
-    """The wire rules restated over the message, independent of the decoder: (texts, outputs, probabilities) of a
-    call they accept, None for one they refuse (docs/serving.md, Calling it)."""
-    if [t.name for t in request.inputs] != ["TEXT"]:
-        return None
-    tensor = request.inputs[0]
+Accepted = tuple[list[str], list[str] | None, list[tuple[str, int]], bool]
+
+
+def _oracle_texts(request: pb.ModelInferRequest, index: int, max_texts: int) -> list[str] | None:
+    tensor = request.inputs[index]
     shape = list(tensor.shape)
     if tensor.datatype != "BYTES" or not (len(shape) == 1 or shape[1:] == [1]) or not 1 <= shape[0] <= max_texts:
         return None
     if request.raw_input_contents:
-        if tensor.HasField("contents") or len(request.raw_input_contents) != 1:
+        if tensor.HasField("contents") or len(request.raw_input_contents) != len(request.inputs):
             return None
         try:
-            elements = split_raw_bytes(request.raw_input_contents[0])
+            elements = split_raw_bytes(request.raw_input_contents[index])
         except ValueError:
             return None
     else:
@@ -827,9 +827,26 @@ def _oracle(request: pb.ModelInferRequest, max_texts: int) -> tuple[list[str], l
     if len(elements) != shape[0]:
         return None
     try:
-        texts = [e.decode("utf-8") for e in elements]
+        return [e.decode("utf-8") for e in elements]
     except UnicodeDecodeError:
         return None
+
+
+def _oracle(request: pb.ModelInferRequest, max_texts: int) -> Accepted | None:
+    """The wire rules restated over the message, independent of the decoder: (texts, pairs, outputs,
+    probabilities) of a call they accept, None for one they refuse (docs/serving.md, Calling it)."""
+    names = [t.name for t in request.inputs]
+    if names.count("TEXT") != 1 or names.count("TEXT_PAIR") > 1 or set(names) - {"TEXT", "TEXT_PAIR"}:
+        return None
+    texts = _oracle_texts(request, names.index("TEXT"), max_texts)
+    if texts is None:
+        return None
+    pairs = None
+    if "TEXT_PAIR" in names:
+        pairs = _oracle_texts(request, names.index("TEXT_PAIR"), max_texts)
+        if pairs is None or len(pairs) not in (1, len(texts)):
+            return None
+        pairs = pairs * len(texts) if len(pairs) == 1 else pairs
     outputs: list[tuple[str, int]] = []
     for out in request.outputs:
         if out.name in [name for name, _ in outputs]:
@@ -854,15 +871,16 @@ def _oracle(request: pb.ModelInferRequest, max_texts: int) -> tuple[list[str], l
     if "routing_key" in request.parameters and \
             request.parameters["routing_key"].WhichOneof("parameter_choice") != "string_param":
         return None
-    return texts, outputs, probabilities
+    return texts, pairs, outputs, probabilities
 
 
-def _decoded(request: pb.ModelInferRequest, max_texts: int) -> tuple[list[str], list[tuple[str, int]], bool] | None:
+def _decoded(request: pb.ModelInferRequest, max_texts: int) -> Accepted | None:
     try:
         call = _decode(request, max_texts_per_request=max_texts)
     except InvalidArgument:
         return None
-    return list(call.texts), [(name, k) for name, k in call.outputs], call.probabilities
+    pairs = None if call.pairs is None else list(call.pairs)
+    return list(call.texts), pairs, [(name, k) for name, k in call.outputs], call.probabilities
 
 
 @given(request=_requests(), max_texts=st.sampled_from([1, 2, 3, 4, 5, 8, 8, 8]))
@@ -870,8 +888,10 @@ def _decoded(request: pb.ModelInferRequest, max_texts: int) -> tuple[list[str], 
 def test_the_wire_rules_accept_exactly_what_they_state(request: pb.ModelInferRequest, max_texts: int) -> None:
     expected = _oracle(request, max_texts)
     event("accepted" if expected is not None else "refused")  # --hypothesis-show-statistics: both
-    if expected is not None and expected[1]:
-        event("with outputs" + (", classification" if any(k for _, k in expected[1]) else ""))
+    if expected is not None and expected[1] is not None:
+        event("pairs")
+    if expected is not None and expected[2]:
+        event("with outputs" + (", classification" if any(k for _, k in expected[2]) else ""))
     assert _decoded(request, max_texts) == expected
 
 
@@ -898,12 +918,57 @@ def test_many_outputs_are_decoded_and_named() -> None:
         _python_checks(request)
 
 
+def _with_pairs(request: pb.ModelInferRequest, pairs: list[str], *, shape: list[int] | None = None,
+                raw: bool = False) -> pb.ModelInferRequest:
+    tensor = request.inputs.add(name="TEXT_PAIR", datatype="BYTES", shape=shape or [len(pairs)])
+    if raw:
+        request.raw_input_contents.append(join_raw_bytes([t.encode() for t in pairs]))
+    else:
+        tensor.contents.bytes_contents.extend(t.encode() for t in pairs)
+    return request
+
+
+def test_pairs_are_decoded_one_per_text_or_one_for_all() -> None:
+    both = _with_pairs(_request(["q1", "q2"]), ["p1", "p2"])
+    assert _decoded(both, 4) == (["q1", "q2"], ["p1", "p2"], [], False)
+    raw = _with_pairs(_request(["query"], raw=True), ["p"], raw=True)
+    assert _decoded(raw, 4) == (["query"], ["p"], [], False)
+    query = _with_pairs(_request(["a", "b", "c"]), ["query"])  # [1]: the one second text for every text
+    assert _decoded(query, 4) == (["a", "b", "c"], ["query"] * 3, [], False)
+    column = _with_pairs(_request(["a", "b"]), ["x", "y"], shape=[2, 1])
+    assert _decoded(column, 4) == (["a", "b"], ["x", "y"], [], False)
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: _with_pairs(_request(["a", "b", "c"]), ["x", "y"]),
+     "input 'TEXT_PAIR' has shape [2] and input 'TEXT' shape [3]: send 'TEXT_PAIR' [3] (one per text) or [1]"),
+    (lambda: _with_pairs(_with_pairs(_request(["a"]), ["x"]), ["y"]),
+     "unexpected inputs ['TEXT', 'TEXT_PAIR', 'TEXT_PAIR']: a model takes 'TEXT', and a model of pairs also "
+     "'TEXT_PAIR'"),
+    (lambda: _with_pairs(_request(["a"]), ["x"], shape=[1, 2]),
+     "input 'TEXT_PAIR' has shape [1, 2], expected [N] or [N, 1]"),
+    (lambda: _with_pairs(_request(["a"], raw=True), ["x"]),
+     "raw_input_contents has 1 entries, expected 2 (one per input)"),
+    (lambda: _bad_pair_utf8(),
+     "input 'TEXT_PAIR' element 0 is not valid UTF-8"),
+])
+def test_bad_pairs_name_the_input_and_shapes(build: Any, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=re.escape(message)):
+        _decode(build(), max_texts_per_request=4)
+
+
+def _bad_pair_utf8() -> pb.ModelInferRequest:
+    request = _request(["a"])
+    request.inputs.add(name="TEXT_PAIR", datatype="BYTES", shape=[1]).contents.bytes_contents.append(b"\xff")
+    return request
+
+
 def test_raw_contents_and_shapes() -> None:
     request = _request(["a", "bé"], raw=True)
-    assert _decoded(request, 2) == (["a", "bé"], [], False)
+    assert _decoded(request, 2) == (["a", "bé"], None, [], False)
     assert _decoded(request, 1) is None  # more than max_texts
     request.inputs[0].shape[:] = [2, 1]
-    assert _decoded(request, 2) == (["a", "bé"], [], False)
+    assert _decoded(request, 2) == (["a", "bé"], None, [], False)
     request.raw_input_contents[0] += struct.pack("<I", 5) + b"abc"  # declares more bytes than remain
     with pytest.raises(InvalidArgument, match="element 2 declares 5 bytes but only 3 remain"):
         _decode(request, max_texts_per_request=4)

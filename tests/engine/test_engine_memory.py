@@ -335,6 +335,7 @@ def test_warm_up_runs_the_ladder_and_describe_reports_it(bucketed: ModelInstance
     assert len(bucketed.ladder.shapes()) == len(ROWS) * len(TOKENS)
     bucketed.warm_up()
     assert bucketed.describe() == {
+        "kind": "classifier",
         "device": "cpu",
         "precision": "fp32",
         "shape_buckets": {"rows": list(ROWS), "tokens": list(TOKENS)},

@@ -30,6 +30,18 @@ class Reference:
 
     embeddings = logits
 
+    def pair_logits(self, texts: Sequence[str], pairs: Sequence[str]) -> np.ndarray:
+        """Each pair alone (batch of 1), tokenized as the tokenizer makes a pair, its token types included."""
+        rows = []
+        for text, pair in zip(texts, pairs, strict=True):
+            e = self.tokenizer.encode(text, pair)
+            ids = np.asarray([e.ids], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+            if "token_type_ids" in self.input_names:
+                feeds["token_type_ids"] = np.asarray([e.type_ids], dtype=np.int64)
+            rows.append(self.session.run([self.output], feeds)[0])
+        return np.concatenate(rows)
+
     def _run(self, texts: Sequence[str]) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(list(texts))
         width = max(len(e.ids) for e in encodings)

@@ -2,7 +2,7 @@
 
 tritonclient registers its own copy of the KServe `inference` protobuf package, which cannot share
 a process with ortserve's, so the tests run this in a subprocess and read JSON from stdout.
-usage: triton_client.py ADDRESS MODEL TEXTS_JSON [--output NAME] [--class-count K] [--scores MODE]
+usage: triton_client.py ADDRESS MODEL TEXTS_JSON [--output NAME] [--class-count K] [--scores MODE] [--pair TEXT]
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ def main() -> None:
     parser.add_argument("--output", default="LOGITS")
     parser.add_argument("--class-count", type=int, default=0, help="InferRequestedOutput(..., class_count=K)")
     parser.add_argument("--scores", help="the request parameter `scores`")
+    parser.add_argument("--pair", help="TEXT_PAIR [1]: one second text for every text (a cross-encoder's query)")
     args = parser.parse_args()
     with open(args.texts_path) as f:
         texts = json.load(f)
@@ -32,8 +33,13 @@ def main() -> None:
     tensor = triton.InferInput("TEXT", [len(texts)], "BYTES")
     tensor.set_data_from_numpy(data)
     parameters = {"scores": args.scores} if args.scores else None
+    inputs = [tensor]
+    if args.pair is not None:
+        pair = triton.InferInput("TEXT_PAIR", [1], "BYTES")
+        pair.set_data_from_numpy(np.array([args.pair.encode()], dtype=np.object_))
+        inputs.append(pair)
     try:
-        result = client.infer(args.model, [tensor], parameters=parameters,
+        result = client.infer(args.model, inputs, parameters=parameters,
                               outputs=[triton.InferRequestedOutput(args.output, class_count=args.class_count)])
     except triton.InferenceServerException as e:
         print(json.dumps({"error": e.status(), "message": e.message()}))

@@ -12,9 +12,12 @@
 // Besides "no crash, no sanitizer report", it checks what the decoder promises, against independent code here:
 // - IsValidUtf8 equals a decode-then-range-check UTF-8 validator on the raw input bytes;
 // - a decoded request has one input TEXT, BYTES, shape [N] or [N, 1] with 1 <= N <= max_texts_per_request, exactly N texts,
-//   each valid UTF-8 and a view into the request (its bytes_contents, or its one raw buffer split the same way by
-//   the reference splitter below), as many outputs as requested, each with classes >= 0; a refused one a message;
-// - EncodeOutputs on a request whose outputs pass CheckOutputs writes outputs of the promised shapes and sizes.
+//   each valid UTF-8 and a view into the request (its bytes_contents, or its raw buffer split the same way by
+//   the reference splitter below), and at most one more, TEXT_PAIR, by the same rules with N or 1 elements, whose
+//   pairs are N views (the one element repeated for [1]); as many outputs as requested, each with classes >= 0; a
+//   refused one a message;
+// - EncodeOutputs on a request whose outputs pass CheckOutputs writes outputs of the promised shapes and sizes (a
+//   reranker's SCORE [rows]).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -93,34 +96,62 @@ bool Inside(std::string_view part, const std::string& whole) {
   return part.data() >= whole.data() && part.data() + part.size() <= whole.data() + whole.size();
 }
 
-void CheckDecoded(const inference::ModelInferRequest& request, const ortserve::DecodedCall& decoded,
-                  long long max_texts_per_request) {
-  Check(request.inputs_size() == 1, "decoded a request without exactly one input");
-  const auto& tensor = request.inputs(0);
-  Check(tensor.name() == "TEXT" && tensor.datatype() == "BYTES", "decoded an input that is not TEXT BYTES");
+// The elements of input `index` as the reference reads them (its bytes_contents or its raw buffer), after checking
+// what a decoded input must be.
+std::vector<std::string_view> ReferenceElements(const inference::ModelInferRequest& request, int index,
+                                                long long max_texts_per_request) {
+  const auto& tensor = request.inputs(index);
+  Check(tensor.datatype() == "BYTES", "decoded an input that is not BYTES");
   const auto& shape = tensor.shape();
   Check(shape.size() == 1 || (shape.size() == 2 && shape[1] == 1), "decoded a shape other than [N] or [N, 1]");
   Check(shape[0] >= 1 && shape[0] <= max_texts_per_request, "decoded a count outside 1..max_texts_per_request");
-  Check(static_cast<int64_t>(decoded.texts.size()) == shape[0], "texts disagree with the shape");
+  std::vector<std::string_view> expected;
   if (request.raw_input_contents_size() > 0) {
-    Check(request.raw_input_contents_size() == 1 && !tensor.has_contents(), "decoded raw next to other contents");
-    std::vector<std::string_view> expected;
-    Check(ReferenceSplit(request.raw_input_contents(0), expected), "decoded a raw buffer the reference refuses");
-    Check(expected.size() == decoded.texts.size(), "raw split disagrees with the reference (count)");
-    for (size_t i = 0; i < expected.size(); ++i) {
-      Check(expected[i].data() == decoded.texts[i].data() && expected[i].size() == decoded.texts[i].size(),
-            "raw split disagrees with the reference (element)");
-      Check(Inside(decoded.texts[i], request.raw_input_contents(0)), "a text points outside the raw buffer");
+    Check(request.raw_input_contents_size() == request.inputs_size() && !tensor.has_contents(),
+          "decoded raw next to other contents");
+    Check(ReferenceSplit(request.raw_input_contents(index), expected), "decoded a raw buffer the reference refuses");
+    for (std::string_view e : expected) {
+      Check(Inside(e, request.raw_input_contents(index)), "an element points outside the raw buffer");
     }
   } else {
-    Check(tensor.contents().bytes_contents_size() == shape[0], "texts disagree with bytes_contents");
-    for (int i = 0; i < tensor.contents().bytes_contents_size(); ++i) {
-      const std::string& element = tensor.contents().bytes_contents(i);
-      Check(decoded.texts[i].data() == element.data() && decoded.texts[i].size() == element.size(),
-            "a text is not its bytes_contents element");
-    }
+    for (const std::string& element : tensor.contents().bytes_contents()) expected.emplace_back(element);
   }
-  for (std::string_view text : decoded.texts) Check(ReferenceUtf8(text), "decoded a text that is not UTF-8");
+  Check(static_cast<int64_t>(expected.size()) == shape[0], "elements disagree with the shape");
+  return expected;
+}
+
+bool SameViews(const std::vector<std::string_view>& a, const std::vector<std::string_view>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].data() != b[i].data() || a[i].size() != b[i].size()) return false;
+  }
+  return true;
+}
+
+void CheckDecoded(const inference::ModelInferRequest& request, const ortserve::DecodedCall& decoded,
+                  long long max_texts_per_request) {
+  int text = -1, pair = -1;
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const std::string& name = request.inputs(i).name();
+    Check(name == "TEXT" || name == "TEXT_PAIR", "decoded an input other than TEXT and TEXT_PAIR");
+    int& slot = name == "TEXT" ? text : pair;
+    Check(slot < 0, "decoded an input sent twice");
+    slot = i;
+  }
+  Check(text >= 0, "decoded a request without TEXT");
+  Check(SameViews(ReferenceElements(request, text, max_texts_per_request), decoded.texts),
+        "texts are not TEXT's elements");
+  if (pair < 0) {
+    Check(decoded.pairs.empty(), "pairs from nowhere");
+  } else {
+    const std::vector<std::string_view> second = ReferenceElements(request, pair, max_texts_per_request);
+    Check(second.size() == 1 || second.size() == decoded.texts.size(), "decoded TEXT_PAIR of another count");
+    std::vector<std::string_view> expected = second;
+    if (second.size() == 1) expected.assign(decoded.texts.size(), second[0]);
+    Check(SameViews(expected, decoded.pairs), "pairs are not TEXT_PAIR's elements");
+  }
+  for (std::string_view t : decoded.texts) Check(ReferenceUtf8(t), "decoded a text that is not UTF-8");
+  for (std::string_view t : decoded.pairs) Check(ReferenceUtf8(t), "decoded a second text that is not UTF-8");
   Check(static_cast<int>(decoded.outputs.size()) == request.outputs_size(), "outputs lost or invented");
   for (const auto& out : decoded.outputs) Check(out.classes >= 0, "negative classes");
 }
@@ -132,6 +163,7 @@ void CheckEncode(const inference::ModelInferRequest& request, const ortserve::De
   if (ortserve::CheckOutputs(decoded, served, "m")) return;
   const int rows = static_cast<int>(decoded.texts.size());
   const int columns = served.labels.empty() ? 3 : static_cast<int>(served.labels.size());
+  Check(served.pairs != decoded.pairs.empty(), "CheckOutputs passed TEXT_PAIR where the version does not take it");
   for (const auto& out : decoded.outputs) {
     if (out.classes > 0 && served.labels.size() != static_cast<size_t>(columns)) return;  // the caller's check
   }
@@ -152,6 +184,14 @@ void CheckEncode(const inference::ModelInferRequest& request, const ortserve::De
         "raw_output_contents disagree with binary_data");
   for (int o = 0; o < response.outputs_size(); ++o) {
     const auto& out = response.outputs(o);
+    if (out.name() == "SCORE") {
+      Check(!served.score.empty() && out.datatype() == "FP32" && out.shape_size() == 1 && out.shape(0) == rows,
+            "SCORE is not a reranker's FP32 [rows]");
+      Check(raw ? response.raw_output_contents(o).size() == 4 * static_cast<size_t>(rows)
+                : out.contents().fp32_contents_size() == rows,
+            "SCORE size");
+      continue;
+    }
     Check(out.shape_size() == 2 && out.shape(0) == rows, "an output's shape is not [rows, ...]");
     const size_t count = static_cast<size_t>(out.shape(0)) * static_cast<size_t>(out.shape(1));
     if (out.datatype() == "FP32") {
@@ -264,6 +304,26 @@ inference::ModelInferRequest Built(Reader& in) {
     if (spec & 0x04) params["scores"].set_string_param(kModes[(spec >> 4) % 4]);
     if (spec & 0x08) params["scores"].set_bool_param(true);
   }
+  const uint8_t pairs = in.Byte();  // last: the committed seeds read 0 here and keep their meaning
+  if (pairs & 0x01) {
+    auto* second = request.add_inputs();
+    second->set_name((pairs & 0x10) ? "TEXT" : "TEXT_PAIR");
+    second->set_datatype((pairs & 0x20) ? "FP32" : "BYTES");
+    const int n = (pairs & 0x02) ? 1 : count + ((pairs & 0x04) ? 1 : 0);
+    second->add_shape(n);
+    std::vector<std::string> texts;
+    for (int i = 0; i < n; ++i) texts.push_back(in.Bytes(in.Byte() % 20));
+    if (flags & 0x04) {
+      std::string raw;
+      for (const std::string& t : texts) {
+        AppendLe32(raw, static_cast<uint32_t>(t.size()));
+        raw += t;
+      }
+      if (!(pairs & 0x08)) request.add_raw_input_contents(std::move(raw));  // else one entry for two inputs
+    } else {
+      for (std::string& t : texts) second->mutable_contents()->add_bytes_contents(std::move(t));
+    }
+  }
   return request;
 }
 
@@ -271,6 +331,8 @@ void Exercise(const inference::ModelInferRequest& request, const uint8_t* data, 
   static const ortserve::VersionOutput kPlain{"classifier", "LOGITS", {}};  // a table without labels
   static const ortserve::VersionOutput kLabelled{"classifier", "LOGITS", {"neg", "pos", "x"}};
   static const ortserve::VersionOutput kEmbedding{"embedding", "EMBEDDING", {}};
+  static const ortserve::VersionOutput kPairs{"classifier", "LOGITS", {"neg", "pos", "x"}, false, true, ""};
+  static const ortserve::VersionOutput kReranker{"classifier", "SCORE", {"score"}, false, true, "sigmoid"};
   for (const long long max_texts_per_request : {1LL, 16LL, 1LL << 40}) {
     const auto decoded = ortserve::Decode(ortserve::ToWire(request), max_texts_per_request);
     if (const auto* error = std::get_if<ortserve::WireError>(&decoded)) {
@@ -284,7 +346,7 @@ void Exercise(const inference::ModelInferRequest& request, const uint8_t* data, 
             "routing key from nowhere");
     }
     CheckDecoded(request, call, max_texts_per_request);
-    for (const auto* served : {&kPlain, &kLabelled, &kEmbedding}) {
+    for (const auto* served : {&kPlain, &kLabelled, &kEmbedding, &kPairs, &kReranker}) {
       if (served->labels.empty() && served->kind == "classifier") {
         bool classification = false;
         for (const auto& out : call.outputs) classification |= out.classes > 0;

@@ -8,7 +8,10 @@
 // - the ids are [CLS], at most max_len - 2 ids of the vocabulary or the added tokens, [SEP];
 // - Encode into a used buffer equals a fresh Encode (the thread-local scratch leaks nothing between calls);
 // - truncation is tokenize-then-truncate: the ids equal the same tokenizer's ids with no length limit, cut to
-//   max_len - 2 tokens (the tokenizer stops early; that must not change a single id).
+//   max_len - 2 tokens (the tokenizer stops early; that must not change a single id);
+// - a pair (the text cut in two at a byte the input picks) is [CLS] a [SEP] b [SEP] with each text's untruncated
+//   tokens cut to what LongestFirst keeps of a max_len - 3 budget (stopping early, and re-reading both texts when
+//   both pass the budget, changes no id), and it returns where b begins.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -122,5 +125,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<int64_t> truncated(full.begin(), full.begin() + 1 + static_cast<std::ptrdiff_t>(tokens));
   truncated.push_back(config.sep_id);
   Check(ids == truncated, "early truncation differs from tokenize-then-truncate");
+
+  if (config.max_len >= 3) {
+    const size_t cut = text.empty() ? 0 : static_cast<unsigned char>(text[0]) % (text.size() + 1);
+    const std::string_view first = text.substr(0, cut), second = text.substr(cut);
+    std::vector<int64_t> pair{1, 2, 3};
+    const int starts = tokenizer.EncodePair(first, second, pair);
+    const std::vector<int64_t> a = setup.unlimited->Encode(first), b = setup.unlimited->Encode(second);
+    const ortserve::PairLengths keep = ortserve::LongestFirst(a.size() - 2, b.size() - 2, config.max_len - 3);
+    std::vector<int64_t> expected{config.cls_id};
+    expected.insert(expected.end(), a.begin() + 1, a.begin() + 1 + static_cast<std::ptrdiff_t>(keep.first));
+    expected.push_back(config.sep_id);
+    expected.insert(expected.end(), b.begin() + 1, b.begin() + 1 + static_cast<std::ptrdiff_t>(keep.second));
+    expected.push_back(config.sep_id);
+    Check(pair == expected, "a pair differs from its texts tokenized whole, then cut longest first");
+    Check(starts == static_cast<int>(keep.first) + 2, "the second text does not begin after the first [SEP]");
+    Check(pair.size() <= config.max_len, "a pair longer than max_len");
+  }
   return 0;
 }

@@ -22,6 +22,7 @@ NB_MODULE(_engine, m) {
   BindServedVersion(m);
   BindRoute(m);
   BindClassification(m);
+  BindEntities(m);
   BindWire(m);
 #ifdef ORTSERVE_WITH_FRONTEND
   BindFrontend(m);

@@ -1,6 +1,6 @@
 """A checkpoint directory read without torch: its layout, architecture, task, labels and pooling.
 
-    checkpoint = read_checkpoint(path, task=None, pooling=None)
+    checkpoint = read_checkpoint(path, task=None, pooling=None, pairs=None)
 
 Two layouts: a transformers `save_pretrained` directory (config.json, model.safetensors or pytorch_model.bin, and
 tokenizer.json or the files transformers turns into one), and a sentence-transformers directory (modules.json
@@ -10,6 +10,13 @@ The task comes from the checkpoint: a `*ForSequenceClassification` becomes a cla
 `id2label` in column order; a base model, a masked-LM checkpoint or a sentence-transformers directory becomes an
 embedding model, pooled as 1_Pooling/config.json says (mean for a plain encoder, or `--pooling`) and normalised
 where a Normalize module is listed (always for a plain encoder: cosine similarity is then a dot product).
+
+A classifier of pairs of texts (a cross-encoder: reranking, NLI, duplicates) is told apart by the sentence-transformers
+CrossEncoder layout (config_sentence_transformers.json with model_type CrossEncoder, or the sentence_transformers
+or sbert_ce_default_activation_function keys in config.json, as versions 4-5 and 2-3 saved it), or asked for with
+`--task rerank` or `--pairs`. A one-label one is a reranker: its score goes through the activation CrossEncoder
+applies (the checkpoint's activation_fn, else CrossEncoder's default, a sigmoid), which must be a sigmoid or the
+identity.
 
 Every refusal here is a CheckpointError whose message is one line naming the directory, before torch is imported:
 not a directory, no config.json, no weights, no tokenizer, a decoder (or a generative head), an architecture the
@@ -35,8 +42,12 @@ from ortserve.registry.importer.architectures import (
 )
 
 TRANSFORMERS, SENTENCE_TRANSFORMERS = "transformers", "sentence-transformers"
-CLASSIFY, EMBED = "classify", "embed"
-TASKS = (CLASSIFY, EMBED)
+CLASSIFY, EMBED, RERANK = "classify", "embed", "rerank"
+TASKS = (CLASSIFY, EMBED, RERANK)
+"""rerank: a classifier of pairs of texts (CLASSIFY with pairs)."""
+ACTIVATIONS = {"torch.nn.modules.activation.Sigmoid": "sigmoid", "torch.nn.Sigmoid": "sigmoid",
+               "torch.nn.modules.linear.Identity": "identity", "torch.nn.Identity": "identity"}
+"""CrossEncoder activation_fn paths a reranker's SCORE reproduces, and the bundle's name for each."""
 POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len_tokens")
 """What the graph pools with (sentence-transformers' names)."""
 POOLING_CHOICES = POOLING_MODES[:3]
@@ -90,17 +101,31 @@ class Checkpoint:
     """sentence-transformers lowercases each text before its tokenizer (sentence_bert_config's do_lower_case)."""
     weights: tuple[Path, ...] = ()
     warnings: tuple[str, ...] = ()
+    pairs: bool = False
+    """A classifier of pairs of texts (a cross-encoder)."""
+    score_activation: str | None = None
+    """A one-label classifier of pairs (a reranker): "sigmoid" or "identity", what CrossEncoder applies."""
+    cross_encoder: bool = False
+    """The directory is in sentence-transformers' CrossEncoder layout."""
 
     @property
     def classifier(self) -> bool:
         return self.task == CLASSIFY
 
 
-def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str | None = None) -> Checkpoint:
-    """Reads and checks `path`; `task` and `pooling` override what the checkpoint says (see the module docstring)."""
+def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str | None = None,
+                    pairs: bool | None = None) -> Checkpoint:
+    """Reads and checks `path`; `task`, `pooling` and `pairs` override what the checkpoint says (see the module
+    docstring)."""
     root = Path(path)
     if task is not None and task not in TASKS:
-        raise CheckpointError(f"--task must be {' or '.join(TASKS)}, got {task!r}")
+        raise CheckpointError(f"--task must be {', '.join(TASKS[:-1])} or {TASKS[-1]}, got {task!r}")
+    if pairs and task == EMBED:
+        raise CheckpointError("--pairs applies to classifiers (a cross-encoder); an embedding model reads one text")
+    cross_encoder = _cross_encoder_activation(root) if root.is_dir() else None
+    wants_pairs = task == RERANK or bool(pairs) or (pairs is None and cross_encoder is not None and task != EMBED)
+    if task == RERANK:
+        task = CLASSIFY
     if pooling is not None and pooling not in POOLING_MODES:
         raise CheckpointError(f"--pooling must be one of {', '.join(POOLING_MODES)}, got {pooling!r}")
     if not root.is_dir():
@@ -108,7 +133,9 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
     st_pooling: Pooling | None = None
     lowercase = False
     model_dir = root
-    if (root / "modules.json").is_file():
+    if cross_encoder is not None:
+        _check_cross_encoder_modules(root)
+    elif (root / "modules.json").is_file():
         model_dir, st_pooling, lowercase = _sentence_transformers(root)
     config = _config(model_dir)
     weights = tuple(model_dir / name for name in WEIGHT_FILES if (model_dir / name).is_file())
@@ -125,6 +152,9 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
     layout = SENTENCE_TRANSFORMERS if st_pooling is not None else TRANSFORMERS
     detected = EMBED if layout == SENTENCE_TRANSFORMERS or not class_name.endswith(CLASSIFIER_SUFFIX) else CLASSIFY
     chosen = task or detected
+    if wants_pairs and chosen != CLASSIFY:
+        raise CheckpointError(f"{model_dir}: {class_name} has no sequence-classification head; a classifier of pairs "
+                              "(a cross-encoder: --pairs, --task rerank) needs one")
     if chosen == CLASSIFY and detected != CLASSIFY:
         raise CheckpointError(f"{model_dir}: {class_name} has no sequence-classification head, so it cannot be "
                               f"imported as a classifier; import it as an embedding model (--task embed)")
@@ -138,7 +168,8 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
         return Checkpoint(path=root, model_dir=model_dir, layout=layout, config=config, architecture=architecture,
                           class_name=class_name, task=CLASSIFY, labels=labels,
                           multi_label=config.get("problem_type") == "multi_label_classification", weights=weights,
-                          warnings=warnings)
+                          warnings=warnings, pairs=wants_pairs, cross_encoder=cross_encoder is not None,
+                          score_activation=_score_activation(root, cross_encoder, labels) if wants_pairs else None)
     if st_pooling is not None:
         if pooling is not None and (pooling,) != st_pooling.modes:
             raise CheckpointError(f"{root}: its 1_Pooling/config.json pools with {' + '.join(st_pooling.modes)}; "
@@ -150,6 +181,49 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
     return Checkpoint(path=root, model_dir=model_dir, layout=layout, config=config, architecture=architecture,
                       class_name=class_name, task=EMBED, pooling=chosen_pooling, lowercase=lowercase,
                       weights=weights)
+
+
+def _score_activation(root: Path, found: str | None, labels: tuple[str, ...]) -> str | None:
+    """A one-label classifier of pairs: what CrossEncoder applies to its logit (the checkpoint's activation_fn, else
+    CrossEncoder's default for one label, a sigmoid); None for several labels."""
+    if len(labels) != 1:
+        return None
+    path = found or "torch.nn.modules.activation.Sigmoid"
+    activation = ACTIVATIONS.get(path)
+    if activation is None:
+        raise CheckpointError(f"{root}: its CrossEncoder activation_fn {path} is not one a reranker's SCORE "
+                              f"reproduces ({', '.join(sorted(ACTIVATIONS))})")
+    return activation
+
+
+def _check_cross_encoder_modules(root: Path) -> None:
+    """A CrossEncoder directory's modules.json (sentence-transformers 5+) must be its one Transformer, in place."""
+    if not (root / "modules.json").is_file():
+        return
+    modules = _json_list(root / "modules.json")
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    if kinds != ["Transformer"] or str(modules[0].get("path", "")) not in ("", "."):
+        raise CheckpointError(f"{root / 'modules.json'}: a CrossEncoder of {' -> '.join(kinds) or 'no modules'}; the "
+                              "import takes one Transformer module in the directory itself")
+
+
+def _cross_encoder_activation(root: Path) -> str | None:
+    """The activation_fn path a sentence-transformers CrossEncoder directory names ("" when it names none), or None
+    when the directory is not one."""
+    st_config = root / "config_sentence_transformers.json"
+    if st_config.is_file():
+        data = _json(st_config)
+        if data.get("model_type") == "CrossEncoder":
+            return str(data.get("activation_fn") or "")
+    config = root / "config.json"
+    if config.is_file():
+        data = _json(config)
+        st = data.get("sentence_transformers")
+        if isinstance(st, dict) and "activation_fn" in st:
+            return str(st.get("activation_fn") or "")
+        if data.get("sbert_ce_default_activation_function"):
+            return str(data["sbert_ce_default_activation_function"])
+    return None
 
 
 def _config(model_dir: Path) -> dict[str, Any]:

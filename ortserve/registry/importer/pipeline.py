@@ -1,12 +1,16 @@
 """One import: a Hugging Face checkpoint directory in, a bundle proven against PyTorch out.
 
-    import_checkpoint(source, dest, task=None, max_seq_len=None, pooling=None, progress=print)
+    import_checkpoint(source, dest, task=None, max_seq_len=None, pooling=None, pairs=None, progress=print)
         read the directory (checkpoint.py, no torch) -> load it with PyTorch (torch_side.py) -> the bundle's
         tokenizer.json (tokenizer_file.py) -> export to ONNX (export.py) -> PyTorch's answers and ONNX Runtime's,
         in batches and alone, on the evaluation texts and a few past max_seq_len -> the parity gate (parity.py),
         its table through `progress`, ParityRefused unless it passes -> model.onnx, tokenizer.json, the reference
         answers (PyTorch's, references.py), the evaluation file if the checkpoint has one, and manifest.json with
         the "imported" provenance, into a temp dir beside `dest` -> validated as a bundle -> renamed onto `dest`
+
+A classifier of pairs (a cross-encoder; checkpoint.py) is judged on pairs: each evaluation text with another one as
+its second text (PAIR_STEP texts on), the long ones among them, tokenized as the checkpoint's tokenizer makes a pair
+(token types included) on both sides; its reference answers are pairs too.
 
 On any failure `dest` is left as it was. CheckpointError, MissingDependency and DestinationError are the caller's
 input (exit 2); ParityRefused and ExportError are the import's verdict (exit 1).
@@ -62,6 +66,8 @@ BATCH_SIZE = 16
 LONG_TEXTS = 3
 """Texts the gate adds past max_seq_len (built from the evaluation texts), so that truncation is always judged."""
 THREADS = 2
+PAIR_STEP = 7
+"""A classifier of pairs is judged on (text i, text i + PAIR_STEP): unrelated texts, of every length mix."""
 
 
 class DestinationError(ValueError):
@@ -89,8 +95,8 @@ class ImportResult:
     def summary(self) -> dict[str, Any]:
         """The machine-readable form (`registry import --json`)."""
         m = self.manifest
-        shape: dict[str, Any] = {"labels": list(m.labels), "multi_label": m.multi_label} if m.kind == "classifier" \
-            else {"dim": m.dim}
+        shape: dict[str, Any] = {"labels": list(m.labels), "multi_label": m.multi_label, "pairs": m.pairs,
+                                 "score_activation": m.score_activation} if m.kind == "classifier" else {"dim": m.dim}
         return {"bundle": str(self.path), "format": m.format, **shape, "max_seq_len": m.max_seq_len,
                 "architecture": self.checkpoint.class_name, "from": self.checkpoint.layout,
                 "model_bytes": self.model_bytes, "seconds": round(self.seconds, 3), "warnings": list(self.warnings),
@@ -98,7 +104,7 @@ class ImportResult:
 
 
 def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None = None,
-                      max_seq_len: int | None = None, pooling: str | None = None,
+                      max_seq_len: int | None = None, pooling: str | None = None, pairs: bool | None = None,
                       progress: Progress | None = None) -> ImportResult:
     """Imports the checkpoint at `source` as a bundle at `dest` (absent or an empty directory); see the module
     docstring for the steps and what each failure raises."""
@@ -107,9 +113,11 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
     out = Path(dest)
     if problem := dest_problem(out):
         raise DestinationError(problem)
-    checkpoint = read_checkpoint(source, task=task, pooling=pooling)
-    what = (f"a classifier of {len(checkpoint.labels)} labels ({', '.join(checkpoint.labels)})"
-            + (", multi-label" if checkpoint.multi_label else "") if checkpoint.classifier
+    checkpoint = read_checkpoint(source, task=task, pooling=pooling, pairs=pairs)
+    what = (f"a classifier{' of pairs' if checkpoint.pairs else ''} of {len(checkpoint.labels)} labels "
+            f"({', '.join(checkpoint.labels)})" + (", multi-label" if checkpoint.multi_label else "")
+            + (f", SCORE through a {checkpoint.score_activation}" if checkpoint.score_activation else "")
+            if checkpoint.classifier
             else f"an embedding model ({checkpoint.pooling.describe() if checkpoint.pooling else ''})")
     report(f"read {checkpoint.path}: {checkpoint.class_name} ({checkpoint.architecture.name}, {checkpoint.layout} "
            f"layout), imported as {what}")
@@ -126,6 +134,7 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
     tokenizer_text = tokenizer_json(model.tokenizer, limit, lowercase=checkpoint.lowercase)
     spec = json.loads(tokenizer_text)
     texts = (*evals.texts, *_long_texts(evals.texts, tokenizer_text, limit))
+    seconds = [texts[(i + PAIR_STEP) % len(texts)] for i in range(len(texts))] if checkpoint.pairs else None
 
     t0 = time.perf_counter()
     output = FORMATS[CLASSIFIER_FORMAT if checkpoint.classifier else EMBEDDING_FORMAT][1]
@@ -135,18 +144,19 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
            f"{exported.nodes} nodes, {len(exported.model_bytes) / 2**20:.1f} MiB ({time.perf_counter() - t0:.1f}s)")
 
     t0 = time.perf_counter()
-    reference = model.reference_outputs(texts)
+    reference = model.reference_outputs(texts, seconds)
     _check_shape(reference, len(texts), model.columns)
     report(f"PyTorch: {len(texts)} texts ({time.perf_counter() - t0:.1f}s)")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ortserve-import-") as scratch:
         tokenizer_path = Path(scratch) / TOKENIZER_FILE
         tokenizer_path.write_text(tokenizer_text, encoding="utf-8")
-        runs = _onnx_runs(exported.model_bytes, tokenizer_path, limit, texts, output)
-        counts = references.token_counts(tokenizer_path, texts)
+        runs = _onnx_runs(exported.model_bytes, tokenizer_path, limit, texts, output, seconds)
+        counts = references.token_counts(tokenizer_path, texts, seconds)
     report(f"ONNX Runtime: {len(texts)} texts in batches of {BATCH_SIZE} and alone ({time.perf_counter() - t0:.1f}s)")
     parity = judge("classifier" if checkpoint.classifier else "embedding", texts, reference, runs,
-                   reference_ids=model.reference_ids(texts), bundle_ids=bundle_ids(tokenizer_text, texts, limit),
+                   reference_ids=model.reference_ids(texts, seconds),
+                   bundle_ids=bundle_ids(tokenizer_text, texts, limit, seconds),
                    eval_name=evals.name, eval_sha256=evals.sha256, long_texts=len(texts) - len(evals.texts),
                    reference_name=model.reference_name, cpu=cpu_info(), labels=evals.labels)
     for line in parity.table():
@@ -156,7 +166,7 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
                             f"{'; '.join(parity.refusals)}; nothing written", parity)
 
     refs = references.build(texts, counts, reference, max_seq_len=limit, classifier=checkpoint.classifier,
-                            candidates=[run.outputs for run in runs] if checkpoint.classifier else ())
+                            candidates=[run.outputs for run in runs] if checkpoint.classifier else (), pairs=seconds)
     refs_bytes = refs.encode()
     outputs_from = f"PyTorch {model.tools['torch']} (eval, FP32, CPU): {model.reference_name}, {evals.name}"
     manifest = _manifest(checkpoint, model, parity, limit, references.manifest_entry(refs_bytes, refs, outputs_from))
@@ -171,13 +181,15 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
                         warnings=checkpoint.warnings)
 
 
-def _onnx_runs(model_bytes: bytes, tokenizer_path: Path, limit: int, texts: Sequence[str], output: str) -> list[Run]:
-    """The exported graph as the server feeds it: in batches of 16 in the texts' order, and one text at a time."""
+def _onnx_runs(model_bytes: bytes, tokenizer_path: Path, limit: int, texts: Sequence[str], output: str,
+               pairs: Sequence[str] | None = None) -> list[Run]:
+    """The exported graph as the server feeds it: in batches of 16 in the texts' order, and one text at a time
+    (with `pairs`: each text and its second text, one row)."""
     try:
         session = open_session(model_bytes, THREADS)
-        batched = run_outputs(session, make_batches(tokenizer_path, limit, texts, BATCH_SIZE, by_length=False),
-                              len(texts), output)
-        alone = run_outputs(session, make_batches(tokenizer_path, limit, texts, 1), len(texts), output)
+        batched = run_outputs(session, make_batches(tokenizer_path, limit, texts, BATCH_SIZE, by_length=False,
+                                                    pairs=pairs), len(texts), output)
+        alone = run_outputs(session, make_batches(tokenizer_path, limit, texts, 1, pairs=pairs), len(texts), output)
     except Exception as e:  # ORT raises its own types (Fail, InvalidGraph, RuntimeException...)
         raise ExportError(f"ONNX Runtime could not run the exported graph ({type(e).__name__}: "
                           f"{(str(e).strip().splitlines() or [''])[0][:200]})") from e
@@ -220,6 +232,12 @@ def _manifest(checkpoint: Checkpoint, model: torch_side.TorchModel, parity: Pari
         if checkpoint.multi_label:
             kind["multi_label"] = True
         task: dict[str, Any] = {"task": "classify", "problem_type": checkpoint.config.get("problem_type")}
+        if checkpoint.pairs:
+            kind["pairs"] = True
+            task = {**task, "task": "rerank" if checkpoint.score_activation else "classify pairs",
+                    "cross_encoder": checkpoint.cross_encoder}
+        if checkpoint.score_activation:
+            kind["score_activation"] = checkpoint.score_activation
     else:
         assert checkpoint.pooling is not None
         kind = {"format": EMBEDDING_FORMAT, "dim": model.columns}

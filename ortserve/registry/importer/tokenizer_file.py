@@ -46,12 +46,15 @@ def tokenizer_json(hf_tokenizer: Any, max_seq_len: int, *, lowercase: bool = Fal
     return json.dumps(spec, ensure_ascii=False, indent=2) + "\n"
 
 
-def bundle_ids(text: str, texts: Sequence[str], max_seq_len: int) -> list[list[int]]:
-    """Token ids of each text under the tokenizer.json `text`, set up as the server sets it up
-    (service/tokenization.py: padding off, truncation at max_seq_len)."""
+def bundle_ids(text: str, texts: Sequence[str], max_seq_len: int,
+               pairs: Sequence[str] | None = None) -> list[list[int]]:
+    """Token ids of each text (with `pairs`: of each pair) under the tokenizer.json `text`, set up as the server sets
+    it up (service/tokenization.py: padding off, truncation at max_seq_len)."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_str(text)
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_seq_len)
+    if pairs is not None:
+        return [list(tokenizer.encode(t, p).ids) for t, p in zip(texts, pairs, strict=True)]
     return [list(tokenizer.encode(t).ids) for t in texts]

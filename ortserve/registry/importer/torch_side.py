@@ -54,14 +54,23 @@ class TorchModel:
     tools: dict[str, str]
     _outputs: Callable[[Sequence[str]], np.ndarray]
     _ids: Callable[[Sequence[str]], list[list[int]]]
+    _pair_outputs: Callable[[Sequence[str], Sequence[str]], np.ndarray] | None = None
+    _pair_ids: Callable[[Sequence[str], Sequence[str]], list[list[int]]] | None = None
 
-    def reference_outputs(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 [texts, columns]: PyTorch's answers, eval mode, FP32, on the CPU."""
+    def reference_outputs(self, texts: Sequence[str], pairs: Sequence[str] | None = None) -> np.ndarray:
+        """float32 [texts, columns]: PyTorch's answers, eval mode, FP32, on the CPU (with `pairs`: to each text
+        and its second text, a classifier's)."""
         with _quiet():
+            if pairs is not None:
+                assert self._pair_outputs is not None, "pairs are a classifier's"
+                return self._pair_outputs(texts, pairs)
             return self._outputs(texts)
 
-    def reference_ids(self, texts: Sequence[str]) -> list[list[int]]:
+    def reference_ids(self, texts: Sequence[str], pairs: Sequence[str] | None = None) -> list[list[int]]:
         with _quiet():
+            if pairs is not None:
+                assert self._pair_ids is not None, "pairs are a classifier's"
+                return self._pair_ids(texts, pairs)
             return self._ids(texts)
 
 
@@ -89,6 +98,17 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
         columns = len(checkpoint.labels)
         outputs = _one_at_a_time(lambda text: reference(**_encode(tokenizer, text, limit)).logits, torch)
         reference_name = f"transformers {transformers.__version__} {reference.__class__.__name__}"
+
+        def pair_outputs(texts: Sequence[str], pairs: Sequence[str]) -> np.ndarray:
+            with torch.inference_mode():
+                rows = [reference(**dict(tokenizer(text, pair, truncation=True, max_length=limit,
+                                                   return_tensors="pt"))).logits[0].float().numpy()
+                        for text, pair in zip(texts, pairs, strict=True)]
+            return np.stack(rows).astype(np.float32)
+
+        def pair_ids(texts: Sequence[str], pairs: Sequence[str]) -> list[list[int]]:
+            return [list(tokenizer(text, pair, truncation=True, max_length=limit)["input_ids"])
+                    for text, pair in zip(texts, pairs, strict=True)]
     else:
         pooling = checkpoint.pooling
         assert pooling is not None
@@ -106,8 +126,11 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
                 lambda text: pooled(**{k: v for k, v in _encode(tokenizer, text, limit).items() if k in names}), torch)
             reference_name = (f"transformers {transformers.__version__} {reference.__class__.__name__} with "
                               f"{pooling.describe()} in PyTorch")
-    return TorchModel(checkpoint=checkpoint, tokenizer=tokenizer, graph=graph, input_names=names, columns=columns,
-                      max_seq_len=limit, reference_name=reference_name, tools=tools, _outputs=outputs, _ids=ids)
+    model = TorchModel(checkpoint=checkpoint, tokenizer=tokenizer, graph=graph, input_names=names, columns=columns,
+                       max_seq_len=limit, reference_name=reference_name, tools=tools, _outputs=outputs, _ids=ids)
+    if checkpoint.classifier:
+        model._pair_outputs, model._pair_ids = pair_outputs, pair_ids
+    return model
 
 
 # -- loading --------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.hf_checkpoints import make_checkpoint
 
 from ortserve.registry.importer.checkpoint import (
     SENTENCE_TRANSFORMERS,
@@ -143,3 +144,32 @@ def test_refusals_are_one_line_naming_the_problem(tmp_path: Path, case: str) -> 
         read_checkpoint(make(tmp_path / "ckpt"), **options)
     message = str(refused.value)
     assert expected in message and "\n" not in message
+
+
+def test_pairs_are_read_from_the_cross_encoder_layout_and_the_flags(tmp_path: Path) -> None:
+    """A CrossEncoder directory is a classifier of pairs with its activation; --task rerank and --pairs ask for one;
+    an activation a SCORE cannot reproduce, or --pairs on an embedding, is refused."""
+    one = make_checkpoint(tmp_path / "one", "bert", labels=("score",))
+    plain = read_checkpoint(one)
+    assert not plain.pairs and plain.score_activation is None
+    for asked in (read_checkpoint(one, task="rerank"), read_checkpoint(one, pairs=True)):
+        assert asked.pairs and asked.task == "classify" and asked.score_activation == "sigmoid"
+    st_config = {"model_type": "CrossEncoder", "activation_fn": "torch.nn.modules.linear.Identity"}
+    (one / "config_sentence_transformers.json").write_text(json.dumps(st_config))
+    (one / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "",
+                                                   "type": "sentence_transformers.base.modules.Transformer"}]))
+    found = read_checkpoint(one)
+    assert found.pairs and found.cross_encoder and found.score_activation == "identity"
+    assert not read_checkpoint(one, pairs=False).pairs
+    st_config["activation_fn"] = "torch.nn.modules.activation.Tanh"
+    (one / "config_sentence_transformers.json").write_text(json.dumps(st_config))
+    with pytest.raises(CheckpointError, match=r"activation_fn torch\.nn\.modules\.activation\.Tanh"):
+        read_checkpoint(one)
+    with pytest.raises(CheckpointError, match="pairs applies to classifiers"):
+        read_checkpoint(one, task="embed", pairs=True)
+    base = make_checkpoint(tmp_path / "base", "bert", task="embed")
+    with pytest.raises(CheckpointError, match="has no sequence-classification head; a classifier of pairs"):
+        read_checkpoint(base, pairs=True)
+    three = make_checkpoint(tmp_path / "three", "bert", labels=("a", "b", "c"))
+    nli = read_checkpoint(three, pairs=True)
+    assert nli.pairs and nli.score_activation is None

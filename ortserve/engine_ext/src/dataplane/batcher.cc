@@ -226,7 +226,7 @@ struct Batcher::State {
     if (!kept.empty()) {
       Rows rows;
       rows.reserve(kept.size());
-      for (const Item* item : kept) rows.push_back(&item->ids);
+      for (const Item* item : kept) rows.push_back({&item->ids, item->second});
       run = RunRows(model, batch.narrow, rows);
     }
     std::unique_lock<std::mutex> lock(mutex);
@@ -268,10 +268,11 @@ struct Batcher::State {
   // thread (Submit's may_run_here), whose slot goes back before the answer, so that the caller's next call, which
   // may come as soon as it has the answer, can take it again. `tokens`: what Start counted for it.
   void RunAlone(const std::shared_ptr<Batcher>& self, const CallHandle& call,
-                const std::vector<std::vector<int64_t>>& ids, bool narrow, int64_t tokens, bool on_caller) {
+                const std::vector<std::vector<int64_t>>& ids, const std::vector<int>& seconds, bool narrow,
+                int64_t tokens, bool on_caller) {
     Rows rows;
     rows.reserve(ids.size());
-    for (const auto& row : ids) rows.push_back(&row);
+    for (size_t r = 0; r < ids.size(); ++r) rows.push_back({&ids[r], seconds.empty() ? 0 : seconds[r]});
     Run run = RunSplit(model, narrow, rows, settings.policy);
     if (on_caller) lanes->ReleaseCallerRun();
     Answers answers;
@@ -329,8 +330,16 @@ Batcher::Batcher(std::string model, std::string version, TextModel text_model, B
 Batcher::~Batcher() { Close(); }
 
 CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::optional<Clock::time_point> deadline,
-                           InferDone done, bool may_run_here) {
+                           InferDone done, bool may_run_here, const std::vector<std::string_view>& pairs) {
   State& s = *state_;
+  if (!pairs.empty() && pairs.size() != texts.size()) {
+    InferResult wrong;
+    wrong.code = Code::kInternal;
+    wrong.message = "Submit: " + std::to_string(texts.size()) + " texts and " + std::to_string(pairs.size()) +
+                    " second texts";
+    done(std::move(wrong));
+    return nullptr;
+  }
   if (s.model.tokenizer == nullptr && !texts.empty()) {
     InferResult refusal;
     refusal.code = Code::kInternal;
@@ -352,22 +361,38 @@ CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::opti
   }
   const Clock::time_point started = Clock::now();
   std::vector<std::vector<int64_t>> ids(texts.size());
-  for (size_t i = 0; i < texts.size(); ++i) s.model.tokenizer->Encode(texts[i], ids[i]);
+  std::vector<int> seconds;
+  if (pairs.empty()) {
+    for (size_t i = 0; i < texts.size(); ++i) s.model.tokenizer->Encode(texts[i], ids[i]);
+  } else {
+    seconds.resize(texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) seconds[i] = s.model.tokenizer->EncodePair(texts[i], pairs[i], ids[i]);
+  }
   const double tokenize_s = std::chrono::duration<double>(Clock::now() - started).count();
-  return Enqueue(std::move(ids), deadline, std::move(done), tokenize_s, may_run_here, /*submitting=*/true);
+  return Enqueue(std::move(ids), std::move(seconds), deadline, std::move(done), tokenize_s, may_run_here,
+                 /*submitting=*/true);
 }
 
 CallHandle Batcher::SubmitIds(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
-                              InferDone done, double tokenize_s) {
+                              InferDone done, double tokenize_s, std::vector<int> seconds) {
+  if (!seconds.empty() && seconds.size() != ids.size()) {
+    InferResult wrong;
+    wrong.code = Code::kInternal;
+    wrong.message = "SubmitIds: " + std::to_string(ids.size()) + " rows and " + std::to_string(seconds.size()) +
+                    " second-text starts";
+    done(std::move(wrong));
+    return nullptr;
+  }
   for (auto& row : ids) {
     if (row.empty()) row.push_back(state_->model.pad_id);  // the engine needs one token per row
   }
-  return Enqueue(std::move(ids), deadline, std::move(done), tokenize_s, /*may_run_here=*/false,
+  return Enqueue(std::move(ids), std::move(seconds), deadline, std::move(done), tokenize_s, /*may_run_here=*/false,
                  /*submitting=*/false);
 }
 
-CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
-                            InferDone done, double tokenize_s, bool may_run_here, bool submitting) {
+CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds,
+                            std::optional<Clock::time_point> deadline, InferDone done, double tokenize_s,
+                            bool may_run_here, bool submitting) {
   State& s = *state_;
   const int n = static_cast<int>(ids.size());
   const std::vector<int> lengths = Lengths(ids);
@@ -410,13 +435,14 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::optional
     if (may_run_here && !narrow && s.lanes->ClaimCallerRun()) {
       // Saves waking a sleeping wide thread on an idle vCPU for every lone call (0.18 ms at c=1, tiny model).
       lock.unlock();
-      s.RunAlone(self, call, ids, narrow, tokens, /*on_caller=*/true);
+      s.RunAlone(self, call, ids, seconds, narrow, tokens, /*on_caller=*/true);
       return call;
     }
     auto shared_ids = std::make_shared<std::vector<std::vector<int64_t>>>(std::move(ids));
+    auto shared_seconds = std::make_shared<std::vector<int>>(std::move(seconds));
     State* state = &s;
-    if (!s.lanes->Post(-1, [state, self, call, shared_ids, narrow, tokens] {
-          state->RunAlone(self, call, *shared_ids, narrow, tokens, /*on_caller=*/false);
+    if (!s.lanes->Post(-1, [state, self, call, shared_ids, shared_seconds, narrow, tokens] {
+          state->RunAlone(self, call, *shared_ids, *shared_seconds, narrow, tokens, /*on_caller=*/false);
         })) {
       s.Stop(tokens);  // the lanes stopped: the server is going down
       s.Fail(call, Code::kUnavailable, kShuttingDown, answers);
@@ -424,7 +450,8 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::optional
   } else {
     const double enqueued_at = Seconds(now);
     for (int row = 0; row < n; ++row) {
-      s.pending.push_back(Item{call, row, std::move(ids[static_cast<size_t>(row)]), enqueued_at});
+      const int second = seconds.empty() ? 0 : seconds[static_cast<size_t>(row)];
+      s.pending.push_back(Item{call, row, std::move(ids[static_cast<size_t>(row)]), enqueued_at, second});
     }
     s.queued_texts += n;
     for (int length : lengths) s.queued_tokens += length;

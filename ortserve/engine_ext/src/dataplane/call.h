@@ -58,6 +58,7 @@ struct Item {
   int row = 0;
   std::vector<int64_t> ids;
   double enqueued_at = 0;  // Seconds() of Clock
+  int second = 0;          // a pair: where its second text begins in ids (engine_run.h Row); 0: one text
 };
 
 // Texts chosen to run together on one lane (or a wide thread).

@@ -14,6 +14,7 @@ void BindCompletions(nanobind::module_& m);     // completions_bindings.cc: Nati
 void BindServedVersion(nanobind::module_& m);   // served_version_bindings.cc: NativeVersion, NativeTicket, NativeCall
 void BindRoute(nanobind::module_& m);           // route_bindings.cc
 void BindClassification(nanobind::module_& m);  // classification_bindings.cc
+void BindEntities(nanobind::module_& m);        // entities_bindings.cc: token classification's entities
 void BindWire(nanobind::module_& m);            // wire_bindings.cc
 #ifdef ORTSERVE_WITH_FRONTEND
 void BindFrontend(nanobind::module_& m);        // frontend_bindings.cc

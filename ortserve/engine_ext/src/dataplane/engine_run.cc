@@ -23,9 +23,9 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 EngineRun RunEngine(const TextModel& model, bool narrow, const Rows& rows) {
   const size_t n = rows.size();
   size_t longest = 0, real = 0;
-  for (const auto* ids : rows) {
-    longest = std::max(longest, ids->size());
-    real += ids->size();
+  for (const Row& row : rows) {
+    longest = std::max(longest, row.ids->size());
+    real += row.ids->size();
   }
   const auto [bucket_rows, bucket_width] = BucketShape(static_cast<int>(n), static_cast<int>(longest), model.buckets);
   const size_t padded_rows = static_cast<size_t>(bucket_rows), width = static_cast<size_t>(bucket_width);
@@ -34,8 +34,8 @@ EngineRun RunEngine(const TextModel& model, bool narrow, const Rows& rows) {
   for (size_t r = 0; r < padded_rows; ++r) {
     const auto row = static_cast<std::ptrdiff_t>(r * width);
     if (r < n) {
-      std::copy(rows[r]->begin(), rows[r]->end(), input_ids.begin() + row);
-      std::fill_n(mask.begin() + row, rows[r]->size(), int64_t{1});
+      std::copy(rows[r].ids->begin(), rows[r].ids->end(), input_ids.begin() + row);
+      std::fill_n(mask.begin() + row, rows[r].ids->size(), int64_t{1});
     } else {
       mask[static_cast<size_t>(row)] = 1;
     }
@@ -47,6 +47,13 @@ EngineRun RunEngine(const TextModel& model, bool narrow, const Rows& rows) {
   std::vector<int64_t> token_types;
   if (model.token_types) {
     token_types.assign(padded_rows * width, 0);
+    for (size_t r = 0; r < n; ++r) {
+      const size_t size = rows[r].ids->size(), second = static_cast<size_t>(std::max(rows[r].second, 0));
+      if (second > 0 && second < size) {
+        std::fill(token_types.begin() + static_cast<std::ptrdiff_t>(r * width + second),
+                  token_types.begin() + static_cast<std::ptrdiff_t>(r * width + size), int64_t{1});
+      }
+    }
     feeds.push_back({"token_type_ids", "int64", shape, token_types.data(), nbytes});
   }
   const Engine& engine = narrow && model.narrow != nullptr ? *model.narrow : *model.wide;
@@ -95,7 +102,7 @@ Run RunRows(const TextModel& model, bool narrow, const Rows& rows) {
 Run RunSplit(const TextModel& model, bool narrow, const Rows& rows, const BatchPolicy& policy) {
   std::vector<int> lengths;
   lengths.reserve(rows.size());
-  for (const auto* ids : rows) lengths.push_back(static_cast<int>(ids->size()));
+  for (const Row& row : rows) lengths.push_back(static_cast<int>(row.ids->size()));
   Run total;
   total.started = NowS();
   for (const auto& [begin, end] : SplitRows(lengths, policy)) {

@@ -32,7 +32,13 @@ struct TextModel {
   ShapeBuckets buckets;      // pad each batch up to this ladder (GPU); empty: to its longest text only
 };
 
-using Rows = std::vector<const std::vector<int64_t>*>;
+// One row of a batch: a text's token ids, and for a pair of texts where the second one begins (its tokens, and the
+// [SEP] after them, are token type 1); 0: one text (all type 0).
+struct Row {
+  const std::vector<int64_t>* ids = nullptr;
+  int second = 0;
+};
+using Rows = std::vector<Row>;
 
 // One batch as the engine ran it: the model's output for the rows (float32 [rows, columns], row-major; the
 // ladder's extra rows dropped) and the tokens it was padded to and held.
@@ -43,7 +49,7 @@ struct EngineRun {
 };
 
 // The one padding rule: each row padded with pad_id to the longest, then up to the shape ladder; mask 1/0;
-// token_type_ids zeros when the graph takes them. Throws what the engine throws (EngineError, OutOfMemoryError, ...).
+// token_type_ids (when the graph takes them) 0, and 1 from a pair's second text on. Throws what the engine throws (EngineError, OutOfMemoryError, ...).
 EngineRun RunEngine(const TextModel& model, bool narrow, const Rows& rows);
 
 // One engine run as a batch path sees it: the outputs or the engine's error as a status, and its timing.

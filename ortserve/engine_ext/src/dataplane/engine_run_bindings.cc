@@ -36,13 +36,16 @@ void BindEngineRun(nb::module_& m) {
           nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(), nb::keep_alive<1, 4>())
       .def(
           "run",
-          [](const PyTextModel& self, nb::handle ids, bool narrow) {
+          [](const PyTextModel& self, nb::handle ids, bool narrow, std::vector<int> seconds) {
             const std::vector<std::vector<int64_t>> rows = IdRows(ids);
             if (rows.empty()) throw nb::value_error("run needs at least one row of token ids");
+            if (!seconds.empty() && seconds.size() != rows.size()) {
+              throw nb::value_error("seconds needs one entry per row (or none)");
+            }
             Rows views;
-            for (const auto& row : rows) {
-              if (row.empty()) throw nb::value_error("every row needs at least one token id");
-              views.push_back(&row);
+            for (size_t r = 0; r < rows.size(); ++r) {
+              if (rows[r].empty()) throw nb::value_error("every row needs at least one token id");
+              views.push_back({&rows[r], seconds.empty() ? 0 : seconds[r]});
             }
             auto* out = new std::vector<float>();
             nb::capsule owner(out, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
@@ -53,9 +56,10 @@ void BindEngineRun(nb::module_& m) {
             const size_t shape[2] = {rows.size(), static_cast<size_t>(self.model.columns)};
             return nb::ndarray<nb::numpy, float, nb::ndim<2>>(out->data(), 2, shape, owner);
           },
-          "ids"_a, "narrow"_a = false,
+          "ids"_a, "narrow"_a = false, "seconds"_a = std::vector<int>{},
           "One batch through the engine, padded as the batcher pads every run (GIL released): the output float32 "
-          "[rows, columns] for token-id rows (int64 arrays). For warm-up and tests.")
+          "[rows, columns] for token-id rows (int64 arrays; `seconds`: where each pair's second text begins, 0 for "
+          "one text). For warm-up and tests.")
       .def_prop_ro("output", [](const PyTextModel& self) { return self.model.output; })
       .def_prop_ro("columns", [](const PyTextModel& self) { return self.model.columns; })
       .def_prop_ro("tokenizes", [](const PyTextModel& self) { return self.model.tokenizer != nullptr; },

@@ -24,7 +24,8 @@ std::string Bytes(const std::optional<nb::bytes>& value) {
   return value ? std::string(value->c_str(), value->size()) : std::string();
 }
 
-// {model: (split order, split upper, {version: NativeVersion}[, {version: (kind, output, labels[, multi_label])}])}
+// {model: (split order, split upper, {version: NativeVersion}[, {version: (kind, output, labels[, multi_label[,
+// pairs, score]])}])}
 // -> one immutable RouteTable. The fourth element is what each version answers (inference.ServedOutput.native_entry);
 // without it (or for a version it does not list) a version answers LOGITS and sends classification requests to the
 // Python server.
@@ -49,16 +50,21 @@ std::shared_ptr<const ortserve::RouteTable> ToRouteTable(nb::dict routes) {
     if (entry.size() == 4) {
       for (auto [name, served] : nb::cast<nb::dict>(entry[3])) {
         nb::tuple entry = nb::cast<nb::tuple>(served);
-        if (entry.size() != 3 && entry.size() != 4) {
-          throw nb::value_error(
-              ("routes['" + model + "'] outputs must be {version: (kind, output name, labels[, multi_label])}")
-                  .c_str());
+        if (entry.size() != 3 && entry.size() != 4 && entry.size() != 6) {
+          throw nb::value_error(("routes['" + model +
+                                 "'] outputs must be {version: (kind, output name, labels[, multi_label[, pairs, "
+                                 "score]])}")
+                                    .c_str());
         }
         auto output = std::make_shared<ortserve::VersionOutput>();
         output->kind = nb::cast<std::string>(entry[0]);
         output->name = nb::cast<std::string>(entry[1]);
         for (nb::handle label : entry[2]) output->labels.push_back(nb::cast<std::string>(label));
-        if (entry.size() == 4) output->multi_label = nb::cast<bool>(entry[3]);
+        if (entry.size() >= 4) output->multi_label = nb::cast<bool>(entry[3]);
+        if (entry.size() == 6) {
+          output->pairs = nb::cast<bool>(entry[4]);
+          output->score = nb::cast<std::string>(entry[5]);
+        }
         route.outputs[nb::cast<std::string>(name)] = std::move(output);
       }
     }

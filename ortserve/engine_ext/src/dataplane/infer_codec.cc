@@ -72,7 +72,7 @@ void WriteOutputs(inference::ModelInferResponse& response, std::vector<ReplyTens
     out->set_name(std::move(t.name));
     out->set_datatype(std::move(t.datatype));
     out->add_shape(t.rows);
-    out->add_shape(t.width);
+    if (!t.flat) out->add_shape(t.width);
     if (t.raw) {
       *response.add_raw_output_contents() = std::move(t.raw_bytes);
     } else if (!t.fp32.empty() || out->datatype() == "FP32") {

@@ -42,8 +42,8 @@ uint32_t ReadLe32(const unsigned char* p) {
 }
 
 // The elements of a raw BYTES buffer (4-byte little-endian length, then the bytes, repeated), or the error.
-std::optional<WireError> SplitRaw(std::string_view buffer, std::vector<std::string_view>& out) {
-  const std::string what = std::string("raw_input_contents for ") + Quote(kTextInput);
+std::optional<WireError> SplitRaw(std::string_view buffer, std::string_view input, std::vector<std::string_view>& out) {
+  const std::string what = "raw_input_contents for " + Quote(input);
   const auto* data = reinterpret_cast<const unsigned char*>(buffer.data());
   size_t offset = 0;
   while (offset < buffer.size()) {
@@ -63,24 +63,12 @@ std::optional<WireError> SplitRaw(std::string_view buffer, std::vector<std::stri
   return std::nullopt;
 }
 
-std::optional<WireError> DecodeTexts(const WireRequest& request, long long max_texts_per_request,
-                                     std::vector<std::string_view>& texts) {
-  const std::string input = Quote(kTextInput);
-  std::vector<std::string_view> names;
-  for (const WireInput& tensor : request.inputs) names.push_back(tensor.name);
-  if (std::find(names.begin(), names.end(), kTextInput) == names.end()) {
-    return Invalid("missing input " + input + " (BYTES [N]); got inputs " + (names.empty() ? "none" : List(names)));
-  }
-  std::vector<std::string_view> extra;
-  for (std::string_view name : names) {
-    if (name != kTextInput) extra.push_back(name);
-  }
-  std::sort(extra.begin(), extra.end());
-  extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
-  if (!extra.empty() || names.size() != 1) {
-    return Invalid("unexpected inputs " + List(extra.empty() ? names : extra) + ": this model takes only " + input);
-  }
-  const WireInput& tensor = request.inputs[0];
+// The strict UTF-8 BYTES elements of request.inputs[index], shaped [count] or [count, 1], from its contents or from
+// raw_input_contents[index] (raw: every input's elements come raw, one entry per input in input order).
+std::optional<WireError> DecodeElements(const WireRequest& request, size_t index, long long max_texts_per_request,
+                                        std::vector<std::string_view>& elements) {
+  const WireInput& tensor = request.inputs[index];
+  const std::string input = Quote(tensor.name);
   if (tensor.datatype != "BYTES") {
     return Invalid("input " + input + " has datatype " +
                    (tensor.datatype.empty() ? std::string("(empty)") : std::string(tensor.datatype)) +
@@ -98,28 +86,65 @@ std::optional<WireError> DecodeTexts(const WireRequest& request, long long max_t
   }
   if (!request.raw_input_contents.empty()) {
     if (tensor.has_contents) return Invalid("input " + input + " sets both contents and raw_input_contents");
-    if (request.raw_input_contents.size() != 1) {
+    if (request.raw_input_contents.size() != request.inputs.size()) {
       return Invalid("raw_input_contents has " + std::to_string(request.raw_input_contents.size()) +
-                     " entries, expected 1 (one per input)");
+                     " entries, expected " + std::to_string(request.inputs.size()) + " (one per input)");
     }
     // At most count views reserved: the declared count is the caller's word, the buffer is what it sent.
-    texts.reserve(std::min(static_cast<size_t>(count), request.raw_input_contents[0].size() / 4));
-    if (auto error = SplitRaw(request.raw_input_contents[0], texts)) return error;
+    elements.reserve(std::min(static_cast<size_t>(count), request.raw_input_contents[index].size() / 4));
+    if (auto error = SplitRaw(request.raw_input_contents[index], tensor.name, elements)) return error;
   } else {
-    texts = tensor.bytes_contents;
+    elements = tensor.bytes_contents;
   }
-  if (static_cast<int64_t>(texts.size()) != count) {
-    return Invalid("input " + input + " has shape " + List(shape) + " but carries " + std::to_string(texts.size()) +
-                   " elements");
+  if (static_cast<int64_t>(elements.size()) != count) {
+    return Invalid("input " + input + " has shape " + List(shape) + " but carries " +
+                   std::to_string(elements.size()) + " elements");
   }
-  for (size_t i = 0; i < texts.size(); ++i) {
+  for (size_t i = 0; i < elements.size(); ++i) {
     const char* reason = nullptr;
     size_t at = 0;
-    if (!IsValidUtf8(texts[i], &reason, &at)) {
+    if (!IsValidUtf8(elements[i], &reason, &at)) {
       return Invalid("input " + input + " element " + std::to_string(i) + " is not valid UTF-8 (" + reason +
                      " at byte " + std::to_string(at) + ")");
     }
   }
+  return std::nullopt;
+}
+
+// TEXT, and TEXT_PAIR when sent: [N] second texts, or [1] to pair one text (a query) with each of the N texts.
+std::optional<WireError> DecodeTexts(const WireRequest& request, long long max_texts_per_request,
+                                     std::vector<std::string_view>& texts, std::vector<std::string_view>& pairs) {
+  const std::string input = Quote(kTextInput);
+  std::vector<std::string_view> names;
+  for (const WireInput& tensor : request.inputs) names.push_back(tensor.name);
+  const auto text_at = std::find(names.begin(), names.end(), kTextInput);
+  if (text_at == names.end()) {
+    return Invalid("missing input " + input + " (BYTES [N]); got inputs " + (names.empty() ? "none" : List(names)));
+  }
+  std::vector<std::string_view> extra;
+  for (std::string_view name : names) {
+    if (name != kTextInput && name != kPairInput) extra.push_back(name);
+  }
+  std::sort(extra.begin(), extra.end());
+  extra.erase(std::unique(extra.begin(), extra.end()), extra.end());
+  const auto pair_count = std::count(names.begin(), names.end(), std::string_view(kPairInput));
+  if (!extra.empty() || std::count(names.begin(), names.end(), std::string_view(kTextInput)) != 1 || pair_count > 1) {
+    return Invalid("unexpected inputs " + List(extra.empty() ? names : extra) + ": a model takes " + input +
+                   ", and a model of pairs also " + Quote(kPairInput));
+  }
+  const auto text_index = static_cast<size_t>(text_at - names.begin());
+  if (auto error = DecodeElements(request, text_index, max_texts_per_request, texts)) return error;
+  if (pair_count == 0) return std::nullopt;
+  const auto pair_index = static_cast<size_t>(std::find(names.begin(), names.end(), kPairInput) - names.begin());
+  std::vector<std::string_view> second;
+  if (auto error = DecodeElements(request, pair_index, max_texts_per_request, second)) return error;
+  if (second.size() != 1 && second.size() != texts.size()) {
+    return Invalid("input " + Quote(kPairInput) + " has shape " + List(request.inputs[pair_index].shape) +
+                   " and input " + input + " shape " + List(request.inputs[text_index].shape) + ": send " +
+                   Quote(kPairInput) + " [" + std::to_string(texts.size()) + "] (one per text) or [1] (one for all)");
+  }
+  pairs.assign(texts.size(), second[0]);
+  if (second.size() == texts.size()) pairs = std::move(second);
   return std::nullopt;
 }
 
@@ -230,7 +255,7 @@ const char* WireParam::KindName() const {
 
 std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts_per_request) {
   DecodedCall call;
-  if (auto error = DecodeTexts(request, max_texts_per_request, call.texts)) return *error;
+  if (auto error = DecodeTexts(request, max_texts_per_request, call.texts, call.pairs)) return *error;
   if (auto error = DecodeOutputs(request, call.outputs)) return *error;
   const std::string scores = "request parameter " + Quote(kScoresParam);
   if (request.scores.present) {
@@ -263,12 +288,22 @@ std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long lon
 }
 
 std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutput& version, std::string_view model) {
+  if (version.pairs && call.pairs.empty()) {
+    return Invalid("missing input " + Quote(kPairInput) + ": model " + Quote(model) + " takes pairs of texts; send " +
+                   Quote(kTextInput) + " [N] and " + Quote(kPairInput) + " [N] (one per text) or [1] (one for all)");
+  }
+  if (!version.pairs && !call.pairs.empty()) {
+    return Invalid("unexpected input " + Quote(kPairInput) + ": model " + Quote(model) + " (" + Article(version.kind) +
+                   ") takes " + Quote(kTextInput) + " alone, not pairs");
+  }
+  const bool reranker = !version.score.empty();
   for (const RequestedOutput& out : call.outputs) {
-    if (out.name != version.name) {
+    if (out.name != version.name && !(reranker && out.name == kClassifierOutput)) {
       return Invalid("unknown output " + Quote(out.name) + " requested; model " + Quote(model) + " (" +
-                     Article(version.kind) + ") has outputs [" + Quote(version.name) + "]");
+                     Article(version.kind) + ") has outputs [" + Quote(version.name) +
+                     (reranker ? ", " + Quote(kClassifierOutput) : std::string()) + "]");
     }
-    if (out.classes > 0 && version.kind != "classifier") {
+    if (out.classes > 0 && (version.kind != "classifier" || out.name != kClassifierOutput)) {
       return Invalid("output " + Quote(out.name) + " does not take parameter " + Quote(kClassificationParam) +
                      ": model " + Quote(model) + " is " + Article(version.kind) + "; classification applies to a "
                      "classifier's " + Quote(kClassifierOutput));
@@ -280,12 +315,25 @@ std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutp
 std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOutput& version, const float* values,
                                         int rows, int columns) {
   std::vector<ReplyTensor> tensors;
+  auto score = [&] {
+    std::vector<float> scores(static_cast<size_t>(std::max(rows, 0)));
+    for (size_t r = 0; r < scores.size(); ++r) {
+      const float x = columns > 0 ? values[r * static_cast<size_t>(columns)] : 0.0f;
+      scores[r] = version.score == "sigmoid" ? 1.0f / (1.0f + std::exp(-x)) : x;
+    }
+    ReplyTensor t = Fp32Tensor(kScoreOutput, scores.data(), rows, 1, call.raw_output);
+    t.flat = true;
+    return t;
+  };
   if (call.outputs.empty()) {
-    tensors.push_back(Fp32Tensor(version.name, values, rows, columns, call.raw_output));
+    tensors.push_back(version.score.empty() ? Fp32Tensor(version.name, values, rows, columns, call.raw_output)
+                                            : score());
     return tensors;
   }
   for (const RequestedOutput& out : call.outputs) {
-    if (out.classes > 0) {
+    if (!version.score.empty() && out.name == kScoreOutput) {
+      tensors.push_back(score());
+    } else if (out.classes > 0) {
       tensors.push_back(BytesTensor(out.name, TopKClasses(values, rows, version.labels, out.classes,
                                                           call.probabilities, version.multi_label),
                                     rows, call.raw_output));

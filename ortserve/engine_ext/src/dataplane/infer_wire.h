@@ -3,8 +3,9 @@
 // one through the bindings). What a call may carry and what it is told when it may not (the one implementation of
 // each message), how its request id and routing key are chosen, what its reply holds.
 //
-//   Decode(request, max_texts_per_request)      -> texts, requested outputs, score mode, raw output | INVALID_ARGUMENT
-//   CheckOutputs(call, version)     -> the requested outputs are what the leased version answers | INVALID_ARGUMENT
+//   Decode(request, max_texts_per_request) -> texts (and pairs), outputs, score mode, raw output | INVALID_ARGUMENT
+//   CheckOutputs(call, version)     -> the inputs are what the leased version takes (TEXT_PAIR exactly when it takes
+//                                      pairs) and the requested outputs what it answers | INVALID_ARGUMENT
 //   EncodeOutputs(call, version, values) -> the reply's output tensors
 //   RequestId(header), RoutingKey(param, header, id), PushbackMs(retry_after_s)
 #pragma once
@@ -23,6 +24,8 @@
 namespace ortserve {
 
 constexpr const char* kTextInput = "TEXT";
+constexpr const char* kPairInput = "TEXT_PAIR";  // a cross-encoder's second texts
+constexpr const char* kScoreOutput = "SCORE";    // a one-output cross-encoder's activated score, FP32 [N]
 constexpr const char* kClassifierOutput = "LOGITS";
 constexpr const char* kEmbeddingOutput = "EMBEDDING";
 constexpr const char* kClassificationParam = "classification";  // a requested output's top-k
@@ -74,6 +77,7 @@ struct RequestedOutput {
 // A call the rules accept; views into the request.
 struct DecodedCall {
   std::vector<std::string_view> texts;
+  std::vector<std::string_view> pairs;   // TEXT_PAIR: one per text (a [1] input repeated); empty when not sent
   std::vector<RequestedOutput> outputs;  // as requested; empty: the version's output tensor
   bool probabilities = false;            // scores = "probabilities"
   bool raw_output = true;                // binary_data: the first requested output with a bool decides
@@ -87,13 +91,15 @@ struct WireError {
 
 // The call's texts and outputs, or the first rule it breaks, with the message a caller can act on:
 // one input TEXT, BYTES, shape [N] or [N, 1], 1 <= N <= max_texts_per_request, N strict UTF-8 elements in contents.bytes_contents
-// or in the one raw_input_contents entry (each a 4-byte little-endian length, then the bytes); each output name
+// or in its raw_input_contents entry (each a 4-byte little-endian length, then the bytes); at most one more input,
+// TEXT_PAIR, by the same rules with N or 1 elements (raw: one raw_input_contents entry per input); each output name
 // once, a classification parameter an integer >= 1; scores "logits" or "probabilities", with a classification
 // output; routing_key a string.
 std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts_per_request);
 
-// What a loaded version answers (route.h VersionOutput): every requested output is its output, and classification
-// only on a classifier. `model` names the model in the message.
+// What a loaded version takes and answers (route.h VersionOutput): TEXT_PAIR exactly when it takes pairs; every
+// requested output is one it answers (its output, and a reranker's LOGITS beside SCORE), and classification only on
+// a classifier's LOGITS. `model` names the model in the message.
 std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutput& version, std::string_view model);
 
 // One output tensor of the reply: raw (little-endian floats, or length-prefixed strings) for raw_output_contents,
@@ -101,6 +107,7 @@ std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutp
 struct ReplyTensor {
   std::string name, datatype;  // "FP32" or "BYTES"
   int64_t rows = 0, width = 0;
+  bool flat = false;  // shape [rows] (SCORE), else [rows, width]
   bool raw = true;
   std::string raw_bytes;
   std::vector<float> fp32;
@@ -109,8 +116,8 @@ struct ReplyTensor {
 
 // The reply's outputs for a call that passed CheckOutputs: the version's output FP32 [rows, columns] when none
 // was requested, else each requested one, a classification one as BYTES [rows, min(k, labels)] of
-// "score:index:label" (classification.h; probabilities a sigmoid per label for a multi_label version). `values` is
-// row-major rows x columns.
+// "score:index:label" (classification.h; probabilities a sigmoid per label for a multi_label version), SCORE as
+// FP32 [rows] of the one column through the version's score activation. `values` is row-major rows x columns.
 std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOutput& version, const float* values,
                                         int rows, int columns);
 

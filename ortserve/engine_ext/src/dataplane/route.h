@@ -44,6 +44,10 @@ struct VersionOutput {
   std::string name = "LOGITS";
   std::vector<std::string> labels;
   bool multi_label = false;
+  bool pairs = false;  // takes TEXT and TEXT_PAIR (a cross-encoder), else TEXT alone
+  // A one-output cross-encoder (name "SCORE", its LOGITS requestable too): the activation its score goes through,
+  // "sigmoid" or "identity"; "" for every other version.
+  std::string score;
 };
 
 struct ModelRoute {

@@ -4,6 +4,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <algorithm>
 #include <chrono>
@@ -70,13 +71,20 @@ std::optional<Clock::time_point> DeadlineIn(std::optional<double> timeout_s) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*timeout_s));
 }
 
+// The second texts of pairs (None: texts alone) as views held by `keep`.
+std::vector<std::string_view> PairViews(nb::handle pairs, std::vector<nb::object>& keep) {
+  if (pairs.is_none()) return {};
+  return ortserve::TextViews(pairs, keep);
+}
+
 std::shared_ptr<TicketState> Submit(PyServedVersion& self, nb::handle texts, std::optional<double> timeout_s,
-                                    CallHandle* call, bool run_here) {
+                                    CallHandle* call, bool run_here, nb::handle pairs) {
   std::vector<nb::object> keep;
   const std::vector<std::string_view> views = ortserve::TextViews(texts, keep);
+  const std::vector<std::string_view> second = PairViews(pairs, keep);
   auto state = std::make_shared<TicketState>();
   nb::gil_scoped_release release;
-  *call = self.version->batcher().Submit(views, DeadlineIn(timeout_s), state->Callback(state), run_here);
+  *call = self.version->batcher().Submit(views, DeadlineIn(timeout_s), state->Callback(state), run_here, second);
   return state;
 }
 
@@ -136,53 +144,59 @@ void BindServedVersion(nb::module_& m) {
       .def(
           "submit_async",
           [](PyServedVersion& self, nb::handle texts, std::optional<double> timeout_s, PyCompletions& completions,
-             uint64_t token) {
+             uint64_t token, nb::handle pairs) {
             std::vector<nb::object> keep;
             const std::vector<std::string_view> views = ortserve::TextViews(texts, keep);
+            const std::vector<std::string_view> second = PairViews(pairs, keep);
             PyCall call{self.version, nullptr};
             nb::gil_scoped_release release;
             call.call = self.version->batcher().Submit(views, DeadlineIn(timeout_s),
-                                                       Completions::Callback(completions.completions, token));
+                                                       Completions::Callback(completions.completions, token),
+                                                       /*may_run_here=*/false, second);
             return call;
           },
-          "texts"_a, "timeout_s"_a.none(), "completions"_a, "token"_a,
-          "Tokenize (GIL released) and queue; the answer arrives in `completions` under `token`.")
+          "texts"_a, "timeout_s"_a.none(), "completions"_a, "token"_a, "pairs"_a = nb::none(),
+          "Tokenize (GIL released) and queue; the answer arrives in `completions` under `token`. `pairs`: one "
+          "second text per text (a cross-encoder's), or None.")
       .def(
           "submit_ids_async",
           [](PyServedVersion& self, nb::handle ids, std::optional<double> timeout_s, PyCompletions& completions,
-             uint64_t token, double tokenize_s) {
+             uint64_t token, double tokenize_s, std::vector<int> seconds) {
             std::vector<std::vector<int64_t>> rows = IdRows(ids);
             PyCall call{self.version, nullptr};
             nb::gil_scoped_release release;
             call.call = self.version->batcher().SubmitIds(std::move(rows), DeadlineIn(timeout_s),
                                                           Completions::Callback(completions.completions, token),
-                                                          tokenize_s);
+                                                          tokenize_s, std::move(seconds));
             return call;
           },
           "ids"_a, "timeout_s"_a.none(), "completions"_a, "token"_a, "tokenize_s"_a = 0.0,
-          "Queue texts tokenized by the caller (one int64 array per text); the answer arrives in `completions`.")
+          "seconds"_a = std::vector<int>{},
+          "Queue texts tokenized by the caller (one int64 array per text; `seconds`: per pair where its second text "
+          "begins, or empty); the answer arrives in `completions`.")
       .def(
           "infer",
-          [](PyServedVersion& self, nb::handle texts, std::optional<double> timeout_s) {
+          [](PyServedVersion& self, nb::handle texts, std::optional<double> timeout_s, nb::handle pairs) {
             CallHandle call;
-            std::shared_ptr<TicketState> state = Submit(self, texts, timeout_s, &call, /*run_here=*/false);
+            std::shared_ptr<TicketState> state = Submit(self, texts, timeout_s, &call, /*run_here=*/false, pairs);
             {
               nb::gil_scoped_release release;
               state->Wait(std::nullopt);
             }
             return ResultTuple(*state->result);
           },
-          "texts"_a, "timeout_s"_a = nb::none(),
+          "texts"_a, "timeout_s"_a = nb::none(), "pairs"_a = nb::none(),
           "Blocking: (code name, message, output float32 [n, columns] | None, {tokenize_s, queue_s, engine_s, "
           "batch_size, retry_after_s}).")
       .def(
           "submit",
-          [](PyServedVersion& self, nb::handle texts, std::optional<double> timeout_s, bool run_here) {
+          [](PyServedVersion& self, nb::handle texts, std::optional<double> timeout_s, bool run_here,
+             nb::handle pairs) {
             PyTicket ticket{self.version, nullptr, nullptr};
-            ticket.state = Submit(self, texts, timeout_s, &ticket.call, run_here);
+            ticket.state = Submit(self, texts, timeout_s, &ticket.call, run_here, pairs);
             return ticket;
           },
-          "texts"_a, "timeout_s"_a = nb::none(), "run_here"_a = false,
+          "texts"_a, "timeout_s"_a = nb::none(), "run_here"_a = false, "pairs"_a = nb::none(),
           "Queue the call and return its NativeTicket at once; run_here: a lone call on the wide session runs on "
           "this thread first (GIL released), as the gRPC front end's calls do.")
       .def(

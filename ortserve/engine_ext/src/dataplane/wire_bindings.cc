@@ -30,6 +30,7 @@ using ortserve::WireParam;
 // Python frees after the call to decode_call).
 struct OwnedWireCall {
   std::vector<std::string> texts;
+  std::vector<std::string> pairs;  // TEXT_PAIR, one per text; empty when not sent
   std::vector<std::pair<std::string, int64_t>> outputs;
   bool probabilities = false;
   bool raw_output = true;
@@ -38,6 +39,7 @@ struct OwnedWireCall {
   ortserve::DecodedCall View() const {
     ortserve::DecodedCall call;
     for (const auto& text : texts) call.texts.emplace_back(text);
+    for (const auto& text : pairs) call.pairs.emplace_back(text);
     for (const auto& [name, k] : outputs) call.outputs.push_back({name, k});
     call.probabilities = probabilities;
     call.raw_output = raw_output;
@@ -91,8 +93,16 @@ WireParam Param(nb::handle param) {
 }
 
 ortserve::VersionOutput Version(const std::string& kind, const std::string& output, std::vector<std::string> labels,
-                                bool multi_label = false) {
-  return ortserve::VersionOutput{kind, output, std::move(labels), multi_label};
+                                bool multi_label = false, bool pairs = false, std::string score = "") {
+  return ortserve::VersionOutput{kind, output, std::move(labels), multi_label, pairs, std::move(score)};
+}
+
+nb::list Strs(const std::vector<std::string>& texts) {
+  nb::list out;
+  for (const auto& text : texts) {
+    out.append(nb::steal<nb::str>(PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "strict")));
+  }
+  return out;
 }
 
 // A call the rules refuse, raised in Python as engine_ext.WireError(message); every such refusal is
@@ -107,21 +117,20 @@ struct WireRefusal : std::runtime_error {
 
 void BindWire(nb::module_& m) {
   m.attr("TEXT_INPUT") = ortserve::kTextInput;
+  m.attr("PAIR_INPUT") = ortserve::kPairInput;
+  m.attr("SCORE_OUTPUT") = ortserve::kScoreOutput;
   m.attr("CLASSIFIER_OUTPUT") = ortserve::kClassifierOutput;
   m.attr("EMBEDDING_OUTPUT") = ortserve::kEmbeddingOutput;
   m.attr("MAX_REQUEST_ID_BYTES") = ortserve::kMaxRequestIdBytes;
   nb::exception<WireRefusal>(m, "WireError", PyExc_ValueError);
 
   nb::class_<OwnedWireCall>(m, "DecodedCall", "A ModelInfer call the wire rules accepted.")
-      .def_prop_ro("texts",
-                   [](const OwnedWireCall& self) {
-                     nb::list out;
-                     for (const auto& text : self.texts) {
-                       out.append(nb::steal<nb::str>(
-                           PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "strict")));
-                     }
-                     return out;
-                   })
+      .def_prop_ro("texts", [](const OwnedWireCall& self) { return Strs(self.texts); })
+      .def_prop_ro(
+          "pairs", [](const OwnedWireCall& self) -> nb::object {
+            return self.pairs.empty() ? nb::none() : nb::object(Strs(self.pairs));
+          },
+          "TEXT_PAIR's texts, one per text (a [1] input repeated); None when the call sent none")
       .def_ro("outputs", &OwnedWireCall::outputs, "[(name, classification k or 0)] as requested; [] = the version's tensor")
       .def_ro("probabilities", &OwnedWireCall::probabilities)
       .def_ro("raw_output", &OwnedWireCall::raw_output)
@@ -159,6 +168,8 @@ void BindWire(nb::module_& m) {
         OwnedWireCall owned;
         owned.texts.reserve(call.texts.size());
         for (std::string_view text : call.texts) owned.texts.emplace_back(text);
+        owned.pairs.reserve(call.pairs.size());
+        for (std::string_view text : call.pairs) owned.pairs.emplace_back(text);
         for (const auto& out : call.outputs) owned.outputs.emplace_back(std::string(out.name), out.classes);
         owned.probabilities = call.probabilities;
         owned.raw_output = call.raw_output;
@@ -173,20 +184,23 @@ void BindWire(nb::module_& m) {
   m.def(
       "check_outputs",
       [](const OwnedWireCall& call, const std::string& kind, const std::string& output, std::vector<std::string> labels,
-         const std::string& model) {
-        if (auto error = ortserve::CheckOutputs(call.View(), Version(kind, output, std::move(labels)), model)) {
+         const std::string& model, bool pairs, std::string score) {
+        if (auto error = ortserve::CheckOutputs(
+                call.View(), Version(kind, output, std::move(labels), false, pairs, std::move(score)), model)) {
           Raise(*error);
         }
       },
-      "call"_a, "kind"_a, "output"_a, "labels"_a, "model"_a,
-      "WireError unless every requested output is the one a `kind` version answers (`output`), and classification "
-      "only on a classifier.");
+      "call"_a, "kind"_a, "output"_a, "labels"_a, "model"_a, "pairs"_a = false, "score"_a = "",
+      "WireError unless the call sends TEXT_PAIR exactly when the version takes `pairs`, every requested output is "
+      "one a `kind` version answers (`output`; a reranker's LOGITS beside SCORE when `score` names its activation), "
+      "and classification only on a classifier's LOGITS.");
 
   m.def(
       "encode_outputs",
       [](const OwnedWireCall& call, const std::string& kind, const std::string& output, std::vector<std::string> labels,
-         nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> values, bool multi_label) {
-        const auto version = Version(kind, output, std::move(labels), multi_label);
+         nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> values, bool multi_label,
+         std::string score) {
+        const auto version = Version(kind, output, std::move(labels), multi_label, false, std::move(score));
         const int rows = static_cast<int>(values.shape(0));
         const int columns = static_cast<int>(values.shape(1));
         for (const auto& [name, k] : call.outputs) {
@@ -214,12 +228,14 @@ void BindWire(nb::module_& m) {
             for (const auto& e : t.bytes) elements.append(nb::bytes(e.data(), e.size()));
             payload = elements;
           }
-          out.append(nb::make_tuple(t.name, t.datatype, nb::make_tuple(t.rows, t.width), t.raw, payload));
+          nb::object shape = t.flat ? nb::object(nb::make_tuple(t.rows)) : nb::object(nb::make_tuple(t.rows, t.width));
+          out.append(nb::make_tuple(t.name, t.datatype, shape, t.raw, payload));
         }
         return out;
       },
-      "call"_a, "kind"_a, "output"_a, "labels"_a, "values"_a, "multi_label"_a = false,
-      "The reply's outputs for values (float32 [rows, columns]): [(name, datatype, (rows, width), raw, payload)], "
+      "call"_a, "kind"_a, "output"_a, "labels"_a, "values"_a, "multi_label"_a = false, "score"_a = "",
+      "The reply's outputs for values (float32 [rows, columns]): [(name, datatype, shape, raw, payload)], shape "
+      "(rows,) for SCORE (`score`: a reranker's activation) else (rows, width), "
       "payload the raw_output_contents bytes when raw, else the contents (a list of floats or of bytes); "
       "multi_label: a classifier whose classification probabilities are a sigmoid per label.");
 

@@ -1,9 +1,11 @@
 #include "wordpiece.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <iterator>
 #include <map>
 #include <stdexcept>
+#include <utility>
 
 namespace ortserve {
 namespace {
@@ -250,10 +252,14 @@ std::vector<int64_t> WordPiece::Encode(std::string_view utf8) const {
 }
 
 void WordPiece::Encode(std::string_view text, std::vector<int64_t>& ids) const {
-  thread_local Scratch scratch;
-  const size_t limit = config_.max_len - 1;  // ids.size() bound before [SEP]: [CLS] + max_len - 2 tokens
   ids.clear();
   ids.push_back(config_.cls_id);
+  AppendTokens(text, ids, config_.max_len - 1);  // [CLS] + max_len - 2 tokens
+  ids.push_back(config_.sep_id);
+}
+
+void WordPiece::AppendTokens(std::string_view text, std::vector<int64_t>& ids, size_t limit) const {
+  thread_local Scratch scratch;
   // HF matches non-normalized added tokens on the raw text and normalizes only the pieces between them.
   size_t segment_start = 0;
   for (size_t pos = 0; pos < text.size() && ids.size() < limit;) {
@@ -269,7 +275,47 @@ void WordPiece::Encode(std::string_view text, std::vector<int64_t>& ids) const {
   }
   EncodeSegment(text.substr(segment_start), ids, limit, scratch);
   if (ids.size() > limit) ids.resize(limit);  // HF truncates the whole encoding; stopping early is equal
+}
+
+PairLengths LongestFirst(size_t first, size_t second, size_t budget) {
+  if (first + second <= budget) return {first, second};
+  // HF tokenizers' TruncationStrategy::LongestFirst (utils/truncation.rs), with n1 the shorter of the two.
+  const bool swap = first > second;
+  size_t n1 = swap ? second : first, n2 = swap ? first : second;
+  n2 = n1 > budget ? n1 : std::max(n1, budget - n1);
+  if (n1 + n2 > budget) {
+    n1 = budget / 2;
+    n2 = n1 + budget % 2;
+  }
+  if (swap) std::swap(n1, n2);
+  return {std::min(first, n1), std::min(second, n2)};
+}
+
+int WordPiece::EncodePair(std::string_view first, std::string_view second, std::vector<int64_t>& ids) const {
+  thread_local std::vector<int64_t> a, b;
+  const size_t budget = config_.max_len > 3 ? config_.max_len - 3 : 0;  // [CLS] a [SEP] b [SEP]
+  // Each text's tokens up to one past the budget: enough to decide the truncation, unless both reach it (then which
+  // is longer decides who keeps the odd token, and only their full lengths tell).
+  a.clear();
+  b.clear();
+  AppendTokens(first, a, budget + 1);
+  AppendTokens(second, b, budget + 1);
+  if (a.size() > budget && b.size() > budget) {
+    a.clear();
+    b.clear();
+    AppendTokens(first, a, SIZE_MAX);
+    AppendTokens(second, b, SIZE_MAX);
+  }
+  const PairLengths keep = LongestFirst(a.size(), b.size(), budget);
+  ids.clear();
+  ids.reserve(keep.first + keep.second + 3);
+  ids.push_back(config_.cls_id);
+  ids.insert(ids.end(), a.begin(), a.begin() + static_cast<std::ptrdiff_t>(keep.first));
   ids.push_back(config_.sep_id);
+  const int starts = static_cast<int>(ids.size());
+  ids.insert(ids.end(), b.begin(), b.begin() + static_cast<std::ptrdiff_t>(keep.second));
+  ids.push_back(config_.sep_id);
+  return starts;
 }
 
 int WordPiece::MatchAddedToken(std::string_view text, size_t pos) const {

@@ -1,9 +1,11 @@
 // WordPiece: a BERT tokenizer that reproduces Hugging Face tokenizers' ids for one tokenizer.json shape:
 // special added tokens (matched on the raw text), BertNormalizer, BertPreTokenizer, WordPiece model,
-// "[CLS] $A [SEP]" post-processing, right truncation to max_len ids. No Python in here.
+// "[CLS] $A [SEP]" post-processing, right truncation to max_len ids; pairs as "[CLS] $A [SEP] $B:1 [SEP]:1" with
+// HF's longest-first truncation. No Python in here.
 //
 //   WordPiece tokenizer(config);                 // throws std::invalid_argument
 //   std::vector<int64_t> ids = tokenizer.Encode(utf8);  // any number of threads at once
+//   int second = tokenizer.EncodePair(a, b, ids);       // [CLS] a [SEP] b [SEP]; token type 1 from `second` on
 //
 // The per-code-point Unicode behaviour comes from wordpiece_tables.inc, probed from HF tokenizers by
 // scripts/gen_wordpiece_tables.py, so parity holds on code points where HF's Unicode tables differ
@@ -37,6 +39,15 @@ struct WordPieceConfig {
   size_t max_len = 512;  // ids per text, [CLS] and [SEP] included; >= 2
 };
 
+// How many tokens of each text of a pair HF's longest-first truncation keeps when `budget` tokens fit in all
+// (max_len less the pair's three special tokens): nothing cut when both fit, else the longer is cut first, down
+// to the shorter's length, then both to half the budget (the second text keeps the odd token, unless the first is
+// the longer). Pure, for the tests.
+struct PairLengths {
+  size_t first = 0, second = 0;
+};
+PairLengths LongestFirst(size_t first, size_t second, size_t budget);
+
 // The tokenizers release wordpiece_tables.inc was probed from ("0.23.3").
 const char* WordPieceTablesVersion();
 
@@ -49,6 +60,10 @@ class WordPiece {
   // Same, into ids (cleared first), so a caller can reuse its buffer.
   void Encode(std::string_view utf8, std::vector<int64_t>& ids) const;
 
+  // A pair, as HF's BERT post-processor and longest-first truncation make it: [CLS] a [SEP] b [SEP], at most
+  // max_len ids. Returns where b begins (the first id of token type 1). Invalid UTF-8 bytes read as U+FFFD.
+  int EncodePair(std::string_view first, std::string_view second, std::vector<int64_t>& ids) const;
+
   // Added tokens first, then the vocabulary (as HF's token_to_id).
   std::optional<int64_t> TokenToId(std::string_view token) const;
   // Distinct tokens of the vocabulary and the added tokens (HF's get_vocab_size()).
@@ -57,6 +72,8 @@ class WordPiece {
 
  private:
   struct Scratch;
+  // The text's tokens (no [CLS]/[SEP]) appended to ids while ids.size() < limit, cut to limit.
+  void AppendTokens(std::string_view text, std::vector<int64_t>& ids, size_t limit) const;
   void EncodeSegment(std::string_view text, std::vector<int64_t>& ids, size_t limit, Scratch& s) const;
   // Normalizes one piece of a segment and feeds its characters to the pre-tokenizer; a word may continue into the
   // next piece only if no space ends this one (EncodeSegment cuts pieces just after a space).

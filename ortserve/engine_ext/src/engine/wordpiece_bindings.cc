@@ -41,9 +41,41 @@ nb::list Encode(const WordPiece& tokenizer, nb::handle texts) {
   return result;
 }
 
+// One pair per index of texts and pairs (equal lengths): (ids, where the second text begins).
+nb::list EncodePairs(const WordPiece& tokenizer, nb::handle texts, nb::handle pairs) {
+  std::vector<nb::object> keep;
+  const std::vector<std::string_view> first = ortserve::TextViews(texts, keep);
+  const std::vector<std::string_view> second = ortserve::TextViews(pairs, keep);
+  if (first.size() != second.size()) {
+    throw nb::value_error(("encode_pairs: " + std::to_string(first.size()) + " texts and " +
+                           std::to_string(second.size()) + " pairs").c_str());
+  }
+  std::vector<std::vector<int64_t>> ids(first.size());
+  std::vector<int> starts(first.size());
+  {
+    nb::gil_scoped_release release;
+    for (size_t i = 0; i < first.size(); ++i) starts[i] = tokenizer.EncodePair(first[i], second[i], ids[i]);
+  }
+  nb::list result;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto* owned = new std::vector<int64_t>(std::move(ids[i]));
+    nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
+    const size_t shape[1] = {owned->size()};
+    result.append(nb::make_tuple(IdArray(owned->data(), 1, shape, owner).cast(), starts[i]));
+  }
+  return result;
+}
+
 }  // namespace
 
 void BindWordPiece(nb::module_& m) {
+  m.def(
+      "longest_first",
+      [](size_t first, size_t second, size_t budget) {
+        const ortserve::PairLengths keep = ortserve::LongestFirst(first, second, budget);
+        return std::make_pair(keep.first, keep.second);
+      },
+      "first"_a, "second"_a, "budget"_a, "Tokens of each text of a pair that HF's longest-first truncation keeps.");
   m.def("wordpiece_tables_version", &ortserve::WordPieceTablesVersion,
         "The tokenizers release the native WordPiece's Unicode tables were probed from.");
 
@@ -74,6 +106,9 @@ void BindWordPiece(nb::module_& m) {
           "clean_text"_a = true, "handle_chinese_chars"_a = true, "strip_accents"_a = true,
           "lowercase"_a = true)
       .def("encode", &Encode, "texts"_a, "Ids of each text: [CLS], at most max_len - 2 tokens, [SEP].")
+      .def("encode_pairs", &EncodePairs, "texts"_a, "pairs"_a,
+           "(ids, start of the second text) of each pair: [CLS] a [SEP] b [SEP], longest-first truncated to "
+           "max_len.")
       .def("token_to_id", &WordPiece::TokenToId, "token"_a)
       .def_prop_ro("vocab_size", &WordPiece::VocabSize)
       .def_prop_ro("unk_id", [](const WordPiece& self) { return self.config().unk_id; })

@@ -1,0 +1,49 @@
+// Token classification's entities (issue 31 item 2; a rule in place, not yet served): per token its logits over the
+// labels, its character span and whether it continues the previous token's word -> the entities transformers'
+// TokenClassificationPipeline reports (postprocess, gather_pre_entities' output onwards), so both front ends will
+// answer an `aggregation` as that pipeline does:
+//
+//   scores  softmax per token in float (the max subtracted, exp, summed left to right, divided), as its numpy float32
+//   none    one entity per token that is not special: its best label (the first of equal scores) and that score
+//   simple  those entities grouped: a token joins the group before it when its tag (the label without a "B-"/"I-"
+//           prefix) is the group's last one's and it is not "B-"; a group is labelled with its first label after
+//           the first '-' (the whole label when it has none), scored with the mean of its scores, spans first start
+//           to last end
+//   first, average, max  tokens grouped into words first (a token with is_subword joins the word before it), each
+//           word labelled by its first token's scores, the mean of its tokens' scores (average) or the token whose
+//           best score is highest (max, the first of equal ones), then grouped as `simple`
+//   and every entity whose label is in `ignore` ("O") left out.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ortserve {
+
+enum class Aggregation { kNone, kSimple, kFirst, kAverage, kMax };
+
+// "none", "simple", "first", "average" or "max"; nullopt for anything else.
+std::optional<Aggregation> ParseAggregation(std::string_view name);
+
+struct TokenSpan {
+  int64_t start = 0, end = 0;  // characters of the caller's text
+  bool is_subword = false;     // continues the word of the token before it
+  bool special = false;        // [CLS], [SEP], padding: never an entity
+};
+
+struct Entity {
+  std::string label;
+  float score = 0;
+  int64_t start = 0, end = 0;
+  int index = -1;  // the token's position (aggregation none); -1 for a group
+};
+
+// `logits` is row-major tokens.size() x labels.size().
+std::vector<Entity> AggregateEntities(const float* logits, const std::vector<TokenSpan>& tokens,
+                                      const std::vector<std::string>& labels, Aggregation aggregation,
+                                      const std::vector<std::string>& ignore = {"O"});
+
+}  // namespace ortserve
