@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import statistics
 import threading
 from collections.abc import Iterator, Sequence
@@ -23,6 +22,7 @@ from typing import Any
 import aiohttp
 import grpc
 import numpy as np
+from ortserve_devtools.consul_standin import free_port
 
 from bench_lib import report
 from bench_lib.loadgen import Call, LoadSpec, Payload, run_load
@@ -47,12 +47,6 @@ class Arm:
     name: str
     call: Call
     payloads: list[Payload]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class SpanSink:
@@ -103,7 +97,7 @@ async def run(bench: Any, what: str, rounds: int) -> dict[str, Any]:
     target: V2Target = bench.target
     grpc_payloads = [Payload(build_request(target, [t]), 1) for t in bench.corpus]
     sink = SpanSink() if what == "tracing" else None
-    http_port = _free_port()
+    http_port = free_port()
     variants = ({"main": ["--http-port", str(http_port)]} if what == "rest" else
                 {"plain": [], "traced": ["--otlp-endpoint", sink.endpoint, "--trace-sample-ratio", "1"]})
     try:

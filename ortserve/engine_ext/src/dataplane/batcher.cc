@@ -17,6 +17,13 @@ namespace ortserve {
 
 namespace {
 
+InferResult Failed(Code code, std::string message) {
+  InferResult result;
+  result.code = code;
+  result.message = std::move(message);
+  return result;
+}
+
 InferResult Answered(const ortserve::Refusal& refusal) {
   InferResult result;
   result.code = refusal.code;
@@ -333,18 +340,13 @@ CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::opti
                            InferDone done, bool may_run_here, const std::vector<std::string_view>& pairs) {
   State& s = *state_;
   if (!pairs.empty() && pairs.size() != texts.size()) {
-    InferResult wrong;
-    wrong.code = Code::kInternal;
-    wrong.message = "Submit: " + std::to_string(texts.size()) + " texts and " + std::to_string(pairs.size()) +
-                    " second texts";
-    done(std::move(wrong));
+    done(Failed(Code::kInternal, "Submit: " + std::to_string(texts.size()) + " texts and " +
+                                     std::to_string(pairs.size()) + " second texts"));
     return nullptr;
   }
   if (s.model.tokenizer == nullptr && !texts.empty()) {
-    InferResult refusal;
-    refusal.code = Code::kInternal;
-    refusal.message = "model version " + version_ + " has no native tokenizer: its texts must come as token ids";
-    done(std::move(refusal));
+    done(Failed(Code::kInternal,
+                "model version " + version_ + " has no native tokenizer: its texts must come as token ids"));
     return nullptr;
   }
   const int n = static_cast<int>(texts.size());
@@ -376,11 +378,8 @@ CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::opti
 CallHandle Batcher::SubmitIds(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
                               InferDone done, double tokenize_s, std::vector<int> seconds) {
   if (!seconds.empty() && seconds.size() != ids.size()) {
-    InferResult wrong;
-    wrong.code = Code::kInternal;
-    wrong.message = "SubmitIds: " + std::to_string(ids.size()) + " rows and " + std::to_string(seconds.size()) +
-                    " second-text starts";
-    done(std::move(wrong));
+    done(Failed(Code::kInternal, "SubmitIds: " + std::to_string(ids.size()) + " rows and " +
+                                     std::to_string(seconds.size()) + " second-text starts"));
     return nullptr;
   }
   for (auto& row : ids) {
