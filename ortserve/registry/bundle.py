@@ -1,13 +1,15 @@
 """The model bundle format: a directory with model.onnx, tokenizer.json and manifest.json.
 
-Two kinds, told apart by the manifest's "format":
+Three kinds, told apart by the manifest's "format":
 
     {"format": "onnx-text-classifier", "labels": ["negative", "positive"], "max_seq_len": 128, "notes": "..."}
         model.onnx outputs `logits` float32 [batch, len(labels)]
     {"format": "onnx-text-embedding", "dim": 384, "max_seq_len": 128, "notes": "..."}
         model.onnx outputs `embedding` float32 [batch, dim] (pooling and normalisation inside the graph)
+    {"format": "onnx-token-classifier", "labels": ["O", "B-PER", "I-PER"], "max_seq_len": 128, "notes": "..."}
+        model.onnx outputs `logits` float32 [batch, seq, len(labels)]: a label per token (named entities)
 
-Both take the same inputs (`input_ids`, `attention_mask`, optional `token_type_ids`, int64 [batch, seq]).
+All take the same inputs (`input_ids`, `attention_mask`, optional `token_type_ids`, int64 [batch, seq]).
 
 `load_manifest` is cheap (the server calls it on every load); `validate_bundle` is the full check the
 `registry publish` command runs before anything is uploaded. `onnx` and `tokenizers` are imported
@@ -61,8 +63,14 @@ from typing import Any
 
 CLASSIFIER_FORMAT = "onnx-text-classifier"
 EMBEDDING_FORMAT = "onnx-text-embedding"
+TOKEN_CLASSIFIER_FORMAT = "onnx-token-classifier"
 # format -> (kind, the graph's output): the one table of bundle kinds (a new kind adds a row here).
-FORMATS = {CLASSIFIER_FORMAT: ("classifier", "logits"), EMBEDDING_FORMAT: ("embedding", "embedding")}
+FORMATS = {CLASSIFIER_FORMAT: ("classifier", "logits"), EMBEDDING_FORMAT: ("embedding", "embedding"),
+           TOKEN_CLASSIFIER_FORMAT: ("token-classifier", "logits")}
+LABELLED_FORMATS = (CLASSIFIER_FORMAT, TOKEN_CLASSIFIER_FORMAT)
+"""Formats whose output's last dimension is the labels (the manifest lists them)."""
+OUTPUT_RANK = {CLASSIFIER_FORMAT: 2, EMBEDDING_FORMAT: 2, TOKEN_CLASSIFIER_FORMAT: 3}
+"""The graph output's rank: [batch, columns], or [batch, seq, labels] for a label per token."""
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 MANIFEST_FILE = "manifest.json"
@@ -160,7 +168,7 @@ class Imported:
 class BundleManifest:
     format: str
     labels: tuple[str, ...]
-    """A classifier's labels, one per `logits` column; () for an embedding bundle."""
+    """A classifier's (or token classifier's) labels, one per `logits` column; () for an embedding bundle."""
     max_seq_len: int
     notes: str = ""
     precision: str = DEFAULT_PRECISION
@@ -180,7 +188,7 @@ class BundleManifest:
 
     @property
     def kind(self) -> str:
-        """"classifier" or "embedding"."""
+        """"classifier", "embedding" or "token-classifier"."""
         return FORMATS[self.format][0]
 
     @property
@@ -190,11 +198,16 @@ class BundleManifest:
 
     @property
     def columns(self) -> int:
-        """Columns of that output per text: the number of labels, or the embedding's dim."""
-        return len(self.labels) if self.kind == "classifier" else int(self.dim or 0)
+        """Columns of that output per text (per token for a token classifier): the labels, or the embedding's dim."""
+        return len(self.labels) if self.format in LABELLED_FORMATS else int(self.dim or 0)
+
+    @property
+    def per_token(self) -> bool:
+        """The output holds a row of `columns` per token ([batch, seq, labels]), not per text."""
+        return OUTPUT_RANK[self.format] == 3
 
     def to_dict(self) -> dict[str, Any]:
-        shape: dict[str, Any] = {"labels": list(self.labels)} if self.kind == "classifier" else {"dim": self.dim}
+        shape: dict[str, Any] = {"labels": list(self.labels)} if self.format in LABELLED_FORMATS else {"dim": self.dim}
         if self.multi_label:  # only where true, so other records keep their shape
             shape["multi_label"] = True
         if self.pairs:
@@ -225,18 +238,18 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
         raise BundleError(f"{where}: expected a JSON object, got {type(data).__name__}")
     fmt = data.get("format")
     if fmt not in FORMATS:
-        raise BundleError(f"{where}: format must be {' or '.join(map(repr, FORMATS))}, got {fmt!r}")
+        raise BundleError(f"{where}: format must be one of {', '.join(map(repr, FORMATS))}, got {fmt!r}")
     labels: list[str] = []
     dim = None
-    if fmt == CLASSIFIER_FORMAT:
+    if fmt in LABELLED_FORMATS:
         labels = _parse_labels(data.get("labels"), where)
         if data.get("dim") is not None:
             raise BundleError(f"{where}: dim applies to {EMBEDDING_FORMAT!r} bundles; a classifier's width is its "
                               "labels")
     else:
         if data.get("labels") is not None:
-            raise BundleError(f"{where}: labels apply to {CLASSIFIER_FORMAT!r} bundles; an embedding bundle "
-                              "declares dim")
+            raise BundleError(f"{where}: labels apply to {' and '.join(map(repr, LABELLED_FORMATS))} bundles; an "
+                              "embedding bundle declares dim")
         dim = data.get("dim")
         if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_EMBEDDING_DIM:
             raise BundleError(f"{where}: dim (the embedding width) must be an integer in 1..{MAX_EMBEDDING_DIM}, "
@@ -444,10 +457,11 @@ def _check_onnx(path: Path, manifest: BundleManifest) -> None:
     if wanted not in outputs:
         hint = _kind_hint(manifest, outputs)
         raise BundleError(f"{path}: missing output {wanted!r} (outputs: {sorted(outputs)}){hint}")
-    dims = _check_tensor(path, "output", outputs[wanted], onnx.TensorProto.FLOAT, "float32")
+    dims = _check_tensor(path, "output", outputs[wanted], onnx.TensorProto.FLOAT, "float32",
+                         rank=OUTPUT_RANK[manifest.format])
     last = dims[-1]
     if last.HasField("dim_value") and last.dim_value != manifest.columns:
-        if manifest.kind == "classifier":
+        if manifest.format in LABELLED_FORMATS:
             raise BundleError(f"{path}: output {wanted!r} has {last.dim_value} classes but "
                               f"manifest.json lists {manifest.columns} labels")
         raise BundleError(f"{path}: output {wanted!r} is {last.dim_value} wide but manifest.json declares "
@@ -468,7 +482,7 @@ def _article(word: str) -> str:
     return "an" if word[0] in "aeiou" else "a"
 
 
-def _check_tensor(path: Path, kind: str, vi: Any, elem_type: int, type_name: str) -> Any:
+def _check_tensor(path: Path, kind: str, vi: Any, elem_type: int, type_name: str, rank: int = 2) -> Any:
     if not vi.type.HasField("tensor_type"):
         raise BundleError(f"{path}: {kind} {vi.name!r} is not a tensor")
     tensor_type = vi.type.tensor_type
@@ -477,9 +491,9 @@ def _check_tensor(path: Path, kind: str, vi: Any, elem_type: int, type_name: str
 
         actual = onnx.TensorProto.DataType.Name(tensor_type.elem_type)
         raise BundleError(f"{path}: {kind} {vi.name!r} must be {type_name}, got {actual.lower()}")
-    if not tensor_type.HasField("shape") or len(tensor_type.shape.dim) != 2:
-        rank = len(tensor_type.shape.dim) if tensor_type.HasField("shape") else "unknown"
-        raise BundleError(f"{path}: {kind} {vi.name!r} must have rank 2, got rank {rank}")
+    if not tensor_type.HasField("shape") or len(tensor_type.shape.dim) != rank:
+        actual = len(tensor_type.shape.dim) if tensor_type.HasField("shape") else "unknown"
+        raise BundleError(f"{path}: {kind} {vi.name!r} must have rank {rank}, got rank {actual}")
     return tensor_type.shape.dim
 
 

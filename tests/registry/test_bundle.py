@@ -151,12 +151,13 @@ EMBEDDING_BREAKAGES: dict[str, tuple[dict[str, object], str]] = {
     "dim zero": ({"dim": 0}, r"must be an integer in 1\.\.65536, got 0"),
     "dim text": ({"dim": "384"}, r"got '384'"),
     "dim bool": ({"dim": True}, r"got True"),
-    "labels on an embedding": ({"labels": ["a"]}, r"labels apply to 'onnx-text-classifier' bundles"),
+    "labels on an embedding": ({"labels": ["a"]},
+                               r"labels apply to 'onnx-text-classifier' and 'onnx-token-classifier' bundles"),
     "dim on a classifier": ({"format": "onnx-text-classifier", "labels": ["a", "b", "c", "d"]},
                             r"dim applies to 'onnx-text-embedding' bundles"),
     "dim disagrees with the graph": ({"dim": 5}, r"output 'embedding' is 4 wide but manifest\.json declares dim 5"),
-    "other format": ({"format": "onnx-text-regression"}, r"format must be 'onnx-text-classifier' or "
-                                                        r"'onnx-text-embedding', got 'onnx-text-regression'"),
+    "other format": ({"format": "onnx-text-regression"}, r"format must be one of 'onnx-text-classifier', "
+                     r"'onnx-text-embedding', 'onnx-token-classifier', got 'onnx-text-regression'"),
 }
 
 
