@@ -100,6 +100,10 @@ PAIR_INPUT: str = _engine.PAIR_INPUT
 SCORE_OUTPUT: str = _engine.SCORE_OUTPUT
 CLASSIFIER_OUTPUT: str = _engine.CLASSIFIER_OUTPUT
 EMBEDDING_OUTPUT: str = _engine.EMBEDDING_OUTPUT
+TOKEN_CLASSIFIER: str = _engine.TOKEN_CLASSIFIER
+ENTITIES_OUTPUT: str = _engine.ENTITIES_OUTPUT
+TOKEN_LOGITS_OUTPUT: str = _engine.TOKEN_LOGITS_OUTPUT
+CHARS_READ_OUTPUT: str = _engine.CHARS_READ_OUTPUT
 MAX_REQUEST_ID_BYTES: int = _engine.MAX_REQUEST_ID_BYTES
 EventSink = _engine.EventSink
 NativeLanes = _engine.NativeLanes
@@ -130,8 +134,10 @@ if HAS_FRONTEND:
 
 __all__ = [
     "ADMISSION_DEADLINE_SHARE",
+    "CHARS_READ_OUTPUT",
     "CLASSIFIER_OUTPUT",
     "EMBEDDING_OUTPUT",
+    "ENTITIES_OUTPUT",
     "FRONTEND_MISSING",
     "HAS_FRONTEND",
     "MAX_REQUEST_ID_BYTES",
@@ -139,6 +145,8 @@ __all__ = [
     "ROUTE_BUCKETS",
     "SCORE_OUTPUT",
     "TEXT_INPUT",
+    "TOKEN_CLASSIFIER",
+    "TOKEN_LOGITS_OUTPUT",
     "BatchEvent",
     "DecodedCall",
     "Engine",

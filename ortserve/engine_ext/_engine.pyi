@@ -462,7 +462,7 @@ class NativeBatcherSettings:
 class NativeTextModel:
     """What one version's batches run on: sessions, tokenizer, output."""
 
-    def __init__(self, *, wide: Engine, narrow: Engine | None, tokenizer: WordPiece | None, output: str, columns: int, pad_id: int, token_types: bool, bucket_rows: Sequence[int] = [], bucket_tokens: Sequence[int] = []) -> None: ...
+    def __init__(self, *, wide: Engine, narrow: Engine | None, tokenizer: WordPiece | None, output: str, columns: int, pad_id: int, token_types: bool, bucket_rows: Sequence[int] = [], bucket_tokens: Sequence[int] = [], token_columns: int = 0) -> None: ...
 
     def run(self, ids: object, narrow: bool = False, seconds: Sequence[int] = []) -> Annotated[NDArray[numpy.float32], dict(shape=(None, None))]:
         """
@@ -474,6 +474,12 @@ class NativeTextModel:
 
     @property
     def columns(self) -> int: ...
+
+    @property
+    def token_columns(self) -> int:
+        """
+        Labels per token of a token classifier (each row then holds columns / token_columns tokens); 0: a row per text.
+        """
 
     @property
     def tokenizes(self) -> bool:
@@ -637,6 +643,14 @@ CLASSIFIER_OUTPUT: str = 'LOGITS'
 
 EMBEDDING_OUTPUT: str = 'EMBEDDING'
 
+TOKEN_CLASSIFIER: str = 'token-classifier'
+
+ENTITIES_OUTPUT: str = 'ENTITIES'
+
+TOKEN_LOGITS_OUTPUT: str = 'TOKEN_LOGITS'
+
+CHARS_READ_OUTPUT: str = 'CHARS_READ'
+
 MAX_REQUEST_ID_BYTES: int = 256
 
 class WireError(ValueError):
@@ -670,7 +684,7 @@ class DecodedCall:
     def routing_key(self) -> str:
         """the routing_key parameter; '' when absent"""
 
-def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int) -> DecodedCall:
+def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None = None) -> DecodedCall:
     """
     The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: [(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a parameter: None when absent, else (WhichOneof('parameter_choice'), value).
     """
@@ -680,9 +694,9 @@ def check_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[st
     WireError unless the call sends TEXT_PAIR exactly when the version takes `pairs`, every requested output is one a `kind` version answers (`output`; a reranker's LOGITS beside SCORE when `score` names its activation), and classification only on a classifier's LOGITS.
     """
 
-def encode_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], values: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], multi_label: bool = False, score: str = '') -> list:
+def encode_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], values: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], multi_label: bool = False, score: str = '', tokens: object | None = None) -> list:
     """
-    The reply's outputs for values (float32 [rows, columns]): [(name, datatype, shape, raw, payload)], shape (rows,) for SCORE (`score`: a reranker's activation) else (rows, width), payload the raw_output_contents bytes when raw, else the contents (a list of floats or of bytes); multi_label: a classifier whose classification probabilities are a sigmoid per label.
+    The reply's outputs for values (float32 [rows, columns]): [(name, datatype, shape, raw, payload)], shape a tuple of dims, payload the raw_output_contents bytes when raw, else the contents (a list of floats, ints or bytes); multi_label: a classifier whose classification probabilities are a sigmoid per label; tokens: a token classifier's [(spans int64 [T, 4] of start, end, is_subword, special; chars_read)] per row, row r of values holding its T tokens' logits first.
     """
 
 def choose_request_id(header: str) -> tuple[str, str | None]:

@@ -22,7 +22,7 @@ def call_from(request: pb.ModelInferRequest, headers: Mapping[str, str], deadlin
                  for out in request.outputs],
         raw_input_contents=list(request.raw_input_contents),
         scores=param(request.parameters, "scores"), routing_key=param(request.parameters, "routing_key"),
-        headers=headers, deadline=deadline, transport="grpc")
+        aggregation=param(request.parameters, "aggregation"), headers=headers, deadline=deadline, transport="grpc")
 
 
 def reply_message(reply: InferReply) -> pb.ModelInferResponse:
@@ -33,6 +33,8 @@ def reply_message(reply: InferReply) -> pb.ModelInferResponse:
             response.raw_output_contents.append(payload)
         elif datatype == "FP32":
             out.contents.fp32_contents.extend(payload)
+        elif datatype == "INT64":
+            out.contents.int64_contents.extend(payload)
         else:
             out.contents.bytes_contents.extend(payload)
     return response

@@ -31,6 +31,7 @@ from ortserve.service.errors import Cancelled, DeadlineExceeded, Internal, Resou
 from ortserve.service.instance import ModelInstance
 from ortserve.service.metrics import Metrics
 from ortserve.service.request_log import log_call
+from ortserve.service.tokenization import TokenEncoding
 
 server_log = structlog.get_logger("ortserve.server")
 
@@ -61,6 +62,8 @@ class InferResult:
     """Engine time of the runs the call's texts were in (summed when split)."""
     batch_size: int
     """Largest run any of the call's texts was in."""
+    tokens: list[TokenEncoding] | None = None
+    """A token classifier's: each text's tokens as the model read them (`outputs` rows hold their logits first)."""
 
 
 def _failure(code: str, message: str, retry_after_s: float) -> ServiceError:
@@ -203,6 +206,7 @@ class VersionBatcher:
         each). `deadline` is in `time.monotonic()` seconds."""
         native, instance = self.native, self._instance
         inline = instance.tokenizes_inline(texts if pairs is None else [*texts, *pairs])
+        tokens: list[TokenEncoding] | None = None
         if self._tokenizes and inline:  # microseconds: cheaper here than a thread hop
             future, call = self._plane.submit(
                 lambda token: native.submit_async(texts, _left(deadline), self._plane.completions, token, pairs))
@@ -212,7 +216,11 @@ class VersionBatcher:
                 raise _failure(*refusal)
             started = time.monotonic()
             seconds: list[int] = []
-            if pairs is None:
+            if instance.manifest.per_token:
+                tokens = await asyncio.get_running_loop().run_in_executor(
+                    self._plane.tokenize_pool, instance.tokenize_tokens, texts)
+                ids = [encoding.ids for encoding in tokens]
+            elif pairs is None:
                 ids = await asyncio.get_running_loop().run_in_executor(
                     self._plane.tokenize_pool, instance.tokenize, texts)
             else:
@@ -230,7 +238,7 @@ class VersionBatcher:
         if output is None:
             raise _failure(code, message, timings["retry_after_s"])
         return InferResult(outputs=output, tokenize_s=timings["tokenize_s"], queue_s=timings["queue_s"],
-                           engine_s=timings["engine_s"], batch_size=int(timings["batch_size"]))
+                           engine_s=timings["engine_s"], batch_size=int(timings["batch_size"]), tokens=tokens)
 
     async def close(self, drain_timeout_s: float) -> None:
         """After the manager's leases drained: the native front end's leases drain (bounded), then queued calls

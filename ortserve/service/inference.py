@@ -27,13 +27,18 @@ from ortserve.service.errors import InvalidArgument, NotFound, ServiceError, Una
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
 from ortserve.service.request_log import CallRecord, log_call
+from ortserve.service.tokenization import TokenEncoding
 
 log = structlog.get_logger("ortserve.request")
 INPUT_NAME: str = engine_ext.TEXT_INPUT
 PAIR_INPUT: str = engine_ext.PAIR_INPUT
 SCORE_OUTPUT: str = engine_ext.SCORE_OUTPUT
-WIRE_OUTPUTS: dict[str, str] = {"classifier": engine_ext.CLASSIFIER_OUTPUT, "embedding": engine_ext.EMBEDDING_OUTPUT}
+TOKEN_CLASSIFIER: str = engine_ext.TOKEN_CLASSIFIER
+WIRE_OUTPUTS: dict[str, str] = {"classifier": engine_ext.CLASSIFIER_OUTPUT, "embedding": engine_ext.EMBEDDING_OUTPUT,
+                                TOKEN_CLASSIFIER: engine_ext.ENTITIES_OUTPUT}
 """The output a model of each kind (`BundleManifest.kind`) answers with."""
+AGGREGATIONS = ("simple", "first", "average", "max", "none")
+"""A token classifier's `aggregation` parameter (the first is the default; entities.h says what each means)."""
 Param = tuple[str | None, Any] | None
 """An InferParameter as the wire rules take it: None when absent, else (its oneof field's name or None, value)."""
 TRACE_HEADERS = ("traceparent", "tracestate", "b3", "x-b3-traceid", "x-b3-spanid", "x-b3-sampled", "x-b3-flags")
@@ -80,6 +85,7 @@ class InferCall:
     raw_input_contents: list[bytes] = field(default_factory=list)
     scores: Param = None
     routing_key: Param = None
+    aggregation: Param = None
     headers: Mapping[str, str] = field(default_factory=dict)
     """Lower-case names: x-request-id, x-routing-key and the trace headers (TRACE_HEADERS)."""
     deadline: float | None = None
@@ -148,7 +154,7 @@ class Inference:
                 served = ServedOutput.of(lv.instance.manifest)
                 check_outputs(decoded, served, call.model)
                 result = await lv.batcher.infer(decoded.texts, deadline=call.deadline, pairs=decoded.pairs)
-            tensors = encode_tensors(decoded, served, result.outputs)
+            tensors = encode_tensors(decoded, served, result.outputs, result.tokens)
             record.answered(result)
             self._finish(record, started, "OK", call.transport)
             return InferReply(request_id=request_id, model=call.model, version=lv.version, id=call.id,
@@ -191,7 +197,7 @@ class Inference:
         # The model's kind and a classifier's labels in LOGITS column order, as a JSON array (labels may hold
         # commas); the classification extension names them per call.
         parameters: dict[str, str | bool] = {"kind": served.kind}
-        if served.kind == "classifier":
+        if served.kind in ("classifier", TOKEN_CLASSIFIER):
             parameters["labels"] = json.dumps(list(served.labels), ensure_ascii=False)
             if served.multi_label:  # labels independent: scores=probabilities gives a sigmoid per label
                 parameters["multi_label"] = True
@@ -202,6 +208,10 @@ class Inference:
         if served.score:  # a reranker: SCORE [N] (the default), its LOGITS [N, 1] on request
             parameters["score_activation"] = served.score
             outputs = [(SCORE_OUTPUT, "FP32", [-1]), (WIRE_OUTPUTS["classifier"], "FP32", [-1, served.columns])]
+        if served.kind == TOKEN_CLASSIFIER:  # ENTITIES and CHARS_READ by default, TOKEN_LOGITS on request
+            parameters["aggregation"] = json.dumps(list(AGGREGATIONS))
+            outputs = [(served.name, "BYTES", [-1]), (engine_ext.CHARS_READ_OUTPUT, "INT64", [-1]),
+                       (engine_ext.TOKEN_LOGITS_OUTPUT, "FP32", [-1, -1, served.columns])]
         return ModelDescription(name, sorted(route.versions), "onnxruntime_onnx", inputs, outputs, parameters)
 
 
@@ -210,7 +220,7 @@ def decode(call: InferCall, *, max_texts_per_request: int) -> Any:
     routing_key), or InvalidArgument naming the first rule it breaks."""
     try:
         return engine_ext.decode_call(call.inputs, call.outputs, call.raw_input_contents, call.scores,
-                                      call.routing_key, max_texts_per_request)
+                                      call.routing_key, max_texts_per_request, call.aggregation)
     except engine_ext.WireError as e:
         raise InvalidArgument(str(e)) from None
 
@@ -225,8 +235,11 @@ def check_outputs(decoded: Any, served: ServedOutput, model: str) -> None:
         raise InvalidArgument(str(e)) from None
 
 
-def encode_tensors(decoded: Any, served: ServedOutput, values: np.ndarray) -> list[Any]:
-    """The reply's output tensors for the version's `values` (float32 [texts, columns]), by the C++ wire rules."""
+def encode_tensors(decoded: Any, served: ServedOutput, values: np.ndarray,
+                   tokens: list[TokenEncoding] | None = None) -> list[Any]:
+    """The reply's output tensors for the version's `values` (float32 [texts, columns]; a token classifier's with
+    its texts' `tokens`), by the C++ wire rules."""
+    token_rows = None if tokens is None else [(t.spans, t.chars_read) for t in tokens]
     return list(engine_ext.encode_outputs(decoded, served.kind, served.name, list(served.labels),
                                           np.ascontiguousarray(values, dtype=np.float32), served.multi_label,
-                                          score=served.score))
+                                          score=served.score, tokens=token_rows))

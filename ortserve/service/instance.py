@@ -22,7 +22,7 @@ from ortserve.engine_ext import Engine, EngineOptions, NativeTextModel
 from ortserve.registry.bundle import BundleManifest, load_manifest
 from ortserve.registry.cpu import CpuInfo, cpu_info
 from ortserve.service.config import Settings
-from ortserve.service.tokenization import BundleTokenizer, TokenizerChoice, open_tokenizer
+from ortserve.service.tokenization import BundleTokenizer, TokenEncoding, TokenizerChoice, open_tokenizer
 
 REQUIRED_INPUTS = ("input_ids", "attention_mask")
 OPTIONAL_INPUTS = ("token_type_ids",)
@@ -135,23 +135,29 @@ class ModelInstance:
                 f"missing {missing}, unexpected {extra}"
             )
         self.kind = manifest.kind
-        """"classifier" (logits over `labels`) or "embedding" (a vector per text)."""
+        """"classifier" (logits over `labels`), "embedding" (a vector per text) or "token-classifier" (logits over
+        `labels` per token)."""
         self.output = manifest.output_name
-        """The graph output every call gets, float32 [texts, columns]."""
-        self.columns = manifest.columns
+        """The graph output every call gets, float32 [texts, columns] ([texts, tokens, labels] per token)."""
+        self.columns = manifest.columns * manifest.max_seq_len if manifest.per_token else manifest.columns
+        """Values per text the batcher answers: a token classifier's are max_seq_len rows of its labels, its tokens'
+        first (zeros after)."""
         if self.output not in {t.name for t in engine.outputs}:
             raise ModelFormatError(f"model has no '{self.output}' output (outputs: {[t.name for t in engine.outputs]})")
         self._wants_token_types = "token_type_ids" in names
         self.text_model = NativeTextModel(
             wide=engine, narrow=narrow, tokenizer=tokenizer.native, output=self.output, columns=self.columns,
             pad_id=tokenizer.pad_id, token_types=self._wants_token_types, bucket_rows=list(self.ladder.rows),
-            bucket_tokens=list(self.ladder.tokens),
+            bucket_tokens=list(self.ladder.tokens), token_columns=manifest.columns if manifest.per_token else 0,
         )
         """The sessions, tokenizer and padding rule the C++ batcher runs this version's batches with."""
 
     @property
     def kind_shown(self) -> str:
-        """"classifier", "embedding", "classifier of pairs" (TEXT + TEXT_PAIR -> LOGITS) or "reranker" (-> SCORE)."""
+        """"classifier", "embedding", "classifier of pairs" (TEXT + TEXT_PAIR -> LOGITS), "reranker" (-> SCORE) or
+        "token classifier" (-> ENTITIES)."""
+        if self.manifest.per_token:
+            return "token classifier"
         if self.manifest.score_activation:
             return "reranker"
         return "classifier of pairs" if self.manifest.pairs else self.kind
@@ -176,8 +182,9 @@ class ModelInstance:
         keeps growing the process's memory."""
         bundle = Path(bundle_dir)
         manifest = load_manifest(bundle)
-        bundle_tokenizer = open_tokenizer(bundle / "tokenizer.json", manifest.max_seq_len, tokenizer,
-                                          pairs=manifest.pairs)
+        bundle_tokenizer = open_tokenizer(bundle / "tokenizer.json", manifest.max_seq_len,
+                                          "hf" if manifest.per_token and tokenizer == "native" else tokenizer,
+                                          pairs=manifest.pairs, tokens=manifest.per_token)
 
         def open_engine(threads: int) -> Engine:
             session = copy.copy(options.engine)
@@ -213,6 +220,12 @@ class ModelInstance:
         if self.tokenizer.encode_pairs is None:
             raise ModelFormatError("this version does not take pairs of texts")
         return self.tokenizer.encode_pairs(texts, pairs)
+
+    def tokenize_tokens(self, texts: Sequence[str]) -> list[TokenEncoding]:
+        """Each text's ids and its tokens' spans (a token classifier's; `tokenization.TokenEncoding`)."""
+        if self.tokenizer.encode_tokens is None:
+            raise ModelFormatError("this version does not classify tokens")
+        return self.tokenizer.encode_tokens(texts)
 
     def tokenizes_inline(self, texts: Sequence[str]) -> bool:
         """Whether `tokenize(texts)` is cheap enough for the event loop (see `tokenization.INLINE_MAX_CHARS`)."""

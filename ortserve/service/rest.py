@@ -226,7 +226,8 @@ def parse_infer(model: str, version: str, body: bytes, headers: Mapping[str, str
                               f"{json.dumps(timeout_us)}")
     call = InferCall(model=model, version=version, id=str(doc.get("id", "")), inputs=inputs, outputs=outputs,
                      raw_input_contents=raw_contents, scores=_param(parameters, "scores"),
-                     routing_key=_param(parameters, "routing_key"), headers=headers,
+                     routing_key=_param(parameters, "routing_key"), aggregation=_param(parameters, "aggregation"),
+                     headers=headers,
                      deadline=None if timeout_us is None else started + timeout_us / 1e6, transport="http")
     return call, binary_outputs
 
@@ -240,8 +241,8 @@ def write_reply(reply: InferReply, binary_outputs: set[str] | bool) -> web.Respo
             data = payload if raw else _raw(datatype, payload)
             out["parameters"] = {"binary_data_size": len(data)}
             sections.append(data)
-        elif datatype == "FP32":
-            out["data"] = np.frombuffer(payload, dtype="<f4").tolist() if raw else list(payload)
+        elif datatype in _NUMPY:
+            out["data"] = np.frombuffer(payload, dtype=_NUMPY[datatype]).tolist() if raw else list(payload)
         else:
             elements = _split(payload) if raw else list(payload)
             out["data"] = [e.decode("utf-8", "replace") for e in elements]
@@ -313,9 +314,13 @@ def _flatten(data: Any) -> list[Any]:
     return out
 
 
+_NUMPY = {"FP32": "<f4", "INT64": "<i8"}
+"""The reply's numeric datatypes, as little-endian numpy dtypes (the binary extension's layout)."""
+
+
 def _raw(datatype: str, payload: list[Any]) -> bytes:
-    if datatype == "FP32":
-        return np.asarray(payload, dtype="<f4").tobytes()
+    if datatype in _NUMPY:
+        return np.asarray(payload, dtype=_NUMPY[datatype]).tobytes()
     return b"".join(_LEN.pack(len(e)) + e for e in payload)
 
 

@@ -4,6 +4,9 @@
 Both give the same ids (tests/engine/test_wordpiece.py holds the C++ one to HF's on generated text); the
 C++ one takes a few microseconds of CPU per sentence where HF takes ~90 here, and is cheap enough to run on
 the event loop instead of a thread hop away (see `BundleTokenizer.inline`).
+
+A token classifier's texts go through HF `tokenizers` always (`tokens=True`): its entities need each token's
+character span in the caller's text, which `tokenizers` tracks through normalisation (`TokenEncoding`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,19 @@ class TokenizerError(ValueError):
 
 
 @dataclass(frozen=True)
+class TokenEncoding:
+    """One text as a token classifier reads it."""
+
+    ids: np.ndarray
+    """int64 [T], special tokens included, truncated to max_seq_len."""
+    spans: np.ndarray
+    """int64 [T, 4] per token: start and end (code points of the text), is_subword (continues the word before it,
+    by transformers' TokenClassificationPipeline rule), special ([CLS], [SEP], ...)."""
+    chars_read: int
+    """The text's length when it was read whole, else where truncation stopped (the last token's end)."""
+
+
+@dataclass(frozen=True)
 class BundleTokenizer:
     kind: Literal["native", "hf"]
     encode: Callable[[Sequence[str]], list[np.ndarray]]
@@ -45,6 +61,8 @@ class BundleTokenizer:
     encode_pairs: Callable[[Sequence[str], Sequence[str]], tuple[list[np.ndarray], list[int]]] | None = None
     """Token ids per pair of texts (one row each, truncated to max_seq_len as the tokenizer truncates pairs) and
     where each pair's second text begins (its token type 1; 0: no types); None unless opened with `pairs`."""
+    encode_tokens: Callable[[Sequence[str]], list[TokenEncoding]] | None = None
+    """Each text's ids with its tokens' spans (a token classifier's); None unless opened with `tokens`."""
 
     def inline(self, texts: Sequence[str]) -> bool:
         """Whether tokenizing `texts` on the calling thread is cheaper than a hand-off to a thread."""
@@ -52,11 +70,17 @@ class BundleTokenizer:
 
 
 def open_tokenizer(tokenizer_json: Path, max_seq_len: int, choice: TokenizerChoice = "auto", *,
-                   pairs: bool = False) -> BundleTokenizer:
+                   pairs: bool = False, tokens: bool = False) -> BundleTokenizer:
     """`pairs`: the bundle reads pairs of texts; the C++ tokenizer runs it only where it also makes pairs exactly
-    as the checkpoint's tokenizer does ([CLS] a [SEP] b [SEP], token types 0 then 1)."""
+    as the checkpoint's tokenizer does ([CLS] a [SEP] b [SEP], token types 0 then 1). `tokens`: a token
+    classifier, read by HF `tokenizers` whatever `choice` (`native` is refused)."""
     if choice not in TOKENIZER_CHOICES:
         raise TokenizerError(f"tokenizer must be one of {', '.join(TOKENIZER_CHOICES)}, got {choice!r}")
+    if tokens:
+        if choice == "native":
+            raise TokenizerError(f"{tokenizer_json}: a token classifier runs on HF tokenizers (its entities need "
+                                 "character offsets); use tokenizer auto or hf")
+        return _hf(tokenizer_json, max_seq_len, "a token classifier's offsets come from HF tokenizers", tokens=True)
     fallback = ""
     if choice != "hf":
         try:
@@ -79,7 +103,8 @@ def _native_pairs(native: WordPiece) -> Callable[[Sequence[str], Sequence[str]],
     return encode_pairs
 
 
-def _hf(tokenizer_json: Path, max_seq_len: int, fallback: str, pairs: bool = False) -> BundleTokenizer:
+def _hf(tokenizer_json: Path, max_seq_len: int, fallback: str, pairs: bool = False,
+        tokens: bool = False) -> BundleTokenizer:
     tokenizer = Tokenizer.from_file(str(tokenizer_json))
     # The server pads each batch to its own longest text; a tokenizer that pads to a fixed
     # length (a common tokenizer.json setting) would waste most of the engine's work.
@@ -102,4 +127,34 @@ def _hf(tokenizer_json: Path, max_seq_len: int, fallback: str, pairs: bool = Fal
         return ids, starts
 
     return BundleTokenizer(kind="hf", encode=encode, pad_id=pad_id, fallback=fallback,
-                           encode_pairs=encode_pairs if pairs else None)
+                           encode_pairs=encode_pairs if pairs else None,
+                           encode_tokens=_token_encoder(tokenizer, pad_id) if tokens else None)
+
+
+def _token_encoder(tokenizer: Tokenizer, pad_id: int) -> Callable[[Sequence[str]], list[TokenEncoding]]:
+    model = tokenizer.model
+    # transformers' rule (TokenClassificationPipeline.gather_pre_entities): with a continuing-subword prefix ("##"),
+    # a token continues a word when its string's length differs from its span's; without one, when no space borders
+    # its start; an unknown token never does.
+    prefix = getattr(model, "continuing_subword_prefix", None)
+    unk = getattr(model, "unk_token", None)
+    unk_id = tokenizer.token_to_id(unk) if unk else None
+
+    def encode_tokens(texts: Sequence[str]) -> list[TokenEncoding]:
+        out = []
+        for text in texts:
+            encoding = tokenizer.encode(text)
+            ids = encoding.ids or [pad_id]
+            spans = np.zeros((len(ids), 4), dtype=np.int64)
+            special = encoding.special_tokens_mask or [1]
+            for i, (token_id, token, (start, end), is_special) in enumerate(
+                    zip(ids, encoding.tokens or [""], encoding.offsets or [(0, 0)], special, strict=True)):
+                subword = (len(token) != end - start) if prefix else (
+                    start > 0 and " " not in text[start - 1:start + 1])
+                spans[i] = (start, end, subword and token_id != unk_id, is_special)
+            read = [end for (_, end), is_special in zip(encoding.offsets, special, strict=True) if not is_special]
+            chars_read = max(read, default=0) if encoding.overflowing else len(text)
+            out.append(TokenEncoding(ids=np.asarray(ids, dtype=np.int64), spans=spans, chars_read=chars_read))
+        return out
+
+    return encode_tokens

@@ -60,17 +60,34 @@ EngineRun RunEngine(const TextModel& model, bool narrow, const Rows& rows) {
   std::vector<OutputTensor> outputs = engine.Run(feeds);
   for (OutputTensor& output : outputs) {
     if (output.name != model.output) continue;
-    const std::vector<int64_t> expected{static_cast<int64_t>(padded_rows), model.columns};
+    const bool per_token = model.token_columns > 0;
+    const std::vector<int64_t> expected =
+        per_token ? std::vector<int64_t>{static_cast<int64_t>(padded_rows), static_cast<int64_t>(width),
+                                         model.token_columns}
+                  : std::vector<int64_t>{static_cast<int64_t>(padded_rows), model.columns};
     if (output.shape != expected) {
       throw EngineError("model returned '" + model.output + "' of shape " + ShapeText(output.shape) + ", expected " +
-                        ShapeText(expected) + " (one row per text)");
+                        ShapeText(expected) + (per_token ? " (a row per token)" : " (one row per text)"));
     }
     if (output.dtype != "float32") {
       throw EngineError("model returned '" + model.output + "' of dtype " + output.dtype + ", expected float32");
     }
     const auto* data = reinterpret_cast<const float*>(output.data.get());
     EngineRun run;
-    run.outputs.assign(data, data + n * static_cast<size_t>(model.columns));  // the ladder's rows dropped
+    if (per_token) {
+      const size_t row_values = width * static_cast<size_t>(model.token_columns);
+      if (row_values > static_cast<size_t>(model.columns)) {
+        throw EngineError("a batch " + std::to_string(width) + " tokens wide does not fit a row of " +
+                          std::to_string(model.columns) + " values");
+      }
+      run.outputs.assign(n * static_cast<size_t>(model.columns), 0.0f);
+      for (size_t r = 0; r < n; ++r) {  // each row's own tokens; the padding's positions stay zero
+        std::copy_n(data + r * row_values, rows[r].ids->size() * static_cast<size_t>(model.token_columns),
+                    run.outputs.begin() + static_cast<std::ptrdiff_t>(r * static_cast<size_t>(model.columns)));
+      }
+    } else {
+      run.outputs.assign(data, data + n * static_cast<size_t>(model.columns));  // the ladder's rows dropped
+    }
     run.padded_tokens = bucket_rows * bucket_width;
     run.real_tokens = static_cast<int>(real);
     return run;

@@ -27,6 +27,9 @@ struct TextModel {
   const WordPiece* tokenizer = nullptr;  // nullptr: the version takes token ids only (SubmitIds)
   std::string output = "logits";         // the graph output every call gets, float32 [rows, columns]
   int columns = 0;                       // its width: the labels of a classifier, the dimension of an embedding
+  // A label per token (a token classifier): the graph's output is float32 [rows, tokens, token_columns], and each
+  // row answers `columns` (max_seq_len x token_columns) values: its tokens' logits first, zeros after. 0: per row.
+  int token_columns = 0;
   int64_t pad_id = 0;
   bool token_types = false;  // the graph takes token_type_ids (zeros)
   ShapeBuckets buckets;      // pad each batch up to this ladder (GPU); empty: to its longest text only
@@ -41,7 +44,8 @@ struct Row {
 using Rows = std::vector<Row>;
 
 // One batch as the engine ran it: the model's output for the rows (float32 [rows, columns], row-major; the
-// ladder's extra rows dropped) and the tokens it was padded to and held.
+// ladder's extra rows dropped; per token: each row's positions past its own tokens zeroed) and the tokens it was
+// padded to and held.
 struct EngineRun {
   std::vector<float> outputs;
   int padded_tokens = 0;  // rows x width of the shape the engine ran (BucketShape applied)

@@ -25,13 +25,17 @@ void BindEngineRun(nb::module_& m) {
           "__init__",
           [](PyTextModel* self, const Engine& wide, const Engine* narrow, const WordPiece* tokenizer,
              std::string output, int columns, int64_t pad_id, bool token_types, std::vector<int> bucket_rows,
-             std::vector<int> bucket_tokens) {
-            new (self) PyTextModel{TextModel{&wide, narrow, tokenizer, std::move(output), columns, pad_id,
-                                             token_types,
+             std::vector<int> bucket_tokens, int token_columns) {
+            if (token_columns < 0 || (token_columns > 0 && columns % token_columns != 0)) {
+              throw nb::value_error("token_columns must be 0 (a row per text) or divide columns");
+            }
+            new (self) PyTextModel{TextModel{&wide, narrow, tokenizer, std::move(output), columns, token_columns,
+                                             pad_id, token_types,
                                              ShapeBuckets{std::move(bucket_rows), std::move(bucket_tokens)}}};
           },
           nb::kw_only(), "wide"_a, "narrow"_a.none(), "tokenizer"_a.none(), "output"_a, "columns"_a, "pad_id"_a,
           "token_types"_a, "bucket_rows"_a = std::vector<int>{}, "bucket_tokens"_a = std::vector<int>{},
+          "token_columns"_a = 0,
           // Argument 1 is self: the sessions and the tokenizer live at least as long as this object.
           nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(), nb::keep_alive<1, 4>())
       .def(
@@ -62,6 +66,9 @@ void BindEngineRun(nb::module_& m) {
           "one text). For warm-up and tests.")
       .def_prop_ro("output", [](const PyTextModel& self) { return self.model.output; })
       .def_prop_ro("columns", [](const PyTextModel& self) { return self.model.columns; })
+      .def_prop_ro("token_columns", [](const PyTextModel& self) { return self.model.token_columns; },
+                   "Labels per token of a token classifier (each row then holds columns / token_columns tokens); 0: "
+                   "a row per text.")
       .def_prop_ro("tokenizes", [](const PyTextModel& self) { return self.model.tokenizer != nullptr; },
                    "Whether the batcher tokenizes texts itself (the C++ WordPiece) or takes token ids.");
 }

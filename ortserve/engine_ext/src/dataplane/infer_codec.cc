@@ -63,6 +63,7 @@ WireRequest ToWire(const inference::ModelInferRequest& request) {
   for (const std::string& raw : request.raw_input_contents()) wire.raw_input_contents.emplace_back(raw);
   wire.scores = Param(request.parameters(), kScoresParam);
   wire.routing_key = Param(request.parameters(), kRoutingKeyParam);
+  wire.aggregation = Param(request.parameters(), kAggregationParam);
   return wire;
 }
 
@@ -71,12 +72,13 @@ void WriteOutputs(inference::ModelInferResponse& response, std::vector<ReplyTens
     auto* out = response.add_outputs();
     out->set_name(std::move(t.name));
     out->set_datatype(std::move(t.datatype));
-    out->add_shape(t.rows);
-    if (!t.flat) out->add_shape(t.width);
+    for (int64_t dim : t.shape) out->add_shape(dim);
     if (t.raw) {
       *response.add_raw_output_contents() = std::move(t.raw_bytes);
-    } else if (!t.fp32.empty() || out->datatype() == "FP32") {
+    } else if (out->datatype() == "FP32") {
       out->mutable_contents()->mutable_fp32_contents()->Add(t.fp32.begin(), t.fp32.end());
+    } else if (out->datatype() == "INT64") {
+      out->mutable_contents()->mutable_int64_contents()->Add(t.int64.begin(), t.int64.end());
     } else {
       auto* contents = out->mutable_contents()->mutable_bytes_contents();
       contents->Reserve(static_cast<int>(t.bytes.size()));

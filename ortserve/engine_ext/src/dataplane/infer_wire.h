@@ -6,7 +6,7 @@
 //   Decode(request, max_texts_per_request) -> texts (and pairs), outputs, score mode, raw output | INVALID_ARGUMENT
 //   CheckOutputs(call, version)     -> the inputs are what the leased version takes (TEXT_PAIR exactly when it takes
 //                                      pairs) and the requested outputs what it answers | INVALID_ARGUMENT
-//   EncodeOutputs(call, version, values) -> the reply's output tensors
+//   EncodeOutputs(call, version, values[, tokens]) -> the reply's output tensors (a token classifier's entities)
 //   RequestId(header), RoutingKey(param, header, id), PushbackMs(retry_after_s)
 #pragma once
 
@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "entities.h"
 #include "route.h"
 #include "status.h"
 
@@ -28,6 +29,13 @@ constexpr const char* kPairInput = "TEXT_PAIR";  // a cross-encoder's second tex
 constexpr const char* kScoreOutput = "SCORE";    // a one-output cross-encoder's activated score, FP32 [N]
 constexpr const char* kClassifierOutput = "LOGITS";
 constexpr const char* kEmbeddingOutput = "EMBEDDING";
+// A token classifier (VersionOutput::kind kTokenClassifier) answers ENTITIES BYTES [N] (one JSON array per text) and
+// CHARS_READ INT64 [N] (how much of each text it read); TOKEN_LOGITS FP32 [N, T, labels] on request.
+constexpr const char* kTokenClassifier = "token-classifier";
+constexpr const char* kEntitiesOutput = "ENTITIES";
+constexpr const char* kTokenLogitsOutput = "TOKEN_LOGITS";
+constexpr const char* kCharsReadOutput = "CHARS_READ";
+constexpr const char* kAggregationParam = "aggregation";  // how ENTITIES groups tokens (entities.h), default simple
 constexpr const char* kClassificationParam = "classification";  // a requested output's top-k
 constexpr const char* kScoresParam = "scores";                  // "logits" (default) or "probabilities"
 constexpr const char* kRoutingKeyParam = "routing_key";
@@ -66,7 +74,7 @@ struct WireRequest {
   std::vector<WireInput> inputs;
   std::vector<WireOutput> outputs;
   std::vector<std::string_view> raw_input_contents;
-  WireParam scores, routing_key;
+  WireParam scores, routing_key, aggregation;
 };
 
 struct RequestedOutput {
@@ -82,6 +90,7 @@ struct DecodedCall {
   bool probabilities = false;            // scores = "probabilities"
   bool raw_output = true;                // binary_data: the first requested output with a bool decides
   std::string_view routing_key;          // the routing_key parameter; "" when absent
+  std::optional<Aggregation> aggregation;  // the aggregation parameter; nullopt when absent (simple)
 };
 
 struct WireError {
@@ -94,32 +103,46 @@ struct WireError {
 // or in its raw_input_contents entry (each a 4-byte little-endian length, then the bytes); at most one more input,
 // TEXT_PAIR, by the same rules with N or 1 elements (raw: one raw_input_contents entry per input); each output name
 // once, a classification parameter an integer >= 1; scores "logits" or "probabilities", with a classification
-// output; routing_key a string.
+// output; routing_key a string; aggregation a string naming one of entities.h's strategies.
 std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts_per_request);
 
 // What a loaded version takes and answers (route.h VersionOutput): TEXT_PAIR exactly when it takes pairs; every
-// requested output is one it answers (its output, and a reranker's LOGITS beside SCORE), and classification only on
-// a classifier's LOGITS. `model` names the model in the message.
+// requested output is one it answers (its output, a reranker's LOGITS beside SCORE, a token classifier's
+// TOKEN_LOGITS and CHARS_READ beside ENTITIES), classification only on a classifier's LOGITS, aggregation only for a
+// token classifier. `model` names the model in the message.
 std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutput& version, std::string_view model);
 
-// One output tensor of the reply: raw (little-endian floats, or length-prefixed strings) for raw_output_contents,
-// else its contents (fp32 or bytes).
+// One output tensor of the reply: raw (little-endian numbers, or length-prefixed strings) for raw_output_contents,
+// else its contents (fp32, int64 or bytes).
 struct ReplyTensor {
-  std::string name, datatype;  // "FP32" or "BYTES"
-  int64_t rows = 0, width = 0;
-  bool flat = false;  // shape [rows] (SCORE), else [rows, width]
+  std::string name, datatype;  // "FP32", "INT64" or "BYTES"
+  std::vector<int64_t> shape;
   bool raw = true;
   std::string raw_bytes;
   std::vector<float> fp32;
+  std::vector<int64_t> int64;
   std::vector<std::string> bytes;
+};
+
+// A token classifier's call as its tokenizer read it: per text, each token the model read (special ones included,
+// in order: row r's values begin with them) and how many characters (code points) of the text it read: its length
+// when it read it whole, else where truncation stopped.
+struct TokenRows {
+  std::vector<std::vector<TokenSpan>> spans;
+  std::vector<int64_t> chars_read;
 };
 
 // The reply's outputs for a call that passed CheckOutputs: the version's output FP32 [rows, columns] when none
 // was requested, else each requested one, a classification one as BYTES [rows, min(k, labels)] of
 // "score:index:label" (classification.h; probabilities a sigmoid per label for a multi_label version), SCORE as
 // FP32 [rows] of the one column through the version's score activation. `values` is row-major rows x columns.
+// A token classifier (`tokens` required): each row of `values` holds its tokens' logits (labels floats each) from
+// its start; ENTITIES BYTES [rows] of JSON arrays of {"label", "score", "start", "end", "text"} (and "index", the
+// token's position, with aggregation none), grouped by the call's aggregation (entities.h; "O" left out), offsets
+// in code points of the caller's text; CHARS_READ INT64 [rows]; TOKEN_LOGITS FP32 [rows, T, labels], T the call's
+// most tokens, zeros past a text's own. Neither requested: ENTITIES and CHARS_READ.
 std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOutput& version, const float* values,
-                                        int rows, int columns);
+                                        int rows, int columns, const TokenRows* tokens = nullptr);
 
 // The caller's x-request-id when it fits (1..kMaxRequestIdBytes bytes), else a fresh 32-hex-digit id; `error` when
 // the caller's is too long (the call is refused, answered under the fresh id).

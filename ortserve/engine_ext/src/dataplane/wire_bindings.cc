@@ -35,6 +35,7 @@ struct OwnedWireCall {
   bool probabilities = false;
   bool raw_output = true;
   std::string routing_key;
+  std::optional<ortserve::Aggregation> aggregation;
 
   ortserve::DecodedCall View() const {
     ortserve::DecodedCall call;
@@ -44,6 +45,7 @@ struct OwnedWireCall {
     call.probabilities = probabilities;
     call.raw_output = raw_output;
     call.routing_key = routing_key;
+    call.aggregation = aggregation;
     return call;
   }
 };
@@ -121,6 +123,10 @@ void BindWire(nb::module_& m) {
   m.attr("SCORE_OUTPUT") = ortserve::kScoreOutput;
   m.attr("CLASSIFIER_OUTPUT") = ortserve::kClassifierOutput;
   m.attr("EMBEDDING_OUTPUT") = ortserve::kEmbeddingOutput;
+  m.attr("TOKEN_CLASSIFIER") = ortserve::kTokenClassifier;
+  m.attr("ENTITIES_OUTPUT") = ortserve::kEntitiesOutput;
+  m.attr("TOKEN_LOGITS_OUTPUT") = ortserve::kTokenLogitsOutput;
+  m.attr("CHARS_READ_OUTPUT") = ortserve::kCharsReadOutput;
   m.attr("MAX_REQUEST_ID_BYTES") = ortserve::kMaxRequestIdBytes;
   nb::exception<WireRefusal>(m, "WireError", PyExc_ValueError);
 
@@ -139,7 +145,7 @@ void BindWire(nb::module_& m) {
   m.def(
       "decode_call",
       [](nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores, nb::handle routing_key,
-         long long max_texts_per_request) {
+         long long max_texts_per_request, nb::handle aggregation) {
         ortserve::WireRequest request;
         for (nb::handle item : inputs) {
           nb::tuple t = nb::cast<nb::tuple>(item);
@@ -162,6 +168,7 @@ void BindWire(nb::module_& m) {
         for (nb::handle raw : raw_input_contents) request.raw_input_contents.push_back(View(raw));
         request.scores = Param(scores);
         request.routing_key = Param(routing_key);
+        request.aggregation = Param(aggregation);
         auto decoded = ortserve::Decode(request, max_texts_per_request);
         if (auto* error = std::get_if<ortserve::WireError>(&decoded)) Raise(*error);
         const auto& call = std::get<ortserve::DecodedCall>(decoded);
@@ -174,9 +181,11 @@ void BindWire(nb::module_& m) {
         owned.probabilities = call.probabilities;
         owned.raw_output = call.raw_output;
         owned.routing_key = std::string(call.routing_key);
+        owned.aggregation = call.aggregation;
         return owned;
       },
       "inputs"_a, "outputs"_a, "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(), "max_texts_per_request"_a,
+      "aggregation"_a.none() = nb::none(),
       "The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: "
       "[(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a "
       "parameter: None when absent, else (WhichOneof('parameter_choice'), value).");
@@ -199,10 +208,26 @@ void BindWire(nb::module_& m) {
       "encode_outputs",
       [](const OwnedWireCall& call, const std::string& kind, const std::string& output, std::vector<std::string> labels,
          nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> values, bool multi_label,
-         std::string score) {
+         std::string score, nb::handle tokens) {
         const auto version = Version(kind, output, std::move(labels), multi_label, false, std::move(score));
         const int rows = static_cast<int>(values.shape(0));
         const int columns = static_cast<int>(values.shape(1));
+        std::optional<ortserve::TokenRows> token_rows;
+        if (!tokens.is_none()) {
+          token_rows.emplace();
+          for (nb::handle item : tokens) {
+            nb::tuple row = nb::cast<nb::tuple>(item);
+            if (row.size() != 2) throw nb::value_error("a token row is (spans int64 [T, 4], chars_read)");
+            auto spans = nb::cast<nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(row[0]);
+            if (spans.shape(1) != 4) throw nb::value_error("spans are int64 [T, 4]: start, end, is_subword, special");
+            std::vector<ortserve::TokenSpan>& out = token_rows->spans.emplace_back();
+            for (size_t t = 0; t < spans.shape(0); ++t) {
+              const int64_t* s = spans.data() + t * 4;
+              out.push_back({s[0], s[1], s[2] != 0, s[3] != 0});
+            }
+            token_rows->chars_read.push_back(nb::cast<int64_t>(row[1]));
+          }
+        }
         for (const auto& [name, k] : call.outputs) {
           if (k > 0 && version.labels.size() != static_cast<size_t>(columns)) {
             throw nb::value_error(("values have " + std::to_string(columns) + " columns for " +
@@ -212,7 +237,8 @@ void BindWire(nb::module_& m) {
         std::vector<ortserve::ReplyTensor> tensors;
         {
           nb::gil_scoped_release release;
-          tensors = ortserve::EncodeOutputs(call.View(), version, values.data(), rows, columns);
+          tensors = ortserve::EncodeOutputs(call.View(), version, values.data(), rows, columns,
+                                            token_rows ? &*token_rows : nullptr);
         }
         nb::list out;
         for (auto& t : tensors) {
@@ -223,21 +249,28 @@ void BindWire(nb::module_& m) {
             nb::list floats;
             for (float v : t.fp32) floats.append(v);
             payload = floats;
+          } else if (t.datatype == "INT64") {
+            nb::list ints;
+            for (int64_t v : t.int64) ints.append(v);
+            payload = ints;
           } else {
             nb::list elements;
             for (const auto& e : t.bytes) elements.append(nb::bytes(e.data(), e.size()));
             payload = elements;
           }
-          nb::object shape = t.flat ? nb::object(nb::make_tuple(t.rows)) : nb::object(nb::make_tuple(t.rows, t.width));
-          out.append(nb::make_tuple(t.name, t.datatype, shape, t.raw, payload));
+          nb::list dims;
+          for (int64_t dim : t.shape) dims.append(dim);
+          out.append(nb::make_tuple(t.name, t.datatype, nb::tuple(dims), t.raw, payload));
         }
         return out;
       },
       "call"_a, "kind"_a, "output"_a, "labels"_a, "values"_a, "multi_label"_a = false, "score"_a = "",
-      "The reply's outputs for values (float32 [rows, columns]): [(name, datatype, shape, raw, payload)], shape "
-      "(rows,) for SCORE (`score`: a reranker's activation) else (rows, width), "
-      "payload the raw_output_contents bytes when raw, else the contents (a list of floats or of bytes); "
-      "multi_label: a classifier whose classification probabilities are a sigmoid per label.");
+      "tokens"_a.none() = nb::none(),
+      "The reply's outputs for values (float32 [rows, columns]): [(name, datatype, shape, raw, payload)], shape a "
+      "tuple of dims, payload the raw_output_contents bytes when raw, else the contents (a list of floats, ints or "
+      "bytes); multi_label: a classifier whose classification probabilities are a sigmoid per label; tokens: a "
+      "token classifier's [(spans int64 [T, 4] of start, end, is_subword, special; chars_read)] per row, row r of "
+      "values holding its T tokens' logits first.");
 
   m.def(
       "choose_request_id",
