@@ -426,7 +426,8 @@ def validate_bundle(bundle_dir: str | Path) -> BundleManifest:
     if manifest.references is not None:
         from ortserve.registry.references import read_references  # it imports this module
 
-        read_references(root, manifest.references, manifest.columns)
+        read_references(root, manifest.references, manifest.columns, per_token=manifest.per_token,
+                        max_seq_len=manifest.max_seq_len)
     return manifest
 
 
