@@ -176,6 +176,10 @@ def optimize_bundle(source: str | Path, dest: str | Path, level: str, progress: 
     if problem := dest_problem(out):
         raise OptimizeError(problem)
     manifest = validate_bundle(src)
+    if manifest.per_token:
+        raise OptimizeError(f"{src}: a token classifier ({manifest.format}); the accuracy gate compares one label per "
+                            "text, so it cannot judge an optimised copy's labels per token yet: publish it without "
+                            "--optimize")
     if manifest.kind != "classifier":
         raise OptimizeError(f"{src}: an {manifest.format} bundle; optimisation and its accuracy gate (which "
                             "compares labels) take classifier bundles only: publish it without --optimize")

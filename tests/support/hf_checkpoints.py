@@ -29,6 +29,9 @@ BIO_LABELS = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
 """Named-entity tags, BIO (CoNLL's shape): O outside, B- begins an entity, I- continues it."""
 IOBES_LABELS = ("O", "B-PER", "I-PER", "E-PER", "S-PER", "B-ORG", "I-ORG", "E-ORG", "S-ORG")
 """IOBES: E- ends a multi-token entity, S- is a one-token one."""
+TOKEN_LABELS = {"bio": BIO_LABELS, "iobes": IOBES_LABELS}
+TOKEN_CASES = [*((arch, "bio") for arch in ARCHITECTURES), ("bert", "iobes")]
+"""(architecture, label set): the token classifiers the importer's session fixtures make and import."""
 IMPORT_MAX_SEQ_LEN = 32
 """What the tests import at: short enough that the built-in corpus has texts past it (the checkpoints hold 128)."""
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
