@@ -54,8 +54,9 @@ class TorchModel:
     reference_name: str
     """What computed the reference, for the manifest: the library, its version and the model class or call."""
     tools: dict[str, str]
-    _outputs: Callable[[Sequence[str]], np.ndarray]
     _ids: Callable[[Sequence[str]], list[list[int]]]
+    _outputs: Callable[[Sequence[str]], np.ndarray] | None = None
+    """A row per text (a classifier's, an embedding model's); None for a token classifier."""
     _pair_outputs: Callable[[Sequence[str], Sequence[str]], np.ndarray] | None = None
     _pair_ids: Callable[[Sequence[str], Sequence[str]], list[list[int]]] | None = None
     _token_outputs: Callable[[Sequence[str]], list[np.ndarray]] | None = None
@@ -67,6 +68,7 @@ class TorchModel:
             if pairs is not None:
                 assert self._pair_outputs is not None, "pairs are a classifier's"
                 return self._pair_outputs(texts, pairs)
+            assert self._outputs is not None, "a token classifier answers per token: reference_token_outputs"
             return self._outputs(texts)
 
     def reference_token_outputs(self, texts: Sequence[str]) -> list[np.ndarray]:
@@ -104,17 +106,19 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
 
     tools = {"torch": torch.__version__, "transformers": transformers.__version__}
     ids = _transformers_ids(tokenizer, limit)
-    token_outputs = None
+    outputs: Callable[[Sequence[str]], np.ndarray] | None = None
+    token_outputs: Callable[[Sequence[str]], list[np.ndarray]] | None = None
     if checkpoint.per_token:
         graph = Logits(exported, takes_token_types=takes_token_types).eval()
         columns = len(checkpoint.labels)
-        outputs = _unavailable
         reference_name = f"transformers {transformers.__version__} {reference.__class__.__name__}"
 
-        def token_outputs(texts: Sequence[str]) -> list[np.ndarray]:
+        def each_text_alone(texts: Sequence[str]) -> list[np.ndarray]:
             with torch.inference_mode():
                 return [reference(**_encode(tokenizer, text, limit)).logits[0].float().numpy().astype(np.float32)
                         for text in texts]
+
+        token_outputs = each_text_alone
     elif checkpoint.classifier:
         graph = Logits(exported, takes_token_types=takes_token_types).eval()
         columns = len(checkpoint.labels)
@@ -154,10 +158,6 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
     if checkpoint.classifier:
         model._pair_outputs, model._pair_ids = pair_outputs, pair_ids
     return model
-
-
-def _unavailable(texts: Sequence[str]) -> np.ndarray:
-    raise AssertionError("a token classifier answers per token: reference_token_outputs")
 
 
 # -- loading --------------------------------------------------------------------------------------------------
