@@ -412,7 +412,8 @@ def load_manifest(bundle_dir: str | Path) -> BundleManifest:
 
 
 def validate_bundle(bundle_dir: str | Path) -> BundleManifest:
-    """Full check: files present, manifest valid, ONNX graph signature, tokenizer loads."""
+    """Full check: files present, manifest valid, ONNX graph signature, tokenizer loads, the reference answers fit
+    (a token classifier's: a row per token its tokenizer makes of each text)."""
     root = Path(bundle_dir)
     if not root.is_dir():
         raise BundleError(f"{root}: not a directory")
@@ -424,10 +425,12 @@ def validate_bundle(bundle_dir: str | Path) -> BundleManifest:
     _check_onnx(root / MODEL_FILE, manifest)
     _check_tokenizer(root / TOKENIZER_FILE)
     if manifest.references is not None:
-        from ortserve.registry.references import read_references  # it imports this module
+        from ortserve.registry.references import check_token_rows, read_references  # it imports this module
 
-        read_references(root, manifest.references, manifest.columns, per_token=manifest.per_token,
-                        max_seq_len=manifest.max_seq_len)
+        refs = read_references(root, manifest.references, manifest.columns, per_token=manifest.per_token,
+                               max_seq_len=manifest.max_seq_len)
+        if manifest.per_token:
+            check_token_rows(root, refs, manifest.max_seq_len)
     return manifest
 
 

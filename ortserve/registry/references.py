@@ -342,16 +342,34 @@ def _described(values: Any) -> str:
 # -- writing them for a bundle that has none (the builders) ----------------------------------------------
 
 
-def token_counts(tokenizer_json: str | Path, texts: Sequence[str], pairs: Sequence[str] | None = None) -> list[int]:
-    """Tokens per text (or per pair, with `pairs`) before truncation (with the tokenizer's special tokens)."""
+def token_counts(tokenizer_json: str | Path, texts: Sequence[str], pairs: Sequence[str] | None = None, *,
+                 max_seq_len: int | None = None) -> list[int]:
+    """Tokens per text (or per pair, with `pairs`) before truncation (with the tokenizer's special tokens); with
+    `max_seq_len`, after it, as the server reads them."""
     from tokenizers import Tokenizer  # lazy, see module docstring
 
     tokenizer = Tokenizer.from_file(str(tokenizer_json))
     tokenizer.no_padding()
-    tokenizer.no_truncation()
+    if max_seq_len is None:
+        tokenizer.no_truncation()
+    else:
+        tokenizer.enable_truncation(max_length=max_seq_len)
     if pairs is not None:
         return [len(tokenizer.encode(text, pair).ids) for text, pair in zip(texts, pairs, strict=True)]
     return [len(tokenizer.encode(text).ids) for text in texts]
+
+
+def check_token_rows(bundle_dir: str | Path, refs: ReferenceSet, max_seq_len: int) -> None:
+    """A token classifier's references against its tokenizer.json (validate_bundle, at publish): each text has as
+    many token rows as the tokenizer, set up as the server sets it up, makes tokens of it; BundleError otherwise."""
+    assert refs.tokens is not None, "token rows are a token classifier's references"
+    path = Path(bundle_dir) / TOKENIZER_FILE
+    counts = token_counts(path, refs.texts, max_seq_len=max_seq_len)
+    for n, (text, rows, count) in enumerate(zip(refs.texts, refs.tokens, counts, strict=True), start=1):
+        if rows != count:
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            raise BundleError(f"{Path(bundle_dir) / REFERENCES_FILE} text {n} ({shown!r}): {rows} token rows, but "
+                              f"{TOKENIZER_FILE} makes {count} tokens of it (truncated at max_seq_len {max_seq_len})")
 
 
 def attach(bundle_dir: str | Path, *, outputs_from: str = "") -> ReferenceSet:

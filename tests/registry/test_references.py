@@ -281,3 +281,22 @@ def test_attach_writes_a_token_bundles_rows_as_the_server_reads_them(tmp_path: P
         ids = np.array([tokenizer.encode(text).ids], np.int64)
         (logits,) = session.run(["logits"], {"input_ids": ids, "attention_mask": np.ones_like(ids)})
         np.testing.assert_allclose(logits[0], rows, rtol=0, atol=1e-5)
+
+
+def test_publish_validation_refuses_token_rows_that_are_not_the_tokenizers_tokens(tmp_path: Path) -> None:
+    from support.tiny_bundle import build_tiny_token_bundle
+
+    bundle = build_tiny_token_bundle(tmp_path / "t", max_seq_len=8)
+    attach(bundle)
+    lines = (bundle / REFERENCES_FILE).read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[0])
+    row["output"] = row["output"][:-1] if len(row["output"]) > 1 else row["output"] * 2  # a token too few (or many)
+    lines[0] = json.dumps(row, ensure_ascii=False)
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    (bundle / REFERENCES_FILE).write_bytes(data)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["references"]["sha256"] = hashlib.sha256(data).hexdigest()
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match=r"references\.jsonl text 1 \(.*\): \d+ token rows, but tokenizer\.json "
+                                          r"makes \d+ tokens of it \(truncated at max_seq_len 8\)"):
+        validate_bundle(bundle)
