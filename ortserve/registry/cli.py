@@ -27,9 +27,11 @@ from ortserve.registry.address import (
 from ortserve.registry.artifacts import ARTIFACTS_ENV, ArtifactError, ArtifactStore
 from ortserve.registry.bundle import LABELLED_FORMATS, MAX_SEQ_LEN, MIN_SEQ_LEN, OPTIMIZATION_LEVELS, BundleError
 from ortserve.registry.catalog import ModelState, list_models, read_model_state
+from ortserve.registry.importer.checkpoint import read_checkpoint
 from ortserve.registry.optimize import (
     FUSED_OPS,
     QUANTIZED_OPS,
+    TOKEN_CLASSIFIER_REFUSAL,
     GateRefused,
     OptimizeError,
     OptimizeResult,
@@ -209,6 +211,8 @@ def _run(argv: Sequence[str] | None) -> int:
             artifacts = _artifact_store(args.artifacts, address)
             with contextlib.ExitStack() as scratch:
                 bundle_dir, optimized, imported = args.bundle, None, None
+                if args.from_hf is not None and args.optimize is not None:
+                    _check_optimizable(args)  # before the import's minutes of work
                 if args.from_hf is not None:  # import into a temp dir (and optimise that, or publish it), remove it
                     tmp = scratch.enter_context(tempfile.TemporaryDirectory(prefix="registry-import-"))
                     bundle_dir = str(Path(tmp) / "bundle")
@@ -310,6 +314,14 @@ def _import(source: str, dest: str, args: argparse.Namespace, *, as_json: bool,
     print(f"imported {source} -> {dest}: {result.checkpoint.class_name}, {m.format} ({what}), max_seq_len "
           f"{m.max_seq_len}, model.onnx {format_bytes(result.model_bytes)} ({result.seconds:.1f}s)")
     return result
+
+
+def _check_optimizable(args: argparse.Namespace) -> None:
+    """`publish --from-hf DIR --optimize LEVEL`: refuses a checkpoint the optimiser would refuse once imported, reading
+    the directory only (no torch)."""
+    checkpoint = read_checkpoint(args.from_hf, task=args.task, pooling=args.pooling, pairs=args.pairs)
+    if checkpoint.per_token:
+        raise OptimizeError(f"{args.from_hf}: {TOKEN_CLASSIFIER_REFUSAL}")
 
 
 def _print_now(line: str) -> None:

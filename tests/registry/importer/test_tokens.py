@@ -181,6 +181,11 @@ def test_the_cli_says_what_it_made_and_publish_show_and_optimize_fit_the_kind(
     assert code == 1 and "a token classifier (onnx-token-classifier); the accuracy gate compares one label per " \
                          "text" in err and "publish it without --optimize" in err
     assert not (tmp_path / "int8").exists()
+    code = registry_main(["--registry", store, "publish", "--model", "ner", "--version", "v2", "--from-hf",
+                          str(source), "--optimize", "int8"])
+    captured = capsys.readouterr()
+    assert code == 1 and "the accuracy gate compares one label per text" in captured.err
+    assert "parity gate" not in captured.out  # refused before the import ran
 
 
 @pytest.mark.parametrize(("extra", "expected"), [
