@@ -67,7 +67,7 @@ class RunVerdict:
     ties: int = 0
     over_tolerance: int = 0
     max_relative_delta: float = 0.0
-    """|delta| / max(1, the text's largest |logit|): what the tolerance bounds."""
+    """|delta| / max(1, the text's largest |logit|) (a token classifier's: the token's): what the tolerance bounds."""
     first_disagreement: int | None = None
     # token classifier: agree, ties and over_tolerance count tokens; first_disagreement and worst_text are texts
     tokens: int = 0
@@ -200,7 +200,7 @@ class ParityReport:
                 rows.append((f"{run.name}: |delta logit| max (relative)",
                              f"{run.max_abs_delta:.3g} ({run.max_relative_delta:.3g})",
                              f"<= {LOGIT_TOLERANCE:g} relative"))
-            elif self.kind == "classifier":
+            elif self.kind == CLASSIFIER:
                 ties = f", {run.ties} ties" if run.ties else ""
                 rows.append((f"{run.name}: argmax identical", f"{run.agree}/{run.texts}{ties}", "all"))
                 rows.append((f"{run.name}: |delta logit| max (relative)",
