@@ -1,6 +1,7 @@
 """The PyTorch modules an import exports: token ids in, a classifier's logits or a sentence vector out.
 
-    Logits(model, takes_token_types)                    model(...).logits as float32 [batch, labels]
+    Logits(model, takes_token_types)                    model(...).logits as float32 [batch, labels] (a token
+                                                        classifier's [batch, sequence, labels])
     SentenceVector(encoder, modes, normalize, ...)      last_hidden_state -> pooling -> optional L2 norm [batch, dim]
 
 Their forward takes exactly the bundle's inputs (input_ids, attention_mask, and token_type_ids where the model uses
