@@ -9,6 +9,7 @@ end on an embedded registry:
   (the graph);
 - a text longer than max_seq_len is answered for the part read, and CHARS_READ says where it stopped;
 - calls of mixed lengths batched together answer each text as it is answered alone;
+- property: each token's span and subword flag equal the pipeline's `gather_pre_entities` on generated text;
 - REST answers what gRPC does; ModelMetadata lists the outputs and labels; `ortserve status` shows the kind;
 - a bad aggregation, aggregation for a classifier, classification on ENTITIES, an unknown output or a TEXT_PAIR is
   INVALID_ARGUMENT with the message, over real gRPC, both front ends.
@@ -29,6 +30,8 @@ import grpc
 import numpy as np
 import pytest
 import requests
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN, make_checkpoint
 from support.server_process import ServerProcess, running_server, stub_for
 
@@ -95,9 +98,12 @@ def pipelines(bundles: dict[str, tuple[Path, ImportResult]]) -> dict[str, Any]:
     """model name -> transformers' token-classification pipeline over the same checkpoint."""
     import transformers
 
-    return {name: transformers.pipeline("token-classification", model=str(checkpoint), tokenizer=str(checkpoint),
-                                        device="cpu")
-            for name, (checkpoint, _) in bundles.items() if name.startswith("ner-")}
+    pipelines = {name: transformers.pipeline("token-classification", model=str(checkpoint),
+                                             tokenizer=str(checkpoint), device="cpu")
+                 for name, (checkpoint, _) in bundles.items() if name.startswith("ner-")}
+    for pipe in pipelines.values():  # it truncates where the bundle does (texts past it are answered in part)
+        pipe.tokenizer.model_max_length = IMPORT_MAX_SEQ_LEN
+    return pipelines
 
 
 def infer(stub: Any, model: str, texts: Sequence[str], *, aggregation: str | None = None,
@@ -147,7 +153,7 @@ def pipeline_entities(pipe: Any, text: str, logits: np.ndarray, aggregation: str
     for model_inputs in pipe.preprocess(text, **preprocess):
         tokens = int(model_inputs["input_ids"].shape[1])
         outputs = {
-            "logits": torch.from_numpy(np.ascontiguousarray(logits[None, :tokens])),
+            "logits": torch.from_numpy(np.array(logits[None, :tokens])),
             "special_tokens_mask": model_inputs.pop("special_tokens_mask"),
             "offset_mapping": model_inputs.pop("offset_mapping", None),
             "sentence": model_inputs.pop("sentence"), "is_last": model_inputs.pop("is_last"),
@@ -189,13 +195,21 @@ def test_token_logits_equal_pytorch(stub: Any, bundles: dict[str, tuple[Path, Im
     net = transformers.AutoModelForTokenClassification.from_pretrained(checkpoint).eval()
     reply = infer(stub, model, TEXTS, outputs=("TOKEN_LOGITS", "CHARS_READ"))
     logits = reply["TOKEN_LOGITS"]
+    chars_read = []
     for i, text in enumerate(TEXTS):
+        inputs = tokenizer(text, truncation=True, max_length=IMPORT_MAX_SEQ_LEN, return_tensors="pt",
+                           return_offsets_mapping=True, return_special_tokens_mask=True)
+        offsets, special = inputs.pop("offset_mapping")[0].tolist(), inputs.pop("special_tokens_mask")[0].tolist()
         with torch.no_grad():
-            expected = net(**tokenizer(text, return_tensors="pt")).logits[0].numpy()
+            expected = net(**inputs).logits[0].numpy()
         tokens = len(expected)
         np.testing.assert_allclose(logits[i, :tokens], expected, atol=LOGIT_TOLERANCE, rtol=0)
         assert not logits[i, tokens:].any(), "positions past a text's tokens are zeros"
-    assert reply["CHARS_READ"].tolist() == [len(t) for t in TEXTS]
+        whole = len(tokenizer(text)["input_ids"]) <= IMPORT_MAX_SEQ_LEN
+        chars_read.append(len(text) if whole else max(end for (_, end), s in zip(offsets, special, strict=True)
+                                                      if not s))
+    assert reply["CHARS_READ"].tolist() == chars_read
+    assert chars_read[-2] < len(TEXTS[-2]), "one text is past max_seq_len: it is answered in part"
 
 
 def test_a_long_text_is_answered_for_the_part_read(stub: Any, bundles: dict[str, tuple[Path, ImportResult]]) -> None:
@@ -319,3 +333,28 @@ def test_a_pair_sent_to_a_token_classifier_is_refused(stub: Any) -> None:
         stub.ModelInfer(request, timeout=30)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "unexpected input 'TEXT_PAIR'" in (caught.value.details() or "")
+
+
+WORDS = ["Zoë", "visited", "Malmö", "東京", "大阪", "🎉", "naïve", "e-mail", "a.b@example.com", "(x)", "Hello,world",
+         "ﬁne", "İstanbul", "ß", "JOSÉ", "x" * 40, "don't", "12:30", "\u0301", "\t"]
+texts_strategy = st.lists(st.sampled_from(WORDS), min_size=0, max_size=12).map(" ".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=texts_strategy)
+@pytest.mark.parametrize("model", ["ner-bert", "ner-roberta"])
+def test_token_spans_are_the_pipelines(bundles: dict[str, tuple[Path, ImportResult]], pipelines: dict[str, Any],
+                                       model: str, text: str) -> None:
+    """Each token's span and subword flag (what aggregation groups by) as the pipeline's gather_pre_entities."""
+    from ortserve.service.tokenization import open_tokenizer
+
+    bundle = bundles[model][1].path
+    encoding = open_tokenizer(bundle / "tokenizer.json", 10_000, tokens=True).encode_tokens([text])[0]
+    pipe = pipelines[model]
+    inputs = pipe.tokenizer(text, return_special_tokens_mask=True, return_offsets_mapping=True)
+    labels = len(pipe.model.config.id2label)
+    pre = pipe.gather_pre_entities(text, np.array(inputs["input_ids"]), np.zeros((len(inputs["input_ids"]), labels)),
+                                   inputs["offset_mapping"], np.array(inputs["special_tokens_mask"]), "simple")
+    ours = [(int(s), int(e), bool(sub)) for s, e, sub, special in encoding.spans if not special]
+    assert ours == [(p["start"], p["end"], bool(p["is_subword"])) for p in pre]
+    assert encoding.ids.tolist() == inputs["input_ids"]
