@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from ortserve_devtools.loadgen import LoadSpec, Payload, run_load
 from ortserve_devtools.server_process import ServerProcess, ServerStartError, start_until_ready
 
 from bench_lib import compare, plan, prom, report
@@ -34,7 +35,6 @@ from bench_lib.engine_limit import (
     EngineAlone,
     EngineSettings,
 )
-from bench_lib.loadgen import LoadSpec, Payload, run_load
 from bench_lib.options import CACHE_DIR, HelpWithDefaults
 from bench_lib.server_cpu import cpu_seconds, engine_thread_share, thread_cpu_seconds
 from bench_lib.v2client import (

@@ -22,10 +22,10 @@ from typing import Any
 import aiohttp
 import grpc
 import numpy as np
+from ortserve_devtools.loadgen import Call, LoadSpec, Payload, run_load
 from ortserve_devtools.server_process import ServerProcess, free_port, start_until_ready
 
 from bench_lib import report
-from bench_lib.loadgen import Call, LoadSpec, Payload, run_load
 from bench_lib.v2client import (
     RestCall,
     V2Target,

@@ -229,30 +229,20 @@ def outputs_check(server: ServerProcess) -> dict[str, Any]:
 
 
 def _caller(address: str, payload: bytes, callers: int, seconds: float) -> tuple[list[float], int]:
-    """Closed loop in one process: `callers` async callers, each sending `payload` back to back."""
+    """Closed loop in one process: `callers` callers of the tools' load generator (ortserve_devtools.loadgen), each
+    sending `payload` back to back for `seconds`; (latencies of the calls answered OK, calls that failed)."""
     import asyncio
 
     import grpc
+    from ortserve_devtools.loadgen import LoadSpec, Payload, run_load
 
     async def run() -> tuple[list[float], int]:
-        lat: list[float] = []
-        errors = 0
+        spec = LoadSpec(mode="closed", concurrency=callers, warmup_s=0.0, duration_s=seconds, timeout_s=10.0,
+                        drain_s=10.0)
         async with grpc.aio.insecure_channel(address) as channel:
             call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
-            until = time.perf_counter() + seconds
-
-            async def one() -> None:
-                nonlocal errors
-                while time.perf_counter() < until:
-                    t0 = time.perf_counter()
-                    try:
-                        await call(payload, timeout=10)
-                        lat.append(time.perf_counter() - t0)
-                    except grpc.aio.AioRpcError:
-                        errors += 1
-
-            await asyncio.gather(*(one() for _ in range(callers)))
-        return lat, errors
+            result = await run_load(spec, call, [Payload(payload, 1)])
+        return list(result.latencies_s), sum(result.errors.values())
 
     return asyncio.run(run())
 
