@@ -275,19 +275,11 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
     references = None
     if data.get("references") is not None:
         references = _parse_references(data["references"], where)
-    multi_label = data.get("multi_label", False)
-    if not isinstance(multi_label, bool):
-        raise BundleError(f"{where}: multi_label must be true or false, got {multi_label!r}")
-    if multi_label and fmt != CLASSIFIER_FORMAT:
-        raise BundleError(f"{where}: multi_label applies to {CLASSIFIER_FORMAT!r} bundles")
+    multi_label = _classifier_flag(data, "multi_label", fmt, where)
     imported = None
     if data.get("imported") is not None:
         imported = _parse_imported(data["imported"], where)
-    pairs = data.get("pairs", False)
-    if not isinstance(pairs, bool):
-        raise BundleError(f"{where}: pairs must be true or false, got {pairs!r}")
-    if pairs and fmt != CLASSIFIER_FORMAT:
-        raise BundleError(f"{where}: pairs applies to {CLASSIFIER_FORMAT!r} bundles (a cross-encoder)")
+    pairs = _classifier_flag(data, "pairs", fmt, where, " (a cross-encoder)")
     score_activation = data.get("score_activation")
     if score_activation is not None:
         if score_activation not in SCORE_ACTIVATIONS:
@@ -299,6 +291,16 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
     return BundleManifest(format=fmt, labels=tuple(labels), max_seq_len=max_seq_len, notes=notes,
                           precision=precision, optimization=optimization, dim=dim, references=references,
                           multi_label=multi_label, imported=imported, pairs=pairs, score_activation=score_activation)
+
+
+def _classifier_flag(data: dict[str, Any], name: str, fmt: str, where: str, kind: str = "") -> bool:
+    """An optional boolean of the manifest that only a classifier may set (multi_label, pairs); false when absent."""
+    value = data.get(name, False)
+    if not isinstance(value, bool):
+        raise BundleError(f"{where}: {name} must be true or false, got {value!r}")
+    if value and fmt != CLASSIFIER_FORMAT:
+        raise BundleError(f"{where}: {name} applies to {CLASSIFIER_FORMAT!r} bundles{kind}")
+    return value
 
 
 def _parse_imported(data: Any, where: str) -> Imported:
