@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +28,7 @@ from ortserve_devtools.bert_weights import ClassifierHead
 from ortserve_devtools.entity_head import ENTITY_LABELS, token_tags
 from ortserve_devtools.wordpiece_tokenizer import build_wordpiece_tokenizer
 from support.bert_reference import reference_embedding, reference_token_states
+from support.server_process import running_server
 from tokenizers import Encoding, Tokenizer
 
 from ortserve.registry.accuracy import make_batches
@@ -265,3 +269,43 @@ def test_minilm_demo_bundles_are_deterministic(tmp_path: Path, reranker_dir: Pat
     for built, again in ((reranker_dir, tmp_path / "reranker"), (ner_build[0], tmp_path / "ner")):
         for name in ("model.onnx", "manifest.json", "references.jsonl"):
             assert (built / name).read_bytes() == (again / name).read_bytes(), (built, name)
+
+
+# --- scripts/demo_client.py against a served bundle, as the demo runs it -----------------------------------
+
+DEMO_CLIENT = Path(__file__).resolve().parents[2] / "scripts" / "demo_client.py"
+
+
+def _demo_client(address: str, *args: str) -> str:
+    env = {**os.environ, "PYTHONPATH": str(DEMO_CLIENT.parents[1])}
+    result = subprocess.run([sys.executable, str(DEMO_CLIENT), "--address", address, *args], capture_output=True,
+                            text=True, env=env, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@needs_minilm
+def test_demo_client_ranks_passages_with_the_served_reranker(reranker_dir: Path) -> None:
+    with running_server(["--bundle", str(reranker_dir), "--model-name", "rerank", "--intra-op-threads", "1"]) as s:
+        out = _demo_client(s.address, "--model", "rerank", "--rerank", "my battery does not last the night")
+    lines = out.splitlines()
+    assert lines[0] == ("model rerank version 1: SCORE [6]; passages ranked for 'my battery does not last the "
+                        "night':"), out
+    assert lines[1].startswith("  1. ") and lines[1].endswith("My phone's battery drains overnight."), out
+    scores = [float(line.split()[1]) for line in lines[1:]]
+    assert scores == sorted(scores, reverse=True) and len(scores) == len(CORPUS)
+
+
+@needs_minilm
+def test_demo_client_prints_the_served_entities(ner_build: tuple[Path, list[str]]) -> None:
+    with running_server(["--bundle", str(ner_build[0]), "--model-name", "ner", "--intra-op-threads", "1"]) as s:
+        outs = {aggregation: _demo_client(s.address, "--model", "ner", "--entities", "--aggregation", aggregation)
+                for aggregation in ("first", "simple")}
+    for aggregation, out in outs.items():
+        lines = out.splitlines()
+        assert lines[0] == f"model ner version 1: ENTITIES, aggregation {aggregation!r}", out
+        entities = [line.split() for line in lines[2:]]
+        # label, score, [start:end], 'text': offsets in characters of the text sent, accents and CJK included
+        assert [(e[0], e[-1]) for e in entities] == [("PER", "'Zoë'"), ("LOC", "'Malmö'"), ("LOC", "'東京'"),
+                                                     ("PER", "'José'")], out
+        assert [" ".join(e[2:-1]) for e in entities] == ["[ 0:3 ]", "[14:19]", "[23:25]", "[34:38]"], out
