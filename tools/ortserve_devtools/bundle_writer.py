@@ -50,8 +50,10 @@ class WrittenBundle:
 
     @property
     def kind(self) -> str:
-        return "embedding" if self.dim is not None else "token-classifier" if self.format == TOKEN_CLASSIFIER_FORMAT \
-            else "classifier"
+        """"classifier", "embedding" or "token-classifier" (BundleManifest.kind)."""
+        if self.dim is not None:
+            return "embedding"
+        return "token-classifier" if self.format == TOKEN_CLASSIFIER_FORMAT else "classifier"
 
 
 def check_labels(labels: tuple[str, ...] | list[str]) -> tuple[str, ...]:
