@@ -12,8 +12,8 @@ import ortserve
 PACKAGE = Path(ortserve.__file__).parent
 # The C++ sources as checked out (the installed package carries none).
 ENGINE_SRC = Path(__file__).resolve().parents[1] / "ortserve" / "engine_ext" / "src" / "engine"
-# The product never imports the tools (tools/ortserve_devtools: the bundle builders and the Consul stand-in, which
-# the tests, the demo and the scripts use and the wheel does not carry).
+# The product never imports the tools (tools/ortserve_devtools: the bundle builders, the Consul stand-in, the server
+# launcher and the load client, which the tests, the demo and the scripts use and the wheel does not carry).
 FORBIDDEN = {
     "registry": ("ortserve.service", "ortserve.engine_ext", "grpc", "ortserve_devtools"),
     "engine_ext": ("ortserve.service", "ortserve.registry", "ortserve_devtools"),
@@ -21,8 +21,10 @@ FORBIDDEN = {
     "proto": ("ortserve.service", "ortserve.registry", "ortserve.engine_ext"),
 }
 TOOLS = Path(__file__).resolve().parents[1] / "tools" / "ortserve_devtools"
-# The builders write bundles through the bundle room (registry.bundle, registry.references), nothing else.
-TOOLS_FORBIDDEN = ("ortserve.service", "ortserve.engine_ext")
+# What the tools may use of the product: the builders write bundles through the bundle room (registry.bundle,
+# registry.references); the server launcher and the load client speak the wire contract (proto) to a server they
+# run as a process. Never the server's insides (service, engine_ext).
+TOOLS_ALLOWED = ("ortserve", "ortserve.registry", "ortserve.proto")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -46,12 +48,19 @@ def test_rooms_import_only_downstream() -> None:
     assert any((PACKAGE / "registry").rglob("*.py")), "nothing scanned"
 
 
-def test_the_tools_use_only_the_bundle_room_and_stay_out_of_the_wheel() -> None:
-    violations = [f"{path.name} imports {name}" for path in sorted(TOOLS.rglob("*.py"))
-                  for name in imported_modules(path) if any(name == f or name.startswith(f + ".")
-                                                              for f in TOOLS_FORBIDDEN)]
-    assert not violations, violations
-    assert (TOOLS / "bert_bundle.py").is_file(), "nothing scanned"
+def tools_violations(paths: list[Path]) -> list[str]:
+    """Imports of the product outside TOOLS_ALLOWED (`ortserve` itself only as the package, not a submodule)."""
+    def allowed(name: str) -> bool:
+        return name == "ortserve" or any(name == a or name.startswith(a + ".") for a in TOOLS_ALLOWED[1:])
+
+    return [f"{path.name} imports {name}" for path in paths for name in imported_modules(path)
+            if (name == "ortserve" or name.startswith("ortserve.")) and not allowed(name)]
+
+
+def test_the_tools_use_only_the_bundle_room_and_the_wire_and_stay_out_of_the_wheel() -> None:
+    paths = sorted(TOOLS.rglob("*.py"))
+    assert not tools_violations(paths), tools_violations(paths)
+    assert (TOOLS / "bert_bundle.py").is_file() and (TOOLS / "server_process.py").is_file(), "nothing scanned"
     assert not (PACKAGE / "devtools").exists()  # the installed package carries the product only
 
 
@@ -59,6 +68,9 @@ def test_the_check_catches_a_backward_import(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from ortserve.service.manager import ModelManager\nimport grpc\n")
     assert {"ortserve.service.manager", "grpc"} <= imported_modules(bad)
+    tool = tmp_path / "tool.py"
+    tool.write_text("import ortserve\nfrom ortserve.proto import grpc_service_pb2\nimport ortserve.engine_ext\n")
+    assert tools_violations([tool]) == ["tool.py imports ortserve.engine_ext"]
 
 
 def quoted_includes(path: Path) -> list[str]:

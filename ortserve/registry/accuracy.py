@@ -505,6 +505,21 @@ def run_outputs(session: Any, batches: Sequence[Batch], texts: int, output: str 
     return out
 
 
+def run_token_outputs(session: Any, batches: Sequence[Batch], texts: int,
+                      output: str = OUTPUT_NAME) -> list[np.ndarray]:
+    """A token classifier's graph (`output` float32 [batch, seq, labels]): float32 [T, labels] per text, in eval-set
+    order, each cut to its text's T unmasked positions (its tokens, as the server answers them)."""
+    names = {i.name for i in session.get_inputs()}
+    out: list[np.ndarray | None] = [None] * texts
+    for batch in batches:
+        (values,) = session.run([output], {k: v for k, v in batch.feed.items() if k in names})
+        lengths = batch.feed["attention_mask"].sum(axis=1)
+        for r, i in enumerate(batch.rows):
+            out[int(i)] = np.asarray(values[r, : int(lengths[r])], dtype=np.float32).copy()
+    assert all(rows is not None for rows in out)  # the batches cover every text (make_batches)
+    return [rows for rows in out if rows is not None]
+
+
 def measure_speed(source: Any, optimized: Any, batches: Sequence[Batch], *, rounds: int, budget_s: float,
                   threads: int, batch_size: int) -> Speed:
     """Both models batch by batch, alternating, so a busy neighbour slows both alike; best round per batch."""

@@ -275,19 +275,11 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
     references = None
     if data.get("references") is not None:
         references = _parse_references(data["references"], where)
-    multi_label = data.get("multi_label", False)
-    if not isinstance(multi_label, bool):
-        raise BundleError(f"{where}: multi_label must be true or false, got {multi_label!r}")
-    if multi_label and fmt != CLASSIFIER_FORMAT:
-        raise BundleError(f"{where}: multi_label applies to {CLASSIFIER_FORMAT!r} bundles")
+    multi_label = _classifier_flag(data, "multi_label", fmt, where)
     imported = None
     if data.get("imported") is not None:
         imported = _parse_imported(data["imported"], where)
-    pairs = data.get("pairs", False)
-    if not isinstance(pairs, bool):
-        raise BundleError(f"{where}: pairs must be true or false, got {pairs!r}")
-    if pairs and fmt != CLASSIFIER_FORMAT:
-        raise BundleError(f"{where}: pairs applies to {CLASSIFIER_FORMAT!r} bundles (a cross-encoder)")
+    pairs = _classifier_flag(data, "pairs", fmt, where, " (a cross-encoder)")
     score_activation = data.get("score_activation")
     if score_activation is not None:
         if score_activation not in SCORE_ACTIVATIONS:
@@ -299,6 +291,16 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
     return BundleManifest(format=fmt, labels=tuple(labels), max_seq_len=max_seq_len, notes=notes,
                           precision=precision, optimization=optimization, dim=dim, references=references,
                           multi_label=multi_label, imported=imported, pairs=pairs, score_activation=score_activation)
+
+
+def _classifier_flag(data: dict[str, Any], name: str, fmt: str, where: str, kind: str = "") -> bool:
+    """An optional boolean of the manifest that only a classifier may set (multi_label, pairs); false when absent."""
+    value = data.get(name, False)
+    if not isinstance(value, bool):
+        raise BundleError(f"{where}: {name} must be true or false, got {value!r}")
+    if value and fmt != CLASSIFIER_FORMAT:
+        raise BundleError(f"{where}: {name} applies to {CLASSIFIER_FORMAT!r} bundles{kind}")
+    return value
 
 
 def _parse_imported(data: Any, where: str) -> Imported:
@@ -412,7 +414,8 @@ def load_manifest(bundle_dir: str | Path) -> BundleManifest:
 
 
 def validate_bundle(bundle_dir: str | Path) -> BundleManifest:
-    """Full check: files present, manifest valid, ONNX graph signature, tokenizer loads."""
+    """Full check: files present, manifest valid, ONNX graph signature, tokenizer loads, the reference answers fit
+    (a token classifier's: a row per token its tokenizer makes of each text)."""
     root = Path(bundle_dir)
     if not root.is_dir():
         raise BundleError(f"{root}: not a directory")
@@ -424,9 +427,12 @@ def validate_bundle(bundle_dir: str | Path) -> BundleManifest:
     _check_onnx(root / MODEL_FILE, manifest)
     _check_tokenizer(root / TOKENIZER_FILE)
     if manifest.references is not None:
-        from ortserve.registry.references import read_references  # it imports this module
+        from ortserve.registry.references import check_token_rows, read_references  # it imports this module
 
-        read_references(root, manifest.references, manifest.columns)
+        refs = read_references(root, manifest.references, manifest.columns, per_token=manifest.per_token,
+                               max_seq_len=manifest.max_seq_len)
+        if manifest.per_token:
+            check_token_rows(root, refs, manifest.max_seq_len)
     return manifest
 
 
@@ -458,7 +464,7 @@ def _check_onnx(path: Path, manifest: BundleManifest) -> None:
         hint = _kind_hint(manifest, outputs)
         raise BundleError(f"{path}: missing output {wanted!r} (outputs: {sorted(outputs)}){hint}")
     dims = _check_tensor(path, "output", outputs[wanted], onnx.TensorProto.FLOAT, "float32",
-                         rank=OUTPUT_RANK[manifest.format])
+                         rank=OUTPUT_RANK[manifest.format], hint=_rank_hint(manifest, outputs[wanted]))
     last = dims[-1]
     if last.HasField("dim_value") and last.dim_value != manifest.columns:
         if manifest.format in LABELLED_FORMATS:
@@ -478,11 +484,26 @@ def _kind_hint(manifest: BundleManifest, outputs: Mapping[str, Any]) -> str:
     return ""
 
 
+def _rank_hint(manifest: BundleManifest, output: Any) -> str:
+    """When the output's rank is another kind's with the same output name (a classifier's `logits` [batch, labels]
+    against a token classifier's [batch, seq, labels]), say so."""
+    tensor_type = output.type.tensor_type if output.type.HasField("tensor_type") else None
+    if tensor_type is None or not tensor_type.HasField("shape"):
+        return ""
+    rank = len(tensor_type.shape.dim)
+    for fmt, (kind, name) in FORMATS.items():
+        if fmt != manifest.format and name == manifest.output_name and OUTPUT_RANK[fmt] == rank:
+            return (f": manifest.json declares format {manifest.format!r} ({manifest.kind}) but the graph is "
+                    f"{_article(kind)} {kind}'s; declare format {fmt!r} or export the {manifest.kind} graph")
+    return ""
+
+
 def _article(word: str) -> str:
     return "an" if word[0] in "aeiou" else "a"
 
 
-def _check_tensor(path: Path, kind: str, vi: Any, elem_type: int, type_name: str, rank: int = 2) -> Any:
+def _check_tensor(path: Path, kind: str, vi: Any, elem_type: int, type_name: str, rank: int = 2,
+                  hint: str = "") -> Any:
     if not vi.type.HasField("tensor_type"):
         raise BundleError(f"{path}: {kind} {vi.name!r} is not a tensor")
     tensor_type = vi.type.tensor_type
@@ -493,7 +514,7 @@ def _check_tensor(path: Path, kind: str, vi: Any, elem_type: int, type_name: str
         raise BundleError(f"{path}: {kind} {vi.name!r} must be {type_name}, got {actual.lower()}")
     if not tensor_type.HasField("shape") or len(tensor_type.shape.dim) != rank:
         actual = len(tensor_type.shape.dim) if tensor_type.HasField("shape") else "unknown"
-        raise BundleError(f"{path}: {kind} {vi.name!r} must have rank {rank}, got rank {actual}")
+        raise BundleError(f"{path}: {kind} {vi.name!r} must have rank {rank}, got rank {actual}{hint}")
     return tensor_type.shape.dim
 
 

@@ -25,11 +25,13 @@ from ortserve.registry.address import (
     registry_url,
 )
 from ortserve.registry.artifacts import ARTIFACTS_ENV, ArtifactError, ArtifactStore
-from ortserve.registry.bundle import MAX_SEQ_LEN, MIN_SEQ_LEN, OPTIMIZATION_LEVELS, BundleError
+from ortserve.registry.bundle import LABELLED_FORMATS, MAX_SEQ_LEN, MIN_SEQ_LEN, OPTIMIZATION_LEVELS, BundleError
 from ortserve.registry.catalog import ModelState, list_models, read_model_state
+from ortserve.registry.importer.checkpoint import read_checkpoint
 from ortserve.registry.optimize import (
     FUSED_OPS,
     QUANTIZED_OPS,
+    TOKEN_CLASSIFIER_REFUSAL,
     GateRefused,
     OptimizeError,
     OptimizeResult,
@@ -121,8 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _import_flags(s: argparse.ArgumentParser) -> None:
     # Defaults are None: what the checkpoint says (and `publish` can tell them given without --from-hf).
     s.add_argument("--task", choices=importer.TASKS,
-                   help="classify, embed or rerank, instead of what the checkpoint is (a *ForSequenceClassification "
-                        "classifies, a sentence-transformers CrossEncoder reranks pairs, others embed)")
+                   help="classify, embed, rerank or tokens, instead of what the checkpoint is (a "
+                        "*ForSequenceClassification classifies, a *ForTokenClassification labels each token, a "
+                        "sentence-transformers CrossEncoder reranks pairs, others embed)")
     s.add_argument("--pairs", action="store_true", default=None,
                    help="the classifier reads pairs of texts (TEXT and TEXT_PAIR; a cross-encoder); --task rerank "
                         "is the same")
@@ -208,6 +211,8 @@ def _run(argv: Sequence[str] | None) -> int:
             artifacts = _artifact_store(args.artifacts, address)
             with contextlib.ExitStack() as scratch:
                 bundle_dir, optimized, imported = args.bundle, None, None
+                if args.from_hf is not None and args.optimize is not None:
+                    _check_optimizable(args)  # before the import's minutes of work
                 if args.from_hf is not None:  # import into a temp dir (and optimise that, or publish it), remove it
                     tmp = scratch.enter_context(tempfile.TemporaryDirectory(prefix="registry-import-"))
                     bundle_dir = str(Path(tmp) / "bundle")
@@ -303,10 +308,20 @@ def _import(source: str, dest: str, args: argparse.Namespace, *, as_json: bool,
             print(json.dumps(result.summary(), indent=2, sort_keys=True))
         return result
     m = result.manifest
-    what = f"labels {', '.join(m.labels)}" if m.kind == "classifier" else f"dim {m.dim}"
+    what = f"labels {', '.join(m.labels)}" if m.format in LABELLED_FORMATS else f"dim {m.dim}"
+    if m.per_token:
+        what += ", one per token"
     print(f"imported {source} -> {dest}: {result.checkpoint.class_name}, {m.format} ({what}), max_seq_len "
           f"{m.max_seq_len}, model.onnx {format_bytes(result.model_bytes)} ({result.seconds:.1f}s)")
     return result
+
+
+def _check_optimizable(args: argparse.Namespace) -> None:
+    """`publish --from-hf DIR --optimize LEVEL`: refuses a checkpoint the optimiser would refuse once imported, reading
+    the directory only (no torch)."""
+    checkpoint = read_checkpoint(args.from_hf, task=args.task, pooling=args.pooling, pairs=args.pairs)
+    if checkpoint.per_token:
+        raise OptimizeError(f"{args.from_hf}: {TOKEN_CLASSIFIER_REFUSAL}")
 
 
 def _print_now(line: str) -> None:
@@ -416,8 +431,11 @@ def _show(state: ModelState, *, as_json: bool) -> None:
 
 
 def _labels(record: VersionRecord) -> str:
-    """`show`'s LABELS cell: a classifier's labels, or an embedding model's width."""
+    """`show`'s LABELS cell: a classifier's labels, a token classifier's (marked per token), or an embedding model's
+    width."""
     manifest = record.manifest
+    if manifest.per_token:
+        return f"{','.join(manifest.labels)} (per token)"
     return ",".join(manifest.labels) if manifest.kind == "classifier" else f"(embedding, dim {manifest.dim})"
 
 

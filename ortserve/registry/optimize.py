@@ -87,6 +87,12 @@ Progress = Callable[[str], None]
 DEFAULT_GATE = GateSettings()
 
 
+TOKEN_CLASSIFIER_REFUSAL = ("a token classifier (onnx-token-classifier); the accuracy gate compares one label per "
+                            "text, so it cannot judge an optimised copy's labels per token yet: publish it without "
+                            "--optimize")
+"""Why a token classifier is not optimised (`optimize_bundle`, and `publish --from-hf` before it imports one)."""
+
+
 class OptimizeError(Exception):
     """The bundle cannot be optimised at that level (or must not be); the message says why, in one line."""
 
@@ -176,6 +182,8 @@ def optimize_bundle(source: str | Path, dest: str | Path, level: str, progress: 
     if problem := dest_problem(out):
         raise OptimizeError(problem)
     manifest = validate_bundle(src)
+    if manifest.per_token:
+        raise OptimizeError(f"{src}: {TOKEN_CLASSIFIER_REFUSAL}")
     if manifest.kind != "classifier":
         raise OptimizeError(f"{src}: an {manifest.format} bundle; optimisation and its accuracy gate (which "
                             "compares labels) take classifier bundles only: publish it without --optimize")

@@ -7,6 +7,7 @@ Injected into the manager, so the manager never knows about artifacts, engines o
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import weakref
 from concurrent.futures import Executor
@@ -108,7 +109,9 @@ class VersionFactory:
         started = time.monotonic()
         try:
             refs = await asyncio.get_running_loop().run_in_executor(
-                None, read_references, instance.bundle_dir, entry, instance.columns)
+                None, functools.partial(read_references, instance.bundle_dir, entry, instance.manifest.columns,
+                                        per_token=instance.manifest.per_token,
+                                        max_seq_len=instance.manifest.max_seq_len))
         except BundleError as e:
             verdict = verify.unreadable(str(e))
         else:
@@ -119,12 +122,15 @@ class VersionFactory:
             for n, text in enumerate(refs.texts):
                 pairs = None if refs.pairs is None else [refs.pairs[n]]  # a bundle of pairs: its second text
                 try:
-                    outputs.append((await batcher.infer([text], pairs=pairs)).outputs[0])
+                    answer = (await batcher.infer([text], pairs=pairs)).outputs[0]
+                    if refs.per_token:  # its tokens' rows (the batcher's row holds them first, zeros after)
+                        answer = answer[:refs.tokens[n] * refs.outputs.shape[1]].reshape(refs.tokens[n], -1)
+                    outputs.append(answer)
                 except ServiceError as e:
                     verdict = verify.unanswered(text, f"{e.code.name}: {e}")
                     break
             else:
-                verdict = verify.judge(refs, np.stack(outputs),
+                verdict = verify.judge(refs, np.concatenate(outputs) if refs.per_token else np.stack(outputs),
                                        verify.rule_for(instance.manifest, instance.engine.device))
         verdict = verdict.timed(time.monotonic() - started)
         if verdict.failed and mode == "enforce":

@@ -18,6 +18,8 @@ rounding may flip, see registry/references.py):
                        recorded gate, no bound on the logits; embeddings cosine >= 0.99
     every precision    decisive references keep their top label where the bound cannot flip it (a lead over
                        the runner-up of more than two bounds); every output finite
+    token classifier   each token as a classifier's text above (its logits, its bound), and a decisive text keeps
+                       every token's label
 
 An int8 graph scales its activations per batch, so the same text's logits move with the texts batched beside it
 (up to about one logit for the MiniLM demo): the gate records the largest move it saw, in batches and alone, and
@@ -139,20 +141,25 @@ def unanswered(text: str, error: str) -> Verdict:
 
 
 def judge(refs: ReferenceSet, outputs: np.ndarray, rule: Rule) -> Verdict:
-    """Compares the version's outputs for the reference texts with the stored ones by `rule`."""
+    """Compares the version's outputs for the reference texts with the stored ones by `rule`. A token classifier's
+    outputs are its token rows, text after text (as `refs.outputs`): each token is judged as a classifier's text
+    is, and a decisive text keeps every token's label."""
     expected = refs.outputs.astype(np.float64)
     got = np.asarray(outputs, dtype=np.float64)
     if got.shape != expected.shape:
         return Verdict(result="failed", rule=rule.describe(), texts=len(refs.texts),
                        reasons=(f"the version answers shape {list(got.shape)}, its references "
                                 f"{list(expected.shape)}",))
+    # The text of each row, and what a row is called in the reasons.
+    text_of = np.repeat(np.arange(len(refs.texts)), refs.tokens) if refs.per_token else np.arange(len(refs.texts))
+    rows = "tokens" if refs.per_token else "texts"
     reasons: list[str] = []
     figures: dict[str, Any] = {}
     finite = np.isfinite(got).all(axis=1)
     if not finite.all():
         bad = int(np.flatnonzero(~finite)[0])
-        reasons.append(f"{int((~finite).sum())} of {len(finite)} texts got non-finite outputs, first "
-                       f"{_quote(refs.texts[bad])}")
+        reasons.append(f"{int((~finite).sum())} of {len(finite)} {rows} got non-finite outputs, first "
+                       f"{_quote(refs.texts[text_of[bad]])}")
     if rule.min_cosine is not None:
         cosine = _cosines(expected, np.nan_to_num(got))
         worst = int(np.argmin(cosine))
@@ -166,24 +173,24 @@ def judge(refs: ReferenceSet, outputs: np.ndarray, rule: Rule) -> Verdict:
         bounds = np.array([rule.bound(row) for row in expected])
         worst = int(np.argmax(delta / np.maximum(bounds, 1e-30))) if np.isfinite(bounds).any() else int(
             np.argmax(delta))
-        figures.update(max_abs_delta=float(delta.max()), worst_text=_quote(refs.texts[worst]))
+        figures.update(max_abs_delta=float(delta.max()), worst_text=_quote(refs.texts[text_of[worst]]))
         if np.isfinite(bounds[worst]):
             figures["bound"] = float(bounds[worst])
         over = delta > bounds
         if over.any():
-            reasons.append(f"{int(over.sum())} of {len(over)} texts past the bound (worst |delta| {delta[worst]:.4g} > "
-                           f"{bounds[worst]:.4g}, {_quote(refs.texts[worst])})")
+            reasons.append(f"{int(over.sum())} of {len(over)} {rows} past the bound (worst |delta| "
+                           f"{delta[worst]:.4g} > {bounds[worst]:.4g}, {_quote(refs.texts[text_of[worst]])})")
         # A decisive label must hold where the bound cannot flip it: its lead over the runner-up is more than two
         # bounds (each of the two logits may move by one). Unbounded rules keep every decisive label.
         ranked = np.sort(expected, axis=1)
         lead = ranked[:, -1] - ranked[:, -2] if expected.shape[1] > 1 else np.full(len(expected), np.inf)
-        decisive = np.asarray(refs.decisive, dtype=bool) & ((lead > 2 * bounds) | ~np.isfinite(bounds))
+        decisive = np.asarray(refs.decisive, dtype=bool)[text_of] & ((lead > 2 * bounds) | ~np.isfinite(bounds))
         flipped = decisive & (np.nan_to_num(got).argmax(axis=1) != expected.argmax(axis=1))
         figures["decisive_agreement"] = f"{int(decisive.sum() - flipped.sum())}/{int(decisive.sum())}"
         if flipped.any():
             first = int(np.flatnonzero(flipped)[0])
-            reasons.append(f"{int(flipped.sum())} of {int(decisive.sum())} decisive texts changed label (first "
-                           f"{_quote(refs.texts[first])})")
+            reasons.append(f"{int(flipped.sum())} of {int(decisive.sum())} decisive {rows} changed label (first "
+                           f"{_quote(refs.texts[text_of[first]])})")
     return Verdict(result="failed" if reasons else "passed", rule=rule.describe(), texts=len(refs.texts),
                    reasons=tuple(reasons), figures=figures)
 

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from ortserve_devtools.loadgen import LoadSpec, Payload, run_load
+from ortserve_devtools.server_process import ServerProcess, ServerStartError, start_until_ready
 
 from bench_lib import compare, plan, prom, report
 from bench_lib.corpus import make_corpus
@@ -33,9 +35,8 @@ from bench_lib.engine_limit import (
     EngineAlone,
     EngineSettings,
 )
-from bench_lib.loadgen import LoadSpec, Payload, run_load
 from bench_lib.options import CACHE_DIR, HelpWithDefaults
-from bench_lib.server_process import ServedProcess, ServerStartError, engine_thread_share
+from bench_lib.server_cpu import cpu_seconds, engine_thread_share, thread_cpu_seconds
 from bench_lib.v2client import (
     V2Target,
     build_request,
@@ -196,7 +197,7 @@ class Bench:
         self.runs: list[dict[str, Any]] = []
         self.limit: dict[str, Any] | None = None
         self.engine: EngineAlone | None = None
-        self.server: ServedProcess | None = None
+        self.server: ServerProcess | None = None
         self.metrics_url: str | None = args.metrics_url
         self.notes: list[str] = []
         self.floor_ms: dict[str, float] | None = None
@@ -260,12 +261,12 @@ class Bench:
         bundle = self.ensure_bundle()
         extra = self.server_args(allow_spinning=allow_spinning)
         log = self.args.cache_dir / "logs" / f"server-{os.getpid()}-{tag}.log"
-        self.server = ServedProcess(bundle=bundle, model=self.args.model, log_path=log, extra_args=extra)
         self.progress.say(f"starting ortserve from {_ortserve_package()} on {bundle} ({tag}; log {log})")
         try:
-            await asyncio.to_thread(self.server.start)
+            self.server = await asyncio.to_thread(
+                start_until_ready, ["--bundle", str(bundle), "--model-name", self.args.model, *extra],
+                model=self.args.model, log_path=log)
         except ServerStartError as e:
-            self.server = None
             raise BenchError(f"the server failed to start: {e}", EXIT_SERVER) from e
         self.target = dataclasses.replace(self.target, address=self.server.address)
         self.metrics_url = self.server.metrics_url if self.server.metrics_port else None
@@ -453,14 +454,14 @@ class Bench:
         edges: dict[str, Any] = {}
 
         async def at_start() -> None:
-            edges["cpu0"] = self.server.cpu_seconds() if self.server else None
-            edges["threads0"] = self.server.thread_cpu_seconds() if self.server else None
+            edges["cpu0"] = cpu_seconds(self.server.pid) if self.server else None
+            edges["threads0"] = thread_cpu_seconds(self.server.pid) if self.server else None
             edges["t0"] = time.perf_counter()
             edges["m0"] = await self.scrape()
 
         async def at_end() -> None:
-            edges["cpu1"] = self.server.cpu_seconds() if self.server else None
-            edges["threads1"] = self.server.thread_cpu_seconds() if self.server else None
+            edges["cpu1"] = cpu_seconds(self.server.pid) if self.server else None
+            edges["threads1"] = thread_cpu_seconds(self.server.pid) if self.server else None
             edges["t1"] = time.perf_counter()
             edges["m1"] = await self.scrape()
 

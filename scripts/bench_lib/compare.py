@@ -22,11 +22,10 @@ from typing import Any
 import aiohttp
 import grpc
 import numpy as np
-from ortserve_devtools.consul_standin import free_port
+from ortserve_devtools.loadgen import Call, LoadSpec, Payload, run_load
+from ortserve_devtools.server_process import ServerProcess, free_port, start_until_ready
 
 from bench_lib import report
-from bench_lib.loadgen import Call, LoadSpec, Payload, run_load
-from bench_lib.server_process import ServedProcess
 from bench_lib.v2client import (
     RestCall,
     V2Target,
@@ -76,16 +75,15 @@ class SpanSink:
 
 
 @contextlib.contextmanager
-def _servers(bench: Any, variants: dict[str, list[str]]) -> Iterator[dict[str, ServedProcess]]:
-    started: dict[str, ServedProcess] = {}
+def _servers(bench: Any, variants: dict[str, list[str]]) -> Iterator[dict[str, ServerProcess]]:
+    started: dict[str, ServerProcess] = {}
     try:
         for name, extra in variants.items():
             log = bench.args.cache_dir / "logs" / f"server-compare-{name}.log"
-            server = ServedProcess(bundle=bench.ensure_bundle(), model=bench.args.model, log_path=log,
-                                   extra_args=[*bench.server_args(), *extra])
             bench.progress.say(f"starting ortserve ({name}; log {log})")
-            server.start()
-            started[name] = server
+            started[name] = start_until_ready(
+                ["--bundle", str(bench.ensure_bundle()), "--model-name", bench.args.model, *bench.server_args(),
+                 *extra], model=bench.args.model, log_path=log)
         yield started
     finally:
         for server in started.values():

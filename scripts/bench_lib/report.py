@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from bench_lib.loadgen import LoadResult
+from ortserve_devtools.loadgen import LoadResult
 
 
 def latency_ms(values_s: Sequence[float]) -> dict[str, float]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import aiohttp
 import grpc
 import numpy as np
+from ortserve_devtools.loadgen import CallRefused
 
 from ortserve.proto import grpc_service_pb2 as pb
 
@@ -100,14 +101,12 @@ REST_CODES = {400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 413: "RESOURCE_EXHAUSTE
 """An HTTP status as the gRPC code the protocol maps it from, so both transports' errors count alike."""
 
 
-class RestRefused(Exception):
-    """A REST call answered with an error status; `retry_after_s` from Retry-After (0 when absent)."""
+class RestRefused(CallRefused):
+    """A REST call answered with an error status (named as the gRPC code it maps to); `retry_after_s` from
+    Retry-After (0 when absent)."""
 
     def __init__(self, status: int, details: str, retry_after_s: float) -> None:
-        super().__init__(details)
-        self.code_name = REST_CODES.get(status, f"HTTP_{status}")
-        self.details = details
-        self.retry_after_s = retry_after_s
+        super().__init__(REST_CODES.get(status, f"HTTP_{status}"), details, retry_after_s)
 
 
 def build_rest_request(target: V2Target, texts: Sequence[str]) -> tuple[bytes, tuple[tuple[str, str], ...]]:

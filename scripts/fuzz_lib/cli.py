@@ -54,18 +54,17 @@ def _parser() -> argparse.ArgumentParser:
 
 @contextmanager
 def _server(frontend: str, max_texts: int, workdir: Path) -> Iterator[tuple[FuzzTarget, Callable[[], str]]]:
-    from bench_lib.server_process import ServedProcess
     from ortserve_devtools.bert_bundle import build_tiny_bundle
+    from ortserve_devtools.server_process import start_until_ready
 
     bundle = workdir / "tiny"
     if not bundle.exists():
         build_tiny_bundle(bundle, seed=0)
     log = workdir / f"server-{frontend}.log"
-    served = ServedProcess(bundle=bundle, model=MODEL, log_path=log, extra_args=[
-        "--frontend", frontend, "--max-texts-per-request", str(max_texts), "--max-message-bytes", "65536"])
-    served.start()
-    target = FuzzTarget(served.address, served.pid, expected=_reference(bundle),
-                        alive=lambda: served._proc is not None and served._proc.poll() is None)
+    served = start_until_ready(["--bundle", str(bundle), "--model-name", MODEL, "--frontend", frontend,
+                                "--max-texts-per-request", str(max_texts), "--max-message-bytes", "65536"],
+                               model=MODEL, log_path=log)
+    target = FuzzTarget(served.address, served.pid, expected=_reference(bundle), alive=served.alive)
     try:
         yield target, lambda: log.read_text(errors="replace")
     finally:

@@ -11,7 +11,6 @@ import argparse
 import json
 import multiprocessing
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -21,7 +20,10 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ortserve_devtools.server_process import ServerProcess
 
 _ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(_ROOT / "scripts"))  # bench_lib
@@ -197,105 +199,50 @@ def engine_alone(bundle: Path, *, cuda_graphs: bool, seconds: float, batches: tu
 # ---- served over gRPC -------------------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+SERVE_FLAGS = ("--model-name", "m", "--device", "cuda", "--frontend", "python", "--intra-op-threads", "1",
+               "--max-batch-size", "64", "--max-batch-tokens", "8192",
+               # warn: a GPU's figures against the reference answers are recorded (outputs_check), not fatal
+               "--verify-outputs", "warn")
 
 
-class Server:
-    """`ortserve serve` in a child process, on loopback, until stop()."""
+def start_server(bundle: Path, log_path: Path, *flags: str) -> ServerProcess:
+    """`ortserve serve` on the GPU in a child process (the tools' launcher, ortserve_devtools.server_process), its
+    log in `log_path`; `wait_served` until it serves, `stop()` at the end."""
+    from ortserve_devtools.server_process import ServerProcess
 
-    def __init__(self, bundle: Path, log_path: Path, *flags: str) -> None:
-        self.port = free_port()
-        self.metrics_port = free_port()
-        self.log_path = log_path
-        self.log_file = log_path.open("w")
-        command = [sys.executable, "-m", "ortserve.service.cli", "serve", "--host", "127.0.0.1", "--port",
-                   str(self.port), "--metrics-host", "127.0.0.1", "--metrics-port", str(self.metrics_port),
-                   "--http-port", "0",
-                   "--bundle", str(bundle), "--model-name", "m", "--device", "cuda", "--frontend", "python",
-                   "--intra-op-threads", "1", "--max-batch-size", "64", "--max-batch-tokens", "8192",
-                   # warn: a GPU's figures against the reference answers are recorded (outputs_check), not fatal
-                   "--verify-outputs", "warn", *flags]
-        self.proc = subprocess.Popen(command, stdout=self.log_file, stderr=subprocess.STDOUT, cwd=_ROOT)
+    return ServerProcess(["--bundle", str(bundle), *SERVE_FLAGS, *flags], log_path=log_path, cwd=_ROOT)
 
-    def wait_ready(self, timeout_s: float = 180.0) -> None:
-        import grpc
 
-        from ortserve.proto import grpc_service_pb2 as pb
+def wait_served(server: ServerProcess, timeout_s: float = 180.0) -> None:
+    """Until model m is ready; a `version_failed` line ends the wait at once (RuntimeError, as every failure)."""
+    server.wait_ready(timeout_s, "m", give_up_on="version_failed")
 
-        until = time.monotonic() + timeout_s
-        with grpc.insecure_channel(f"127.0.0.1:{self.port}") as channel:
-            ready = channel.unary_unary("/inference.GRPCInferenceService/ModelReady")
-            while time.monotonic() < until:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"server exited {self.proc.returncode}: {self.tail()}")
-                if '"version_failed"' in self.log_path.read_text(errors="replace"):
-                    raise RuntimeError(f"the version failed to load: {self.tail(3)}")
-                try:
-                    reply = ready(pb.ModelReadyRequest(name="m").SerializeToString(), timeout=2)
-                    if pb.ModelReadyResponse.FromString(reply).ready:
-                        return
-                except grpc.RpcError:
-                    pass
-                time.sleep(0.2)
-        raise RuntimeError(f"server not ready in {timeout_s:.0f} s: {self.tail()}")
 
-    def outputs_check(self) -> dict[str, Any]:
-        """The version's load-time check against its bundle's reference answers, as `ortserve status` shows it."""
-        status = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "status", "--json", "--address",
-                                 f"127.0.0.1:{self.port}"], capture_output=True, text=True, timeout=30, cwd=_ROOT)
-        if status.returncode != 0:
-            return {"error": status.stderr.strip()[:400]}
-        versions = json.loads(status.stdout)["models"]["m"]["versions"]
-        return dict(next(iter(versions.values())).get("verify", {}))
-
-    def metrics(self) -> str:
-        import urllib.request
-
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as reply:
-            return reply.read().decode()
-
-    def tail(self, lines: int = 15) -> str:
-        self.log_file.flush()
-        return " | ".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        self.log_file.close()
+def outputs_check(server: ServerProcess) -> dict[str, Any]:
+    """The version's load-time check against its bundle's reference answers, as `ortserve status` shows it."""
+    status = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "status", "--json", "--address",
+                             server.address], capture_output=True, text=True, timeout=30, cwd=_ROOT)
+    if status.returncode != 0:
+        return {"error": status.stderr.strip()[:400]}
+    versions = json.loads(status.stdout)["models"]["m"]["versions"]
+    return dict(next(iter(versions.values())).get("verify", {}))
 
 
 def _caller(address: str, payload: bytes, callers: int, seconds: float) -> tuple[list[float], int]:
-    """Closed loop in one process: `callers` async callers, each sending `payload` back to back."""
+    """Closed loop in one process: `callers` callers of the tools' load generator (ortserve_devtools.loadgen), each
+    sending `payload` back to back for `seconds`; (latencies of the calls answered OK, calls that failed)."""
     import asyncio
 
     import grpc
+    from ortserve_devtools.loadgen import LoadSpec, Payload, run_load
 
     async def run() -> tuple[list[float], int]:
-        lat: list[float] = []
-        errors = 0
+        spec = LoadSpec(mode="closed", concurrency=callers, warmup_s=0.0, duration_s=seconds, timeout_s=10.0,
+                        drain_s=10.0)
         async with grpc.aio.insecure_channel(address) as channel:
             call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
-            until = time.perf_counter() + seconds
-
-            async def one() -> None:
-                nonlocal errors
-                while time.perf_counter() < until:
-                    t0 = time.perf_counter()
-                    try:
-                        await call(payload, timeout=10)
-                        lat.append(time.perf_counter() - t0)
-                    except grpc.aio.AioRpcError:
-                        errors += 1
-
-            await asyncio.gather(*(one() for _ in range(callers)))
-        return lat, errors
+            result = await run_load(spec, call, [Payload(payload, 1)])
+        return list(result.latencies_s), sum(result.errors.values())
 
     return asyncio.run(run())
 
@@ -321,14 +268,14 @@ def load(address: str, batch_texts: list[str], *, callers: int, processes: int, 
 def served(bundle: Path, out: Path, name: str, *, seconds: float, flags: tuple[str, ...],
            concurrent: tuple[int, ...] = ()) -> dict[str, Any]:
     before = gpu_used_mb()
-    server = Server(bundle, out / f"server-{name}.log", *flags)
+    server = start_server(bundle, out / f"server-{name}.log", *flags)
     try:
         started = time.perf_counter()
-        server.wait_ready()
+        wait_served(server)
         record: dict[str, Any] = {"ready_s": round(time.perf_counter() - started, 1),
                                   "server_memory_after_warm_up_mb": round(gpu_used_mb() - before, 1),
-                                  "outputs_check": server.outputs_check()}
-        address = f"127.0.0.1:{server.port}"
+                                  "outputs_check": outputs_check(server)}
+        address = server.address
         corpus = texts(BATCH, seed=1)
         record["c1_b16"] = load(address, corpus, callers=1, processes=1, seconds=seconds)
         record["c16_b1"] = load(address, corpus[:1], callers=16, processes=4, seconds=seconds)
@@ -337,7 +284,7 @@ def served(bundle: Path, out: Path, name: str, *, seconds: float, flags: tuple[s
                 record[f"c{callers}_b16"] = load(address, corpus, callers=callers, processes=min(callers, 4),
                                                  seconds=seconds)
         record["server_peak_memory_mb"] = round(gpu_used_mb() - before, 1)
-        record["metrics_batches"] = [line for line in server.metrics().splitlines()
+        record["metrics_batches"] = [line for line in server.scrape().splitlines()
                                      if line.startswith(("ortserve_batch_size_sum", "ortserve_batch_size_count"))]
         return record
     finally:
@@ -347,24 +294,21 @@ def served(bundle: Path, out: Path, name: str, *, seconds: float, flags: tuple[s
 # ---- out-of-memory drill ----------------------------------------------------------------------------------------
 
 
-def loaded_device(server: Server) -> str:
-    for line in server.log_path.read_text(errors="replace").splitlines():
-        if '"version_loaded"' in line:
-            return str(json.loads(line).get("device"))
-    return "?"
+def loaded_device(server: ServerProcess) -> str:
+    loaded = server.events("version_loaded")
+    return str(loaded[0].get("device")) if loaded else "?"
 
 
 def budget_drill(bundle: Path, out: Path) -> dict[str, Any]:
     """memory_budget_mb below what the version takes: its load must fail with the reason, nothing served."""
-    server = Server(bundle, out / "server-budget.log", "--memory-budget-mb", "600")
+    server = start_server(bundle, out / "server-budget.log", "--memory-budget-mb", "600")
     try:
         try:
-            server.wait_ready(timeout_s=90)
+            wait_served(server, timeout_s=90)
             return {"refused": False, "device": loaded_device(server)}
         except RuntimeError:
             pass
-        failed = [json.loads(line) for line in server.log_path.read_text(errors="replace").splitlines()
-                  if '"version_failed"' in line]
+        failed = server.events("version_failed")
         return {"refused": bool(failed), "error": failed[0].get("error") if failed else server.tail(3)}
     finally:
         server.stop()
@@ -382,7 +326,7 @@ def oom_drill(bundle: Path, out: Path) -> dict[str, Any]:
     # A rehearsal caps the CPU arena instead: the same failure (ORT's BFCArena over its cap), the same fallback.
     cap_flag = "--cpu-arena-limit-mb" if REHEARSAL else "--gpu-memory-limit-mb"
     for cap in (24, 48, 96, 192):
-        server = Server(bundle, out / f"server-oom-{cap}.log", cap_flag, str(cap),
+        server = start_server(bundle, out / f"server-oom-{cap}.log", cap_flag, str(cap),
                         "--gpu-oom-fallback", "lazy", "--shape-buckets", "off", "--gpu-fallback-cooldown-s", "5",
                         "--max-texts-per-request", "256", "--max-message-bytes", str(64 * 2**20),
                         # one engine run for the whole call: the oversized batch is the point
@@ -391,14 +335,14 @@ def oom_drill(bundle: Path, out: Path) -> dict[str, Any]:
         attempts.append(attempt)
         try:
             try:
-                server.wait_ready(timeout_s=90)
+                wait_served(server, timeout_s=90)
             except RuntimeError as e:
                 attempt["loaded"] = False
                 attempt["why"] = str(e)[-400:]
                 continue
             attempt["loaded"] = True
             attempt["device"] = loaded_device(server)
-            target = V2Target(address=f"127.0.0.1:{server.port}", model="m", raw_input=True)
+            target = V2Target(address=server.address, model="m", raw_input=True)
             with grpc.insecure_channel(target.address, options=[("grpc.max_receive_message_length", 64 * 2**20),
                                                                 ("grpc.max_send_message_length", 64 * 2**20)]) as ch:
                 call = ch.unary_unary("/inference.GRPCInferenceService/ModelInfer")
@@ -413,10 +357,9 @@ def oom_drill(bundle: Path, out: Path) -> dict[str, Any]:
                     attempt["status"] = f"{e.code().name}: {e.details()}"[:400]
                 attempt["call_s"] = round(time.perf_counter() - t0, 2)
             time.sleep(1.5)  # the server logs fallbacks once a second
-            attempt["metrics"] = [line for line in server.metrics().splitlines()
+            attempt["metrics"] = [line for line in server.scrape().splitlines()
                                   if line.startswith(("ortserve_gpu_fallback_total", "ortserve_gpu_oom_total"))]
-            attempt["log_events"] = [line[:600] for line in server.log_path.read_text().splitlines()
-                                     if "gpu_oom_fallback" in line]
+            attempt["log_events"] = [json.dumps(e)[:600] for e in server.events("gpu_oom_fallback")]
             moved = any(line.split()[-1] not in ("0.0", "0") for line in attempt["metrics"]
                         if line.startswith("ortserve_gpu_fallback_total"))
             attempt["counter_moved"] = moved

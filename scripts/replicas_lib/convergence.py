@@ -18,7 +18,8 @@ from pathlib import Path
 
 from ortserve_devtools.bert_bundle import build_tiny_bundle
 from ortserve_devtools.consul_standin import StandinProcess
-from soak_lib.processes import AdminClient, RegistryServer, ServerLog
+from ortserve_devtools.server_process import ServerLog, ServerProcess
+from soak_lib.processes import AdminClient, start_registry_server
 
 from ortserve.registry import publishing
 from ortserve.registry.address import open_store
@@ -76,20 +77,19 @@ def measure(backend: str, workdir: Path, *, replicas: int, changes: int, progres
     artifacts = workdir / "artifacts"
     with registry(backend, workdir) as url:
         store: Store = open_store(url)
-        servers: list[RegistryServer] = []
+        servers: list[ServerProcess] = []
         try:
             for seed, (version, weight) in enumerate((("v1", 100), ("v2", None)), start=1):
                 bundle = build_tiny_bundle(workdir / f"bundle-{version}", seed=seed).path
                 publishing.publish(store, ArtifactStore(artifacts), model=MODEL, version=version, bundle_dir=bundle,
                                    weight=weight)
             for i in range(replicas):
-                server = RegistryServer(registry_url=url, artifacts=artifacts, cache=workdir / f"cache-{i}",
-                                        model=MODEL, log_path=workdir / f"server-{i}.log")
-                servers.append(server)
-                server.start(timeout_s=120)
+                servers.append(start_registry_server(registry_url=url, artifacts=artifacts,
+                                                     cache=workdir / f"cache-{i}", model=MODEL,
+                                                     log_path=workdir / f"server-{i}.log", timeout_s=120))
             _wait_loaded(servers, timeout_s=120)
             progress(f"{backend}: {replicas} replicas on {url} serve v1, v2 loaded beside it")
-            logs = [ServerLog(s.log_path) for s in servers]
+            logs = [ServerLog(workdir / f"server-{i}.log") for i in range(replicas)]
             out = []
             for n in range(changes):
                 canary = CANARY_STEPS[n % len(CANARY_STEPS)]
@@ -108,7 +108,7 @@ def measure(backend: str, workdir: Path, *, replicas: int, changes: int, progres
                 store.close()
 
 
-def _wait_loaded(servers: list[RegistryServer], timeout_s: float) -> None:
+def _wait_loaded(servers: list[ServerProcess], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     for server in servers:
         admin = AdminClient(server.address)

@@ -50,6 +50,7 @@ from bench_lib import prom
 from bench_lib.options import CACHE_DIR, HelpWithDefaults
 from bench_lib.v2client import V2Target, build_request, parse_logits
 from ortserve_devtools.consul_standin import StandinProcess
+from ortserve_devtools.server_process import ServerLog, ServerProcess
 from prometheus_client.parser import text_string_to_metric_families
 
 from soak_lib import analysis, drill, report, schedule
@@ -57,10 +58,9 @@ from soak_lib.processes import (
     AdminClient,
     ClientProcess,
     RegistryCli,
-    RegistryServer,
-    ServerLog,
     ortserve_env,
     proc_sample,
+    start_registry_server,
 )
 
 EXIT_HOLD_FAILED = 1
@@ -211,7 +211,7 @@ class Soak:
         self.standin = StandinProcess(self.workdir / "consul-kv.json", log_path=self.workdir / "consul-standin.log",
                                       env=ortserve_env())
         self.registry = RegistryCli(f"consul://{self.standin.address}?prefix=soak/", self.artifacts)
-        self.server: RegistryServer | None = None
+        self.server: ServerProcess | None = None
         self.admin: AdminClient | None = None
         self.server_log = ServerLog(self.workdir / "server.log")
         self.clients: list[ClientProcess] = []
@@ -274,11 +274,11 @@ class Soak:
         extra = ["--max-loaded-versions", str(self.args.max_loaded_versions), *self.args.server_arg]
         if self.args.frontend != "auto":
             extra += ["--frontend", self.args.frontend]
-        self.server = RegistryServer(registry_url=self.registry.registry_url, artifacts=self.artifacts,
-                                     cache=self.cache, model=MODEL, log_path=self.server_log.path, extra_args=extra)
         progress("starting the server on the registry")
         try:
-            self.server.start(timeout_s=180)
+            self.server = start_registry_server(registry_url=self.registry.registry_url, artifacts=self.artifacts,
+                                                cache=self.cache, model=MODEL, log_path=self.server_log.path,
+                                                extra_args=extra, timeout_s=180)
         except RuntimeError as e:
             raise SetupError(str(e)) from e
         self.admin = AdminClient(self.server.address)
@@ -609,7 +609,7 @@ class Soak:
         self.run_events()
         if not self.server_alive_throughout or not self.server.alive():
             self.server_alive_throughout = False
-            progress(f"the server died (exit {self.server.returncode()}); ending the load now")
+            progress(f"the server died (exit {self.server.proc.poll()}); ending the load now")
             for c in self.clients:
                 c.abort()
         progress("load window over; waiting for the clients to drain")

@@ -1,6 +1,6 @@
-"""One load process of the soak: a KServe V2 client driven by bench_lib.loadgen, commanded over stdin/stdout.
+"""One load process of the soak: a KServe V2 client driven by ortserve_devtools.loadgen, commanded over stdin/stdout.
 
-    python -m soak_lib.client --address 127.0.0.1:PORT --model M --index 0     (scripts/ on PYTHONPATH)
+    python -m soak_lib.client --address 127.0.0.1:PORT --model M --index 0   (scripts/, tools/ on PYTHONPATH)
 
 Protocol: the process prints {"ready": true} once its channel answers ModelReady, then reads one JSON command per
 line on stdin and answers each with one JSON line on stdout:
@@ -32,8 +32,8 @@ from typing import Any
 import grpc
 import numpy as np
 from bench_lib.corpus import make_corpus
-from bench_lib.loadgen import LoadResult, LoadSpec, Payload, _pushback_s, run_load
 from bench_lib.v2client import V2Target, build_request, channel_options, infer_method, model_ready
+from ortserve_devtools.loadgen import LoadResult, LoadSpec, Payload, pushback_s, run_load
 
 from ortserve.proto import grpc_service_pb2 as pb
 
@@ -94,7 +94,7 @@ def recording_call(method: grpc.aio.UnaryUnaryMultiCallable, log: CallLog, seed:
             except grpc.aio.AioRpcError as e:
                 if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                     refusals += 1
-                    wait = max(_pushback_s(e), rng.uniform(0, backoff))
+                    wait = max(pushback_s(e), rng.uniform(0, backoff))
                     backoff = min(backoff * 2, _RETRY_BACKOFF_MAX_S)
                     if time.monotonic() + wait < deadline:
                         await asyncio.sleep(wait)

@@ -1,6 +1,7 @@
-"""The processes of a soak: the `registry` CLI, `ortserve serve --registry` (bench_lib's ServedProcess), the load
-processes (soak_lib.client), and what the soak reads from the server (admin status, /proc, the log's lifecycle lines).
-The Consul stand-in's process is ortserve_devtools.consul_standin.StandinProcess."""
+"""The processes of a soak: the `registry` CLI, `ortserve serve --registry` (the tools' launcher,
+ortserve_devtools.server_process), the load processes (soak_lib.client), and what the soak reads from the server
+(admin status, /proc; its log's lifecycle lines: the launcher's ServerLog). The Consul stand-in's process is
+ortserve_devtools.consul_standin.StandinProcess."""
 
 from __future__ import annotations
 
@@ -9,16 +10,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import grpc
-from bench_lib.server_process import ServedProcess
-
-import ortserve
+from ortserve_devtools.server_process import ServerProcess, child_env, start_until_ready
 
 SCRIPTS = Path(__file__).resolve().parent.parent
 ROOT = SCRIPTS.parent
@@ -28,10 +26,9 @@ process does not load the engine (tests/scripts/test_soak.py checks that the two
 
 
 def ortserve_env() -> dict[str, str]:
-    """The environment for child processes: they import the same ortserve as this one (source tree or installed)."""
-    root = str(Path(ortserve.__file__).resolve().parent.parent)
-    paths = [root, str(SCRIPTS), os.environ.get("PYTHONPATH", "")]
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    """The environment for child processes: they import the same ortserve as this one (source tree or installed),
+    and scripts/ and tools/ (soak_lib, bench_lib, ortserve_devtools)."""
+    return child_env(paths=[SCRIPTS, ROOT / "tools"])
 
 
 class RegistryCli:
@@ -54,25 +51,13 @@ class RegistryCli:
         return done.returncode, out[-2000:], time.monotonic() - started
 
 
-class RegistryServer(ServedProcess):
-    """bench_lib's ServedProcess, serving what the registry says instead of one bundle."""
-
-    def __init__(self, *, registry_url: str, artifacts: Path, cache: Path, model: str, log_path: Path,
-                 extra_args: Sequence[str] = ()) -> None:
-        super().__init__(bundle=Path(), model=model, log_path=log_path)
-        self.args = [
-            sys.executable, "-m", "ortserve.service.cli", "serve", "--registry", registry_url,
-            "--artifacts", artifacts.as_uri(), "--artifact-cache", str(cache),
-            "--host", "127.0.0.1", "--port", "0", "--metrics-host", "127.0.0.1", "--metrics-port", "0",
-            "--http-port", "0",
-            *extra_args,
-        ]
-
-    def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def returncode(self) -> int | None:
-        return None if self._proc is None else self._proc.poll()
+def start_registry_server(*, registry_url: str, artifacts: Path, cache: Path, model: str, log_path: Path,
+                          extra_args: Sequence[str] = (), timeout_s: float = 120.0) -> ServerProcess:
+    """`ortserve serve --registry URL` logging to `log_path`, once `model` is ready (stopped, and ServerStartError
+    raised, when it is not within `timeout_s`)."""
+    return start_until_ready(["--registry", registry_url, "--artifacts", artifacts.as_uri(), "--artifact-cache",
+                              str(cache), *extra_args], model=model, log_path=log_path, timeout=timeout_s,
+                             env=ortserve_env())
 
 
 def proc_sample(pid: int) -> dict[str, float] | None:
@@ -118,41 +103,6 @@ class AdminClient:
 
     def close(self) -> None:
         self.channel.close()
-
-
-class ServerLog:
-    """Follows the server's log file for its non-request lines (lifecycle, registry), read incrementally: a long
-    run writes one `request` line per call, hundreds of MB, which are skipped without parsing."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.events: list[dict[str, Any]] = []
-        self._offset = 0
-        self._lock = threading.Lock()
-
-    def poll(self) -> list[dict[str, Any]]:
-        """Reads what was appended since the last call; returns the new events."""
-        with self._lock:
-            new: list[dict[str, Any]] = []
-            try:
-                with open(self.path, "rb") as f:
-                    f.seek(self._offset)
-                    chunk = f.read()
-            except OSError:
-                return new
-            end = chunk.rfind(b"\n") + 1
-            self._offset += end
-            for line in chunk[:end].splitlines():
-                if b'"event":"request"' in line:
-                    continue
-                try:
-                    event = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(event, dict) and "event" in event:
-                    new.append(event)
-            self.events.extend(new)
-            return new
 
 
 class ClientProcess:

@@ -11,7 +11,7 @@ from pathlib import Path
 import onnx
 import pytest
 from onnx import TensorProto
-from support.tiny_bundle import build_tiny_bundle, build_tiny_embedding_bundle, tiny_model
+from support.tiny_bundle import build_tiny_bundle, build_tiny_embedding_bundle, build_tiny_token_bundle, tiny_model
 
 from ortserve.registry.bundle import (
     BundleError,
@@ -143,6 +143,56 @@ def test_classifier_manifest_over_an_embedding_graph_is_refused(tmp_path: Path) 
     _write_manifest(b, format="onnx-text-classifier", labels=["a", "b"], dim=None)
     with pytest.raises(BundleError, match=r"missing output 'logits' \(outputs: \['embedding'\]\).*the graph is an "
                                           r"embedding \(output 'embedding'\); declare format 'onnx-text-embedding'"):
+        validate_bundle(b)
+
+
+# ---- token classifier bundles: logits [batch, seq, labels] ---------------------------------------------------
+
+
+def test_valid_token_classifier_bundle(tmp_path: Path) -> None:
+    manifest = validate_bundle(build_tiny_token_bundle(tmp_path / "t", labels=("O", "B-PER", "I-PER", "B-LOC")))
+    assert manifest == BundleManifest(format="onnx-token-classifier", labels=("O", "B-PER", "I-PER", "B-LOC"),
+                                      max_seq_len=32, notes="tiny token test bundle")
+    assert (manifest.kind, manifest.output_name, manifest.columns, manifest.per_token) == (
+        "token-classifier", "logits", 4, True)
+    assert manifest.to_dict() == {"format": "onnx-token-classifier", "labels": ["O", "B-PER", "I-PER", "B-LOC"],
+                                  "max_seq_len": 32, "notes": "tiny token test bundle"}
+    assert parse_manifest(manifest.to_dict()) == manifest
+    assert not validate_bundle(build_tiny_bundle(tmp_path / "c")).per_token
+
+
+def test_a_classifier_graph_under_the_token_format_is_refused_and_the_reverse(tmp_path: Path) -> None:
+    """Both kinds output `logits`: the rank tells them apart, and the message says which the graph is."""
+    per_text = build_tiny_token_bundle(tmp_path / "t", per_token=False)
+    with pytest.raises(BundleError) as info:
+        validate_bundle(per_text)
+    message = str(info.value)
+    assert "output 'logits' must have rank 3, got rank 2" in message and "\n" not in message
+    assert "the graph is a classifier's; declare format 'onnx-text-classifier'" in message
+    per_token = build_tiny_token_bundle(tmp_path / "c")
+    _write_manifest(per_token, format="onnx-text-classifier")
+    with pytest.raises(BundleError, match=r"output 'logits' must have rank 2, got rank 3: manifest\.json declares "
+                                          r"format 'onnx-text-classifier' \(classifier\) but the graph is a "
+                                          r"token-classifier's; declare format 'onnx-token-classifier'"):
+        validate_bundle(per_token)
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"labels": None}, "labels must be a non-empty list of strings"),
+    ({"labels": ["O", "O"]}, "labels must be unique"),
+    ({"dim": 3}, "dim applies to 'onnx-text-embedding' bundles"),
+    ({"multi_label": True}, "multi_label applies to 'onnx-text-classifier' bundles"),
+    ({"pairs": True}, "pairs applies to 'onnx-text-classifier' bundles"),
+])
+def test_bad_token_classifier_manifests(extra: dict, message: str) -> None:
+    with pytest.raises(BundleError, match=message):
+        parse_manifest({"format": "onnx-token-classifier", "labels": ["O", "B-PER"], "max_seq_len": 32, **extra})
+
+
+def test_token_labels_must_match_the_graphs_width(tmp_path: Path) -> None:
+    b = build_tiny_token_bundle(tmp_path / "t", labels=("O", "B-PER", "I-PER"))
+    _write_manifest(b, labels=["O", "B-PER"])
+    with pytest.raises(BundleError, match=r"output 'logits' has 3 classes but manifest\.json lists 2 labels"):
         validate_bundle(b)
 
 

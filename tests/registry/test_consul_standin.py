@@ -10,7 +10,6 @@ import base64
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -211,12 +210,6 @@ def test_parse_wait() -> None:
         parse_wait("soon")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _start(port: int, data: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, consul_standin.__file__, "--port", str(port), "--data", str(data)],
                             stdout=subprocess.PIPE, text=True)
@@ -226,7 +219,7 @@ def _start(port: int, data: Path) -> subprocess.Popen[str]:
 
 
 def test_runs_as_a_process_and_persists_across_sigkill(tmp_path: Path) -> None:
-    port, data = _free_port(), tmp_path / "kv.json"
+    port, data = consul_standin.free_port(), tmp_path / "kv.json"
     proc = _start(port, data)
     try:
         c = consul.Consul(host="127.0.0.1", port=port)

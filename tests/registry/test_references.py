@@ -21,6 +21,7 @@ from ortserve.registry.references import (
     build,
     choose,
     decisive_rows,
+    decisive_token_texts,
     manifest_entry,
     read_references,
     script_of,
@@ -189,3 +190,113 @@ def test_build_takes_the_source_outputs_of_the_chosen_rows() -> None:
     picked = choose(texts, counts, logits, max_seq_len=150, classifier=True)
     assert refs.texts == tuple(texts[i] for i in picked.rows)
     assert np.array_equal(refs.outputs, logits[list(picked.rows)])
+
+
+# -- a token classifier's references: a row of logits per token -------------------------------------------
+
+
+def _token_refs() -> ReferenceSet:
+    rows = (np.array([[0.5, -1.0, 2.0]], np.float32), np.array([[1.0, 0.0, 0.0], [0.25, 0.5, -0.75]], np.float32))
+    return ReferenceSet(texts=("Ana", "Ana à Lisboa 🙂"), outputs=np.concatenate(rows), decisive=(True, False),
+                        tokens=(1, 2))
+
+
+def test_token_rows_round_trip_one_list_of_label_logits_per_token(tmp_path: Path) -> None:
+    refs = _token_refs()
+    assert refs.per_token and [r.shape for r in refs.token_rows()] == [(1, 3), (2, 3)]
+    first, second = refs.encode().decode("utf-8").splitlines()
+    assert json.loads(first) == {"text": "Ana", "output": [[0.5, -1.0, 2.0]], "decisive": True}
+    assert json.loads(second)["output"] == [[1.0, 0.0, 0.0], [0.25, 0.5, -0.75]]
+    root, entry = _written(tmp_path, refs)
+    back = read_references(root, entry, 3, per_token=True, max_seq_len=8)
+    assert back.tokens == (1, 2) and back.texts == refs.texts and back.decisive == refs.decisive
+    assert np.array_equal(back.outputs, refs.outputs) and back.encode() == refs.encode()
+    with pytest.raises(ValueError, match="token_rows: these references hold one output row per text"):
+        ReferenceSet(texts=("a",), outputs=np.zeros((1, 2), np.float32), decisive=(False,)).token_rows()
+    with pytest.raises(ValueError, match="do not line up with 3 tokens"):
+        ReferenceSet(texts=("a", "b"), outputs=np.zeros((2, 3), np.float32), decisive=(False, False), tokens=(1, 2))
+
+
+@pytest.mark.parametrize(("output", "columns", "per_token", "pattern"), [
+    ([[1, 2]], 3, True, r"token 0's output must be 3 numbers \(one per label\), got 2 values"),
+    ([[1, 2, 3], [1, 2]], 3, True, r"token 1's output must be 3 numbers"),
+    ([], 3, True, r"output must be a list of 1\.\.4 token rows \(the text's tokens, at most max_seq_len\), got 0"),
+    ([[0, 0, 0]] * 5, 3, True, r"output must be a list of 1\.\.4 token rows .* got 5 values"),
+    ([1, 2, 3], 3, True, r"output must be a list of 1\.\.4 token rows"),
+    ([[1, True, 3]], 3, True, r"token 0's output must be 3 numbers"),
+    ([[1, 2, 3]], 3, False, r"output is a list of token rows \(a token classifier's\), but this bundle answers one "
+                            r"row of 3 numbers per text"),
+], ids=["short token", "one short token", "no tokens", "past max_seq_len", "a flat row", "a bool",
+        "token rows for a classifier"])
+def test_token_rows_of_the_wrong_shape_are_named(tmp_path: Path, output: list, columns: int, per_token: bool,
+                                                 pattern: str) -> None:
+    data = (json.dumps({"text": "a", "output": output, "decisive": False}) + "\n").encode()
+    (tmp_path / REFERENCES_FILE).write_bytes(data)
+    entry = References(REFERENCES_FILE, hashlib.sha256(data).hexdigest(), 1, "hand-made")
+    with pytest.raises(BundleError, match=r"references\.jsonl line 1: " + pattern):
+        read_references(tmp_path, entry, columns, per_token=per_token, max_seq_len=4)
+
+
+def test_build_and_choose_for_tokens() -> None:
+    """Each text's token rows go in whole; a text is decisive when every token is; each label's most confident
+    tokens bring their texts in."""
+    rng = np.random.default_rng(1)
+    texts = [f"text {i}" for i in range(80)]
+    counts = [2 + i % 7 for i in range(80)]
+    rows = [rng.normal(0.0, 3.0, (n, 4)).astype(np.float32) for n in counts]
+    rows[9] = np.array([[9.0, 0.0, 0.0, 0.0], [9.0, 0.0, 0.0, 0.0]], np.float32)  # decisive, all label 0
+    rows[10] = np.array([[0.0, 0.0, 0.0, 30.0], [9.0, 0.0, 0.0, 0.0]], np.float32)  # label 3's most confident
+    counts[9] = counts[10] = 2
+    refs = build(texts, counts, rows, max_seq_len=8, classifier=False, per_token=True)
+    picked = choose(texts, counts, rows, max_seq_len=8, classifier=False, per_token=True)
+    assert refs.texts == tuple(texts[i] for i in picked.rows) and 10 in picked.rows
+    assert refs.tokens == tuple(counts[i] for i in picked.rows)
+    for i, got in zip(picked.rows, refs.token_rows(), strict=True):
+        assert np.array_equal(got, rows[i])
+    decisive = decisive_token_texts(rows)
+    assert decisive[9] and decisive[10] and picked.decisive == tuple(bool(decisive[i]) for i in picked.rows)
+    flipped = [r.copy() for r in rows]
+    flipped[10][1] = [0.0, 9.0, 0.0, 0.0]  # one token of text 10 takes another label in a candidate run
+    again = choose(texts, counts, rows, max_seq_len=8, classifier=False, per_token=True, candidates=[flipped])
+    assert 10 not in again.rows or not again.decisive[again.rows.index(10)]
+
+
+def test_attach_writes_a_token_bundles_rows_as_the_server_reads_them(tmp_path: Path) -> None:
+    from support.tiny_bundle import build_tiny_token_bundle
+
+    bundle = build_tiny_token_bundle(tmp_path / "t", labels=("O", "B-PER", "I-PER", "B-LOC", "I-LOC"), max_seq_len=8)
+    refs = attach(bundle)
+    manifest = validate_bundle(bundle)
+    assert manifest.references is not None
+    back = read_references(bundle, manifest.references, 5, per_token=True, max_seq_len=8)
+    assert back.tokens == refs.tokens and back.tokens is not None
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
+    tokenizer.enable_truncation(max_length=8)
+    assert list(back.tokens) == [len(tokenizer.encode(t).ids) for t in back.texts]
+    assert max(back.tokens) == 8  # the long texts, truncated
+    session = open_session(bundle / "model.onnx", 1)
+    for text, rows in zip(back.texts, back.token_rows(), strict=True):
+        ids = np.array([tokenizer.encode(text).ids], np.int64)
+        (logits,) = session.run(["logits"], {"input_ids": ids, "attention_mask": np.ones_like(ids)})
+        np.testing.assert_allclose(logits[0], rows, rtol=0, atol=1e-5)
+
+
+def test_publish_validation_refuses_token_rows_that_are_not_the_tokenizers_tokens(tmp_path: Path) -> None:
+    from support.tiny_bundle import build_tiny_token_bundle
+
+    bundle = build_tiny_token_bundle(tmp_path / "t", max_seq_len=8)
+    attach(bundle)
+    lines = (bundle / REFERENCES_FILE).read_text(encoding="utf-8").splitlines()
+    row = json.loads(lines[0])
+    row["output"] = row["output"][:-1] if len(row["output"]) > 1 else row["output"] * 2  # a token too few (or many)
+    lines[0] = json.dumps(row, ensure_ascii=False)
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    (bundle / REFERENCES_FILE).write_bytes(data)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["references"]["sha256"] = hashlib.sha256(data).hexdigest()
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match=r"references\.jsonl text 1 \(.*\): \d+ token rows, but tokenizer\.json "
+                                          r"makes \d+ tokens of it \(truncated at max_seq_len 8\)"):
+        validate_bundle(bundle)

@@ -1,7 +1,8 @@
-"""Helpers for the hot-reload tests: the registry as the operator drives it, a steady load, the server's log.
+"""Helpers for the hot-reload tests: the registry as the operator drives it, the server's log as evidence.
 
 Everything here talks to real processes: the `registry` CLI as a subprocess, `ortserve serve` (see
-support.server_process), the Consul stand-in as a process of its own, gRPC over loopback.
+support.server_process), the Consul stand-in as a process of its own, gRPC over loopback. The steady load under a
+swap is the tools' (ortserve_devtools.steady_load.SteadyLoad, with TEXTS[:2]).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -197,127 +197,6 @@ def wait_version_state(address: str, model: str, version: str, state: str | None
         return info if entry is not None and entry.get("state") == state else None
 
     return wait_until(reached, timeout=timeout, what=f"{model}/{version} state {state}")
-
-
-# ---- a steady load ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    request_id: str
-    code: str
-    version: str
-    header_version: str
-    started: float
-    ended: float
-    detail: str = ""
-
-
-class LoadClient:
-    """Keeps `concurrency` ModelInfer calls in flight (closed loop, grpc.aio, own thread) until stopped.
-
-    Each call carries a unique x-request-id so its reply can be matched with the server's log line.
-    """
-
-    def __init__(self, address: str, model: str, *, concurrency: int = 16, timeout_s: float = 20.0,
-                 texts: list[str] | None = None, tag: str = "load",
-                 options: Sequence[tuple[str, Any]] = ()) -> None:
-        self.address = address
-        self.options = list(options)  # channel arguments, e.g. a service config balancing over several replicas
-        self.model = model
-        self.concurrency = concurrency
-        self.timeout_s = timeout_s
-        self.texts = texts or TEXTS[:2]
-        self.tag = tag
-        self.outcomes: list[Outcome] = []
-        self.in_flight = 0
-        self.min_in_flight_after_ramp: int | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="reload-load-client", daemon=True)
-        self._error: BaseException | None = None
-        self._ramped = threading.Event()
-
-    def __enter__(self) -> LoadClient:
-        self._thread.start()
-        if not self._ramped.wait(30):
-            raise RuntimeError("load client never reached its concurrency")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(self.timeout_s + 10)
-        if self._error is not None:
-            raise self._error
-
-    def failures(self) -> list[Outcome]:
-        return [o for o in list(self.outcomes) if o.code != "OK"]
-
-    def versions(self) -> set[str]:
-        return {o.version for o in list(self.outcomes) if o.code == "OK"}
-
-    def count(self) -> int:
-        return len(self.outcomes)
-
-    def wait_for_version(self, version: str, timeout: float = 20.0, after: float = 0.0) -> float:
-        """Until a reply from `version` that started after `after` (monotonic); returns its end time."""
-
-        def seen() -> float | None:
-            for o in reversed(list(self.outcomes)):
-                if o.version == version and o.started >= after:
-                    return o.ended
-            return None
-
-        return wait_until(seen, timeout=timeout, what=f"a reply from {version}", interval=0.01)
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        except BaseException as e:  # surfaced by stop()
-            self._error = e
-            self._ramped.set()
-
-    async def _main(self) -> None:
-        async with grpc.aio.insecure_channel(self.address, options=self.options) as channel:
-            stub = pb_grpc.GRPCInferenceServiceStub(channel)
-            request = pb.ModelInferRequest(model_name=self.model)
-            request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(self.texts)])
-            request.inputs[0].contents.bytes_contents.extend(t.encode() for t in self.texts)
-            workers = [asyncio.create_task(self._worker(stub, request, i)) for i in range(self.concurrency)]
-            while self.in_flight < self.concurrency:
-                await asyncio.sleep(0.001)
-            self._ramped.set()
-            while not self._stop.is_set():
-                await asyncio.sleep(0.01)
-                if self._stop.is_set():
-                    break  # workers stop re-issuing from here on
-                # Sampled on the client's loop: between the end of one call and the start of the next
-                # a worker is briefly idle, so the floor is concurrency-1 in a healthy closed loop.
-                low = self.in_flight
-                if self.min_in_flight_after_ramp is None or low < self.min_in_flight_after_ramp:
-                    self.min_in_flight_after_ramp = low
-            await asyncio.gather(*workers)
-
-    async def _worker(self, stub: Any, request: pb.ModelInferRequest, n: int) -> None:
-        i = 0
-        while not self._stop.is_set():
-            request_id = f"{self.tag}-{n}-{i}-{uuid.uuid4().hex[:8]}"
-            i += 1
-            started = time.monotonic()
-            self.in_flight += 1
-            try:
-                call = stub.ModelInfer(request, timeout=self.timeout_s, metadata=(("x-request-id", request_id),))
-                reply = await call
-                trailers = dict(await call.trailing_metadata())
-                outcome = Outcome(request_id, "OK", reply.model_version, str(trailers.get("x-model-version", "")),
-                                  started, time.monotonic())
-            except grpc.aio.AioRpcError as e:
-                outcome = Outcome(request_id, e.code().name, "", "", started, time.monotonic(), e.details() or "")
-            finally:
-                self.in_flight -= 1
-            self.outcomes.append(outcome)
 
 
 # ---- the server's log as evidence -----------------------------------------------------------------------

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from reload_harness import LoadClient, Registry, versions_for_keys
+from ortserve_devtools.steady_load import SteadyLoad
+from reload_harness import TEXTS, Registry, versions_for_keys
 from replica_set import ReplicaSet, client_options, sweep_keys
 
 from ortserve import engine_ext
@@ -64,8 +65,8 @@ def test_sigkill_one_replica_under_load(file_registry: Registry, bundle: Callabl
     with ReplicaSet(file_registry, tmp_path, extra=["--frontend", frontend]) as replicas:
         replicas.wait_routing(MODEL, {"v1": 100})
         victim = replicas.servers[1]
-        with LoadClient(replicas.target, MODEL, concurrency=24, timeout_s=20, options=client_options(retry=retry),
-                        tag="kill") as load:
+        with SteadyLoad(replicas.target, MODEL, texts=TEXTS[:2], concurrency=24, timeout_s=20,
+                        options=client_options(retry=retry), tag="kill") as load:
             time.sleep(1.5)
             served_before = replicas.replica_of()
             killed_at = time.monotonic()

@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ortserve_devtools.steady_load import SteadyLoad
 from reload_harness import (
-    LoadClient,
+    TEXTS,
     Registry,
     make_registry,
     wait_routing,
@@ -41,7 +42,7 @@ def test_store_outage_keeps_serving_and_picks_up_changes_after(bundle: Callable[
                 return metric(scrape(server.metrics_port), "ortserve_registry_connected")
 
             wait_until(lambda: connected() == 1, timeout=10, what="ortserve_registry_connected 1")
-            with LoadClient(server.address, MODEL, concurrency=4, tag="outage") as load:
+            with SteadyLoad(server.address, MODEL, texts=TEXTS[:2], concurrency=4, tag="outage") as load:
                 reg.standin.kill()
                 killed = time.monotonic()
                 wait_until(lambda: connected() == 0, timeout=DOWN_S, what="ortserve_registry_connected 0")
@@ -52,7 +53,7 @@ def test_store_outage_keeps_serving_and_picks_up_changes_after(bundle: Callable[
                 reg.route(MODEL, v1=0, v2=100)
                 routed = time.monotonic()
                 wait_routing(server.address, MODEL, {"v1": 0, "v2": 100}, timeout=30)
-                load.wait_for_version("v2", after=routed)
+                load.first_reply_from("v2", after=routed)
                 picked_up = time.monotonic() - routed
                 wait_until(lambda: connected() == 1, timeout=10, what="ortserve_registry_connected back to 1")
             assert load.failures() == [], f"{len(load.failures())} failed calls, e.g. {load.failures()[:3]}"

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reload_harness import LoadClient, Registry, unroutable_replies, wait_routing, wait_until, wait_version_state
+from ortserve_devtools.steady_load import SteadyLoad
+from reload_harness import TEXTS, Registry, unroutable_replies, wait_routing, wait_until, wait_version_state
 from support.server_process import running_server
 
 pytestmark = pytest.mark.slow  # swaps under steady load
@@ -72,14 +73,14 @@ def test_swap_under_load(registry: Registry, bundle: Callable[..., Path], tmp_pa
             changes.append(f"retire {version}")
             wait_version_state(addr, MODEL, version, None)
 
-        with LoadClient(addr, MODEL, concurrency=CONCURRENCY, tag=reg.kind) as load:
+        with SteadyLoad(addr, MODEL, texts=TEXTS[:2], concurrency=CONCURRENCY, tag=reg.kind) as load:
             started = time.monotonic()
             published("v2", 2)
             reg.route(MODEL, v1=95, v2=5)
             routed("route v1=95 v2=5")
             reg.route(MODEL, v1=50, v2=50)
             routed("route 50/50")
-            load.wait_for_version("v2")
+            load.first_reply_from("v2")
             reg.route(MODEL, v1=0, v2=100)
             routed("route v2=100")
             reg.rollback(MODEL)
@@ -94,7 +95,7 @@ def test_swap_under_load(registry: Registry, bundle: Callable[..., Path], tmp_pa
             retired("v1")
             reg.route(MODEL, v3=100)
             routed("route v3=100")
-            load.wait_for_version("v3")
+            load.first_reply_from("v3")
             reg.rollback(MODEL)
             routed("rollback to v2=50 v3=50")
             reg.route(MODEL, v2=10, v3=90)
@@ -102,7 +103,7 @@ def test_swap_under_load(registry: Registry, bundle: Callable[..., Path], tmp_pa
             published("v4", 4, weight=5)  # one atomic write: the record and a 5% canary
             reg.route(MODEL, v3=50, v4=50)
             routed("route v3=50 v4=50")
-            load.wait_for_version("v4")
+            load.first_reply_from("v4")
             retired("v2")
             reg.route(MODEL, v3=0, v4=100)
             routed("route v4=100")
@@ -112,13 +113,13 @@ def test_swap_under_load(registry: Registry, bundle: Callable[..., Path], tmp_pa
             routed("route v4=100 (drops v3's entry)")
             retired("v3")
             published("v5", 5, weight=50)
-            load.wait_for_version("v5")
+            load.first_reply_from("v5")
             reg.route(MODEL, v4=0, v5=100)
             routed("route v5=100")
             after_last = time.monotonic()
-            load.wait_for_version("v5", after=after_last)
+            load.first_reply_from("v5", after=after_last)
             took = time.monotonic() - started
-        # LoadClient.__exit__ stopped the load and waited for every call to finish.
+        # SteadyLoad.__exit__ stopped the load and waited for every call to finish.
 
         assert len(changes) >= 20, changes
         assert load.failures() == [], f"{len(load.failures())} failed calls, e.g. {load.failures()[:3]}"

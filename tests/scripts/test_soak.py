@@ -19,7 +19,7 @@ import pytest
 from bench_lib.prom import Histogram
 from ortserve_devtools.bert_bundle import build_tiny_bundle
 from soak_lib import analysis, drill, schedule
-from soak_lib.processes import ADMIN_STATUS_METHOD, ServerLog
+from soak_lib.processes import ADMIN_STATUS_METHOD
 
 pytestmark = pytest.mark.slow  # the soak's short runs
 
@@ -211,17 +211,6 @@ def test_the_flipped_byte_keeps_the_size_and_changes_the_logits(tmp_path: Path) 
     assert [i for i, (a, b) in enumerate(zip(original, corrupted, strict=True)) if a != b] == [flip.offset]
     assert flip.where.startswith(drill.TARGET_TENSOR) and flip.before ^ flip.after == 0x80
     assert not np.allclose(logits(), before, rtol=1e-4, atol=1e-5)  # served, it would answer differently
-
-
-def test_server_log_follower_skips_request_lines_and_partial_lines(tmp_path: Path) -> None:
-    path = tmp_path / "server.log"
-    log = ServerLog(path)
-    path.write_text('{"event":"request","status":"OK"}\n{"model":"m","event":"version_loaded"}\n{"event":"ver')
-    assert [e["event"] for e in log.poll()] == ["version_loaded"]
-    with path.open("a") as f:
-        f.write('sion_swapped"}\nnot json\n')
-    assert [e["event"] for e in log.poll()] == ["version_swapped"]
-    assert len(log.events) == 2
 
 
 def test_admin_status_method_is_the_servers() -> None:

@@ -1,6 +1,7 @@
 """Tiny random-weight Hugging Face checkpoints of every architecture `registry import` takes, made offline.
 
     make_checkpoint(dest, "roberta", task="classify", labels=("neg", "pos"))     a save_pretrained directory
+    make_token_checkpoint(dest, "bert", labels=BIO_LABELS)                       a *ForTokenClassification one
     make_sentence_transformer(dest, "bert", pooling="mean", normalize=True)      a sentence-transformers directory
 
 Each is what a user's directory holds: config.json, model.safetensors and the tokenizer transformers saves for the
@@ -22,6 +23,15 @@ from typing import Any
 
 ARCHITECTURES = ("bert", "distilbert", "roberta", "xlm-roberta", "electra", "mpnet", "deberta-v2", "modernbert")
 TASKS = ("classify", "embed")
+"""The tasks every architecture is imported with in the importer's session fixtures (tokens: TOKEN_TASK)."""
+TOKEN_TASK = "tokens"
+BIO_LABELS = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
+"""Named-entity tags, BIO (CoNLL's shape): O outside, B- begins an entity, I- continues it."""
+IOBES_LABELS = ("O", "B-PER", "I-PER", "E-PER", "S-PER", "B-ORG", "I-ORG", "E-ORG", "S-ORG")
+"""IOBES: E- ends a multi-token entity, S- is a one-token one."""
+TOKEN_LABELS = {"bio": BIO_LABELS, "iobes": IOBES_LABELS}
+TOKEN_CASES = [*((arch, "bio") for arch in ARCHITECTURES), ("bert", "iobes")]
+"""(architecture, label set): the token classifiers the importer's session fixtures make and import."""
 IMPORT_MAX_SEQ_LEN = 32
 """What the tests import at: short enough that the built-in corpus has texts past it (the checkpoints hold 128)."""
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -57,8 +67,8 @@ def corpus() -> list[str]:
 def make_checkpoint(dest: Path, architecture: str, *, task: str = "classify",
                     labels: Sequence[str] = ("negative", "positive"), seed: int = 0,
                     multi_label: bool = False, config_overrides: dict[str, Any] | None = None) -> Path:
-    """A save_pretrained directory: `task` classify (…ForSequenceClassification with `labels` as id2label) or embed
-    (the base model). Returns `dest`."""
+    """A save_pretrained directory: `task` classify (…ForSequenceClassification with `labels` as id2label), tokens
+    (…ForTokenClassification, likewise) or embed (the base model). Returns `dest`."""
     import torch
     import transformers
 
@@ -66,13 +76,14 @@ def make_checkpoint(dest: Path, architecture: str, *, task: str = "classify",
     transformers.utils.logging.disable_progress_bar()
     tokenizer = make_tokenizer(architecture)
     config = _config(architecture, tokenizer, **(config_overrides or {}))
-    if task == "classify":
+    if task in ("classify", TOKEN_TASK):
         config.id2label = dict(enumerate(labels))
         config.label2id = {label: i for i, label in enumerate(labels)}
         if multi_label:
             config.problem_type = "multi_label_classification"
     torch.manual_seed(seed)
-    auto = transformers.AutoModelForSequenceClassification if task == "classify" else transformers.AutoModel
+    auto = {"classify": transformers.AutoModelForSequenceClassification,
+            TOKEN_TASK: transformers.AutoModelForTokenClassification}.get(task, transformers.AutoModel)
     model = auto.from_config(config).eval()
     # Random init leaves LayerNorms at 1/0 and tiny logits; spread the weights so the logits span a few units.
     with torch.no_grad():
@@ -85,6 +96,15 @@ def make_checkpoint(dest: Path, architecture: str, *, task: str = "classify",
     model.save_pretrained(dest)
     tokenizer.save_pretrained(dest)
     return dest
+
+
+def make_token_checkpoint(dest: Path, architecture: str = "bert", *, labels: Sequence[str] = BIO_LABELS,
+                          seed: int = 0, config_overrides: dict[str, Any] | None = None) -> Path:
+    """A token classifier's save_pretrained directory (…ForTokenClassification, `labels` as id2label: BIO_LABELS,
+    IOBES_LABELS or any): "bert" has a WordPiece tokenizer, "roberta" a byte-level BPE one, and every architecture in
+    ARCHITECTURES can be made. Offline, deterministic; import it at IMPORT_MAX_SEQ_LEN so that long texts truncate."""
+    return make_checkpoint(dest, architecture, task=TOKEN_TASK, labels=labels, seed=seed,
+                           config_overrides=config_overrides)
 
 
 def make_sentence_transformer(dest: Path, architecture: str, *, pooling: str = "mean", normalize: bool = True,

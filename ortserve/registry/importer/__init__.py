@@ -1,12 +1,14 @@
 """`registry import`: a Hugging Face checkpoint directory in, a bundle proven against PyTorch out.
 
-    checkpoint.py      the directory read without torch: layout, architecture, task, labels, pooling; refusals
+    checkpoint.py      the directory read without torch: layout, architecture, task (classify, embed, rerank,
+                       tokens), labels, pooling; refusals
     architectures.py   the encoders it takes, and the decoders it names when it refuses them
     torch_side.py      the checkpoint loaded with PyTorch: the module to export and PyTorch's answers
-    torch_graph.py     the exported modules: logits, or pooling + normalisation inside the graph
+    torch_graph.py     the exported modules: logits (per text, or per token), or pooling + normalisation inside the
+                       graph
     tokenizer_file.py  the bundle's tokenizer.json from the checkpoint's tokenizer
     export.py          torch.onnx.export and the wire check
-    parity.py          the parity gate: ONNX Runtime against PyTorch (pure)
+    parity.py          the parity gate: ONNX Runtime against PyTorch (pure), per text or per token
     pipeline.py        one import, from directory to bundle
 
 torch, transformers and sentence-transformers are the `import` extra: only torch_side.py, torch_graph.py and
@@ -19,6 +21,7 @@ from ortserve.registry.importer.checkpoint import (
     POOLING_CHOICES,
     POOLING_MODES,
     TASKS,
+    TOKENS,
     CheckpointError,
 )
 from ortserve.registry.importer.export import ExportError
@@ -34,6 +37,7 @@ __all__ = [
     "POOLING_CHOICES",
     "POOLING_MODES",
     "TASKS",
+    "TOKENS",
     "CheckpointError",
     "DestinationError",
     "ExportError",

@@ -7,16 +7,19 @@ tokenizer.json or the files transformers turns into one), and a sentence-transfo
 naming Transformer -> Pooling -> an optional Normalize, with the Transformer's files where its path says).
 
 The task comes from the checkpoint: a `*ForSequenceClassification` becomes a classifier whose labels are config's
-`id2label` in column order; a base model, a masked-LM checkpoint or a sentence-transformers directory becomes an
-embedding model, pooled as 1_Pooling/config.json says (mean for a plain encoder, or `--pooling`) and normalised
-where a Normalize module is listed (always for a plain encoder: cosine similarity is then a dot product).
+`id2label` in column order; a `*ForTokenClassification` a token classifier (named entities: a label per token, BIO
+or IOBES tags or any other), its labels `id2label` likewise (`--task tokens` asks for one where config.json names no
+class, and is refused where its class has another head); a base model, a masked-LM checkpoint or a
+sentence-transformers directory becomes an embedding model, pooled as 1_Pooling/config.json says (mean for a plain
+encoder, or `--pooling`) and normalised where a Normalize module is listed (always for a plain encoder: cosine
+similarity is then a dot product).
 
 A classifier of pairs of texts (a cross-encoder: reranking, NLI, duplicates) is told apart by the sentence-transformers
 CrossEncoder layout (config_sentence_transformers.json with model_type CrossEncoder, or the sentence_transformers
 or sbert_ce_default_activation_function keys in config.json, as versions 4-5 and 2-3 saved it), or asked for with
-`--task rerank` or `--pairs`. A one-label one is a reranker: its score goes through the activation CrossEncoder
-applies (the checkpoint's activation_fn, else CrossEncoder's default, a sigmoid), which must be a sigmoid or the
-identity.
+`--task rerank` or `--pairs` (both refused for a token classifier, which reads one text). A one-label one is a
+reranker: its score goes through the activation CrossEncoder applies (the checkpoint's activation_fn, else
+CrossEncoder's default, a sigmoid), which must be a sigmoid or the identity.
 
 Every refusal here is a CheckpointError whose message is one line naming the directory, before torch is imported:
 not a directory, no config.json, no weights, no tokenizer, a decoder (or a generative head), an architecture the
@@ -42,9 +45,9 @@ from ortserve.registry.importer.architectures import (
 )
 
 TRANSFORMERS, SENTENCE_TRANSFORMERS = "transformers", "sentence-transformers"
-CLASSIFY, EMBED, RERANK = "classify", "embed", "rerank"
-TASKS = (CLASSIFY, EMBED, RERANK)
-"""rerank: a classifier of pairs of texts (CLASSIFY with pairs)."""
+CLASSIFY, EMBED, RERANK, TOKENS = "classify", "embed", "rerank", "tokens"
+TASKS = (CLASSIFY, EMBED, RERANK, TOKENS)
+"""rerank: a classifier of pairs of texts (CLASSIFY with pairs); tokens: a token classifier (a label per token)."""
 ACTIVATIONS = {"torch.nn.modules.activation.Sigmoid": "sigmoid", "torch.nn.Sigmoid": "sigmoid",
                "torch.nn.modules.linear.Identity": "identity", "torch.nn.Identity": "identity"}
 """CrossEncoder activation_fn paths a reranker's SCORE reproduces, and the bundle's name for each."""
@@ -53,6 +56,7 @@ POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len_tokens")
 POOLING_CHOICES = POOLING_MODES[:3]
 """What `--pooling` offers for a plain encoder."""
 CLASSIFIER_SUFFIX = "ForSequenceClassification"
+TOKEN_CLASSIFIER_SUFFIX = "ForTokenClassification"
 # Heads whose checkpoints carry a whole encoder and nothing that a sentence vector needs: imported as embeddings.
 ENCODER_SUFFIXES = ("Model", "ForMaskedLM", "ForPreTraining")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -91,9 +95,9 @@ class Checkpoint:
     architecture: Architecture
     class_name: str
     """The checkpoint's class as config.json names it (its first `architectures` entry), else its model_type."""
-    task: str  # CLASSIFY or EMBED
+    task: str  # CLASSIFY, EMBED or TOKENS
     labels: tuple[str, ...] = ()
-    """A classifier's labels in column order (id2label); () for an embedding model."""
+    """A classifier's (or token classifier's) labels in column order (id2label); () for an embedding model."""
     multi_label: bool = False
     pooling: Pooling | None = None
     """An embedding model's pooling; None for a classifier."""
@@ -110,7 +114,18 @@ class Checkpoint:
 
     @property
     def classifier(self) -> bool:
+        """A sequence classifier: a row of logits per text."""
         return self.task == CLASSIFY
+
+    @property
+    def per_token(self) -> bool:
+        """A token classifier: a row of logits per token."""
+        return self.task == TOKENS
+
+    @property
+    def labelled(self) -> bool:
+        """Its output's columns are `labels` (a classifier or a token classifier)."""
+        return self.task in (CLASSIFY, TOKENS)
 
 
 def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str | None = None,
@@ -122,6 +137,9 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
         raise CheckpointError(f"--task must be {', '.join(TASKS[:-1])} or {TASKS[-1]}, got {task!r}")
     if pairs and task == EMBED:
         raise CheckpointError("--pairs applies to classifiers (a cross-encoder); an embedding model reads one text")
+    if pairs and task == TOKENS:
+        raise CheckpointError("--pairs applies to sequence classifiers (a cross-encoder); a token classifier "
+                              "(--task tokens) reads one text")
     cross_encoder = _cross_encoder_activation(root) if root.is_dir() else None
     wants_pairs = task == RERANK or bool(pairs) or (pairs is None and cross_encoder is not None and task != EMBED)
     if task == RERANK:
@@ -150,17 +168,34 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
     class_name = names[0] if names and isinstance(names[0], str) else str(model_type)
     architecture = _architecture(model_dir, model_type, class_name, config)
     layout = SENTENCE_TRANSFORMERS if st_pooling is not None else TRANSFORMERS
-    detected = EMBED if layout == SENTENCE_TRANSFORMERS or not class_name.endswith(CLASSIFIER_SUFFIX) else CLASSIFY
+    detected = (EMBED if layout == SENTENCE_TRANSFORMERS else CLASSIFY if class_name.endswith(CLASSIFIER_SUFFIX)
+                else TOKENS if class_name.endswith(TOKEN_CLASSIFIER_SUFFIX) else EMBED)
     chosen = task or detected
+    if wants_pairs and TOKENS in (chosen, detected):
+        raise CheckpointError(f"{model_dir}: {class_name} is a token classifier, which reads one text; a classifier "
+                              "of pairs (a cross-encoder: --pairs, --task rerank) needs a sequence-classification head")
     if wants_pairs and chosen != CLASSIFY:
         raise CheckpointError(f"{model_dir}: {class_name} has no sequence-classification head; a classifier of pairs "
                               "(a cross-encoder: --pairs, --task rerank) needs one")
+    if chosen == CLASSIFY and detected == TOKENS:
+        raise CheckpointError(f"{model_dir}: {class_name} is a token classifier (a label per token), not a sequence "
+                              "classifier; leave --task out (or --task tokens)")
     if chosen == CLASSIFY and detected != CLASSIFY:
         raise CheckpointError(f"{model_dir}: {class_name} has no sequence-classification head, so it cannot be "
                               f"imported as a classifier; import it as an embedding model (--task embed)")
+    if chosen == TOKENS and detected != TOKENS and (layout == SENTENCE_TRANSFORMERS or names):
+        raise CheckpointError(f"{model_dir}: {class_name} has no token-classification head, so it cannot be imported "
+                              "as a token classifier (--task tokens takes a *ForTokenClassification, or a checkpoint "
+                              "whose config.json names no class)")
     if task is None and layout == TRANSFORMERS and chosen == EMBED and not class_name.endswith(ENCODER_SUFFIXES):
-        raise CheckpointError(f"{model_dir}: {class_name} is neither a sequence classifier nor a plain encoder; "
-                              f"--task embed imports its encoder alone")
+        raise CheckpointError(f"{model_dir}: {class_name} is neither a sequence or token classifier nor a plain "
+                              f"encoder; --task embed imports its encoder alone")
+    if chosen == TOKENS:
+        if pooling is not None:
+            raise CheckpointError("--pooling applies to embedding models; a token classifier answers per token")
+        labels, warnings = _labels(model_dir, config)
+        return Checkpoint(path=root, model_dir=model_dir, layout=layout, config=config, architecture=architecture,
+                          class_name=class_name, task=TOKENS, labels=labels, weights=weights, warnings=warnings)
     if chosen == CLASSIFY:
         if pooling is not None:
             raise CheckpointError("--pooling applies to embedding models; a classifier's head does its own pooling")

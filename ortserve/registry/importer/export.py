@@ -1,7 +1,8 @@
 """The torch module to ONNX: the bundle's inputs and output, dynamic batch and sequence axes, FP32, one file.
 
     exported = export(graph, ...)     torch.onnx.export, then the wire checked: int64 [batch, sequence] inputs named
-                                      as the bundle format names them, float32 [batch, columns] out
+                                      as the bundle format names them, float32 [batch, columns] out (a token
+                                      classifier's, per_token: [batch, sequence, labels], both axes dynamic)
 
 The exporter is torch.onnx's TorchScript one (`dynamo=False`), at opset 17, with the model's eager attention. Why not
 the torch.export-based default: for all-MiniLM-L6-v2 its graph ran 12-15% slower under ONNX Runtime (2 threads,
@@ -39,9 +40,9 @@ class Exported:
 
 
 def export(graph: Any, input_names: tuple[str, ...], output_name: str, *, columns: int, max_seq_len: int, pad_id: int,
-           example_id: int) -> Exported:
-    """Exports `graph` (a torch module in eval mode taking `input_names`, answering [batch, `columns`]); see the module
-    docstring."""
+           example_id: int, per_token: bool = False) -> Exported:
+    """Exports `graph` (a torch module in eval mode taking `input_names`, answering [batch, `columns`], or with
+    `per_token` [batch, sequence, `columns`]); see the module docstring."""
     import onnx
     import torch
 
@@ -60,7 +61,7 @@ def export(graph: Any, input_names: tuple[str, ...], output_name: str, *, column
             warnings.simplefilter("ignore")  # tracer and deprecation warnings: the parity gate judges the graph
             torch.onnx.export(graph, args, buffer, input_names=list(input_names), output_names=[output_name],
                               dynamic_axes={**{name: dict(enumerate(AXES)) for name in input_names},
-                                            output_name: {0: AXES[0]}},
+                                            output_name: dict(enumerate(AXES if per_token else AXES[:1]))},
                               opset_version=OPSET, dynamo=False, do_constant_folding=True)
     except Exception as e:  # torch.onnx raises anything (RuntimeError, TypeError, its own errors...) on odd models
         raise ExportError(f"torch.onnx.export failed ({type(e).__name__}: {_first_line(e)})") from e
@@ -70,9 +71,9 @@ def export(graph: Any, input_names: tuple[str, ...], output_name: str, *, column
     if len(data) > PROTOBUF_LIMIT:
         raise ExportError(f"the model is {len(data) / 2**30:.1f} GiB; one model.onnx holds at most 2 GiB")
     model = onnx.load_from_string(data)
-    _check_wire(model, input_names, output_name)
+    _check_wire(model, input_names, output_name, rank=3 if per_token else 2)
     # The exporter names a width it could not infer (after a division, say) symbolically; the bundle declares it.
-    width = model.graph.output[0].type.tensor_type.shape.dim[1]
+    width = model.graph.output[0].type.tensor_type.shape.dim[-1]
     if width.HasField("dim_value") and width.dim_value != columns:
         raise ExportError(f"the exported graph's {output_name!r} is {width.dim_value} wide, expected {columns}")
     width.Clear()
@@ -84,7 +85,7 @@ def export(graph: Any, input_names: tuple[str, ...], output_name: str, *, column
     return Exported(model_bytes=model.SerializeToString(), nodes=len(model.graph.node))
 
 
-def _check_wire(model: Any, input_names: tuple[str, ...], output_name: str) -> None:
+def _check_wire(model: Any, input_names: tuple[str, ...], output_name: str, *, rank: int) -> None:
     import onnx
 
     inputs = [vi for vi in model.graph.input if vi.name not in {t.name for t in model.graph.initializer}]
@@ -95,14 +96,14 @@ def _check_wire(model: Any, input_names: tuple[str, ...], output_name: str) -> N
     outputs = list(model.graph.output)
     if [vi.name for vi in outputs] != [output_name]:
         raise ExportError(f"the exported graph's outputs are {[vi.name for vi in outputs]}, expected [{output_name!r}]")
-    _check_tensor(outputs[0], onnx.TensorProto.FLOAT, symbolic=1)
+    _check_tensor(outputs[0], onnx.TensorProto.FLOAT, symbolic=rank - 1, rank=rank)
 
 
-def _check_tensor(vi: Any, elem_type: int, *, symbolic: int) -> None:
-    """The tensor's type, rank 2, and its first `symbolic` axes not fixed to the traced example's sizes."""
+def _check_tensor(vi: Any, elem_type: int, *, symbolic: int, rank: int = 2) -> None:
+    """The tensor's type, its rank, and its first `symbolic` axes not fixed to the traced example's sizes."""
     tensor = vi.type.tensor_type
-    if tensor.elem_type != elem_type or len(tensor.shape.dim) != 2:
-        raise ExportError(f"the exported graph's {vi.name!r} is not a rank-2 tensor of the bundle format's type")
+    if tensor.elem_type != elem_type or len(tensor.shape.dim) != rank:
+        raise ExportError(f"the exported graph's {vi.name!r} is not a rank-{rank} tensor of the bundle format's type")
     fixed = [n for n, dim in enumerate(tensor.shape.dim[:symbolic]) if dim.HasField("dim_value")]
     if fixed:
         raise ExportError(f"the exported graph fixed {vi.name!r}'s axis {fixed[0]} to the traced example's "

@@ -8,6 +8,11 @@
         answers (PyTorch's, references.py), the evaluation file if the checkpoint has one, and manifest.json with
         the "imported" provenance, into a temp dir beside `dest` -> validated as a bundle -> renamed onto `dest`
 
+A token classifier (checkpoint.py) is exported with `logits` [batch, sequence, labels], both axes dynamic; PyTorch's
+answer for a text is its logits [T, labels] (T its tokens, truncated at max_seq_len), ONNX Runtime's the graph's rows
+at the text's mask=1 positions, and the gate holds every token to the classifier's rule; its reference answers are a
+row of logits per token (references.py).
+
 A classifier of pairs (a cross-encoder; checkpoint.py) is judged on pairs: each evaluation text with another one as
 its second text (PAIR_STEP texts on), the long ones among them, tokenized as the checkpoint's tokenizer makes a pair
 (token types included) on both sides; its reference answers are pairs too.
@@ -39,6 +44,7 @@ from ortserve.registry.accuracy import (
     make_batches,
     open_session,
     run_outputs,
+    run_token_outputs,
 )
 from ortserve.registry.bundle import (
     CLASSIFIER_FORMAT,
@@ -47,6 +53,7 @@ from ortserve.registry.bundle import (
     MANIFEST_FILE,
     MODEL_FILE,
     REFERENCES_FILE,
+    TOKEN_CLASSIFIER_FORMAT,
     TOKENIZER_FILE,
     BundleError,
     BundleManifest,
@@ -58,7 +65,7 @@ from ortserve.registry.cpu import cpu_info
 from ortserve.registry.importer import torch_side
 from ortserve.registry.importer.checkpoint import Checkpoint, CheckpointError, read_checkpoint
 from ortserve.registry.importer.export import EXPORTER, ExportError, export
-from ortserve.registry.importer.parity import ParityReport, Run, judge
+from ortserve.registry.importer.parity import ParityReport, Run, TokenOutputs, judge
 from ortserve.registry.importer.tokenizer_file import bundle_ids, tokenizer_json
 
 Progress = Callable[[str], None]
@@ -95,8 +102,12 @@ class ImportResult:
     def summary(self) -> dict[str, Any]:
         """The machine-readable form (`registry import --json`)."""
         m = self.manifest
-        shape: dict[str, Any] = {"labels": list(m.labels), "multi_label": m.multi_label, "pairs": m.pairs,
-                                 "score_activation": m.score_activation} if m.kind == "classifier" else {"dim": m.dim}
+        shape: dict[str, Any] = {"dim": m.dim}
+        if m.kind == "classifier":
+            shape = {"labels": list(m.labels), "multi_label": m.multi_label, "pairs": m.pairs,
+                     "score_activation": m.score_activation}
+        elif m.per_token:
+            shape = {"labels": list(m.labels), "per_token": True}
         return {"bundle": str(self.path), "format": m.format, **shape, "max_seq_len": m.max_seq_len,
                 "architecture": self.checkpoint.class_name, "from": self.checkpoint.layout,
                 "model_bytes": self.model_bytes, "seconds": round(self.seconds, 3), "warnings": list(self.warnings),
@@ -118,6 +129,8 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
             f"({', '.join(checkpoint.labels)})" + (", multi-label" if checkpoint.multi_label else "")
             + (f", SCORE through a {checkpoint.score_activation}" if checkpoint.score_activation else "")
             if checkpoint.classifier
+            else f"a token classifier of {len(checkpoint.labels)} labels ({', '.join(checkpoint.labels)})"
+            if checkpoint.per_token
             else f"an embedding model ({checkpoint.pooling.describe() if checkpoint.pooling else ''})")
     report(f"read {checkpoint.path}: {checkpoint.class_name} ({checkpoint.architecture.name}, {checkpoint.layout} "
            f"layout), imported as {what}")
@@ -137,24 +150,31 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
     seconds = [texts[(i + PAIR_STEP) % len(texts)] for i in range(len(texts))] if checkpoint.pairs else None
 
     t0 = time.perf_counter()
-    output = FORMATS[CLASSIFIER_FORMAT if checkpoint.classifier else EMBEDDING_FORMAT][1]
+    bundle_format = _format(checkpoint)
+    output = FORMATS[bundle_format][1]
     exported = export(model.graph, model.input_names, output, columns=model.columns, max_seq_len=limit,
-                      pad_id=pad_id(spec), example_id=_ordinary_id(model.tokenizer))
+                      pad_id=pad_id(spec), example_id=_ordinary_id(model.tokenizer), per_token=checkpoint.per_token)
     report(f"exported {MODEL_FILE}: {EXPORTER['name']} ({EXPORTER['mode']}, opset {EXPORTER['opset']}), "
            f"{exported.nodes} nodes, {len(exported.model_bytes) / 2**20:.1f} MiB ({time.perf_counter() - t0:.1f}s)")
 
     t0 = time.perf_counter()
-    reference = model.reference_outputs(texts, seconds)
-    _check_shape(reference, len(texts), model.columns)
+    reference: np.ndarray | TokenOutputs
+    if checkpoint.per_token:
+        reference = model.reference_token_outputs(texts)
+        _check_token_shapes(reference, len(texts), model.columns, limit)
+    else:
+        reference = model.reference_outputs(texts, seconds)
+        _check_shape(reference, len(texts), model.columns)
     report(f"PyTorch: {len(texts)} texts ({time.perf_counter() - t0:.1f}s)")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ortserve-import-") as scratch:
         tokenizer_path = Path(scratch) / TOKENIZER_FILE
         tokenizer_path.write_text(tokenizer_text, encoding="utf-8")
-        runs = _onnx_runs(exported.model_bytes, tokenizer_path, limit, texts, output, seconds)
+        runs = _onnx_runs(exported.model_bytes, tokenizer_path, limit, texts, output, seconds,
+                          per_token=checkpoint.per_token)
         counts = references.token_counts(tokenizer_path, texts, seconds)
     report(f"ONNX Runtime: {len(texts)} texts in batches of {BATCH_SIZE} and alone ({time.perf_counter() - t0:.1f}s)")
-    parity = judge("classifier" if checkpoint.classifier else "embedding", texts, reference, runs,
+    parity = judge(FORMATS[bundle_format][0], texts, reference, runs,
                    reference_ids=model.reference_ids(texts, seconds),
                    bundle_ids=bundle_ids(tokenizer_text, texts, limit, seconds),
                    eval_name=evals.name, eval_sha256=evals.sha256, long_texts=len(texts) - len(evals.texts),
@@ -166,7 +186,8 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
                             f"{'; '.join(parity.refusals)}; nothing written", parity)
 
     refs = references.build(texts, counts, reference, max_seq_len=limit, classifier=checkpoint.classifier,
-                            candidates=[run.outputs for run in runs] if checkpoint.classifier else (), pairs=seconds)
+                            candidates=[run.outputs for run in runs] if checkpoint.labelled else (), pairs=seconds,
+                            per_token=checkpoint.per_token)
     refs_bytes = refs.encode()
     outputs_from = f"PyTorch {model.tools['torch']} (eval, FP32, CPU): {model.reference_name}, {evals.name}"
     manifest = _manifest(checkpoint, model, parity, limit, references.manifest_entry(refs_bytes, refs, outputs_from))
@@ -182,14 +203,15 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
 
 
 def _onnx_runs(model_bytes: bytes, tokenizer_path: Path, limit: int, texts: Sequence[str], output: str,
-               pairs: Sequence[str] | None = None) -> list[Run]:
+               pairs: Sequence[str] | None = None, *, per_token: bool = False) -> list[Run]:
     """The exported graph as the server feeds it: in batches of 16 in the texts' order, and one text at a time
-    (with `pairs`: each text and its second text, one row)."""
+    (with `pairs`: each text and its second text, one row; `per_token`: each text's rows at its mask=1 positions)."""
+    run = run_token_outputs if per_token else run_outputs
     try:
         session = open_session(model_bytes, THREADS)
-        batched = run_outputs(session, make_batches(tokenizer_path, limit, texts, BATCH_SIZE, by_length=False,
-                                                    pairs=pairs), len(texts), output)
-        alone = run_outputs(session, make_batches(tokenizer_path, limit, texts, 1, pairs=pairs), len(texts), output)
+        batched = run(session, make_batches(tokenizer_path, limit, texts, BATCH_SIZE, by_length=False, pairs=pairs),
+                      len(texts), output)
+        alone = run(session, make_batches(tokenizer_path, limit, texts, 1, pairs=pairs), len(texts), output)
     except Exception as e:  # ORT raises its own types (Fail, InvalidGraph, RuntimeException...)
         raise ExportError(f"ONNX Runtime could not run the exported graph ({type(e).__name__}: "
                           f"{(str(e).strip().splitlines() or [''])[0][:200]})") from e
@@ -227,11 +249,14 @@ def _manifest(checkpoint: Checkpoint, model: torch_side.TorchModel, parity: Pari
     import tokenizers
 
     kind: dict[str, Any]
-    if checkpoint.classifier:
+    if checkpoint.per_token:
+        kind = {"format": TOKEN_CLASSIFIER_FORMAT, "labels": list(checkpoint.labels)}
+        task: dict[str, Any] = {"task": "tokens"}
+    elif checkpoint.classifier:
         kind = {"format": CLASSIFIER_FORMAT, "labels": list(checkpoint.labels)}
         if checkpoint.multi_label:
             kind["multi_label"] = True
-        task: dict[str, Any] = {"task": "classify", "problem_type": checkpoint.config.get("problem_type")}
+        task = {"task": "classify", "problem_type": checkpoint.config.get("problem_type")}
         if checkpoint.pairs:
             kind["pairs"] = True
             task = {**task, "task": "rerank" if checkpoint.score_activation else "classify pairs",
@@ -247,6 +272,8 @@ def _manifest(checkpoint: Checkpoint, model: torch_side.TorchModel, parity: Pari
     verdict = parity.runs[0]
     figure = (f"max |delta logit| {max(r.max_abs_delta for r in parity.runs):.2g}, argmax identical on "
               f"{verdict.agree}/{verdict.texts}" if checkpoint.classifier
+              else f"max |delta logit| {max(r.max_abs_delta for r in parity.runs):.2g}, argmax identical on "
+              f"{verdict.agree}/{verdict.tokens} tokens" if checkpoint.per_token
               else f"cosine >= {min(r.min_cosine or 0.0 for r in parity.runs):.7f}")
     notes = (f"{checkpoint.class_name} ({checkpoint.architecture.name}) imported from {checkpoint.path.name} "
              f"({checkpoint.layout}); PyTorch parity on {len(parity.texts)} texts: {figure}")
@@ -284,6 +311,21 @@ def _write(tmp: Path, files: dict[str, bytes], eval_file: Path | None) -> Bundle
         return validate_bundle(tmp)
     except BundleError as e:  # a bug here, not in the checkpoint: say so
         raise ExportError(f"the imported bundle failed validation: {e}") from None
+
+
+def _format(checkpoint: Checkpoint) -> str:
+    """The bundle format the checkpoint's task makes."""
+    if checkpoint.per_token:
+        return TOKEN_CLASSIFIER_FORMAT
+    return CLASSIFIER_FORMAT if checkpoint.classifier else EMBEDDING_FORMAT
+
+
+def _check_token_shapes(reference: TokenOutputs, texts: int, columns: int, limit: int) -> None:
+    if len(reference) != texts or any(r.ndim != 2 or r.shape[1] != columns or not 1 <= len(r) <= limit
+                                      for r in reference):
+        shapes = sorted({str(list(r.shape)) for r in reference})[:3]
+        raise ExportError(f"PyTorch answered {len(reference)} token outputs of shapes {', '.join(shapes)}, expected "
+                          f"{texts} of [1..{limit}, {columns}]")
 
 
 def _check_shape(reference: np.ndarray, texts: int, columns: int) -> None:

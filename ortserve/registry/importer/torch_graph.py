@@ -1,6 +1,7 @@
 """The PyTorch modules an import exports: token ids in, a classifier's logits or a sentence vector out.
 
-    Logits(model, takes_token_types)                    model(...).logits as float32 [batch, labels]
+    Logits(model, takes_token_types)                    model(...).logits as float32 [batch, labels] (a token
+                                                        classifier's [batch, sequence, labels])
     SentenceVector(encoder, modes, normalize, ...)      last_hidden_state -> pooling -> optional L2 norm [batch, dim]
 
 Their forward takes exactly the bundle's inputs (input_ids, attention_mask, and token_type_ids where the model uses
@@ -19,6 +20,15 @@ import torch
 import torch.nn.functional as F
 
 
+def model_inputs(input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None,
+                 takes_token_types: bool) -> dict[str, torch.Tensor | None]:
+    """The checkpoint's keyword inputs: token_type_ids only where the model takes them."""
+    inputs: dict[str, torch.Tensor | None] = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if takes_token_types:
+        inputs["token_type_ids"] = token_type_ids
+    return inputs
+
+
 class Logits(torch.nn.Module):
     def __init__(self, model: Any, *, takes_token_types: bool) -> None:
         super().__init__()
@@ -27,9 +37,7 @@ class Logits(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if self.takes_token_types:
-            inputs["token_type_ids"] = token_type_ids
+        inputs = model_inputs(input_ids, attention_mask, token_type_ids, self.takes_token_types)
         return self.model(**inputs).logits.float()
 
 
@@ -43,9 +51,7 @@ class SentenceVector(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if self.takes_token_types:
-            inputs["token_type_ids"] = token_type_ids
+        inputs = model_inputs(input_ids, attention_mask, token_type_ids, self.takes_token_types)
         hidden = self.encoder(**inputs).last_hidden_state.float()
         mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
         parts = []

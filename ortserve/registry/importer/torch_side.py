@@ -4,6 +4,7 @@
     model.graph                    the torch module to export (eval, FP32, eager attention; torch_graph.py)
     model.reference_outputs(texts) what transformers (the model as users load it, one text at a time) or
                                    sentence-transformers' encode gives: logits or sentence vectors, float32
+    model.reference_token_outputs(texts)   a token classifier's: its logits [T, labels] per text, T its tokens
     model.reference_ids(texts)     the checkpoint's own tokenizer's ids, truncated at max_seq_len
 
 Loading checks what needs the weights, each a CheckpointError (exit 2): the tokenizer loads, every weight the config
@@ -45,17 +46,20 @@ class TorchModel:
     tokenizer: Any
     """The checkpoint's tokenizer as transformers loads it (a fast tokenizer: its backend is the bundle's)."""
     graph: Any
-    """torch.nn.Module: the bundle's inputs in, `logits` or the sentence vector out."""
+    """torch.nn.Module: the bundle's inputs in, `logits` ([batch, labels], a token classifier's [batch, seq, labels])
+    or the sentence vector out."""
     input_names: tuple[str, ...]
     columns: int
     max_seq_len: int
     reference_name: str
     """What computed the reference, for the manifest: the library, its version and the model class or call."""
     tools: dict[str, str]
-    _outputs: Callable[[Sequence[str]], np.ndarray]
     _ids: Callable[[Sequence[str]], list[list[int]]]
+    _outputs: Callable[[Sequence[str]], np.ndarray] | None = None
+    """A row per text (a classifier's, an embedding model's); None for a token classifier."""
     _pair_outputs: Callable[[Sequence[str], Sequence[str]], np.ndarray] | None = None
     _pair_ids: Callable[[Sequence[str], Sequence[str]], list[list[int]]] | None = None
+    _token_outputs: Callable[[Sequence[str]], list[np.ndarray]] | None = None
 
     def reference_outputs(self, texts: Sequence[str], pairs: Sequence[str] | None = None) -> np.ndarray:
         """float32 [texts, columns]: PyTorch's answers, eval mode, FP32, on the CPU (with `pairs`: to each text
@@ -64,7 +68,15 @@ class TorchModel:
             if pairs is not None:
                 assert self._pair_outputs is not None, "pairs are a classifier's"
                 return self._pair_outputs(texts, pairs)
+            assert self._outputs is not None, "a token classifier answers per token: reference_token_outputs"
             return self._outputs(texts)
+
+    def reference_token_outputs(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """A token classifier's PyTorch answers: float32 [T, labels] per text, one text at a time, unpadded, T its
+        token count under the checkpoint's tokenizer truncated at max_seq_len (special tokens included)."""
+        assert self._token_outputs is not None, "per-token outputs are a token classifier's"
+        with _quiet():
+            return self._token_outputs(texts)
 
     def reference_ids(self, texts: Sequence[str], pairs: Sequence[str] | None = None) -> list[list[int]]:
         with _quiet():
@@ -79,7 +91,8 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
     and once more with eager attention (the graph to export, whose attention ONNX Runtime's fusions recognise)."""
     torch, transformers = _require("torch"), _require("transformers")
     st = _require("sentence_transformers") if checkpoint.layout == SENTENCE_TRANSFORMERS else None
-    auto = transformers.AutoModelForSequenceClassification if checkpoint.classifier else transformers.AutoModel
+    auto = (transformers.AutoModelForSequenceClassification if checkpoint.classifier
+            else transformers.AutoModelForTokenClassification if checkpoint.per_token else transformers.AutoModel)
     with _quiet():
         tokenizer = _tokenizer(checkpoint, transformers)
         exported = _model(checkpoint, auto, attn_implementation="eager")
@@ -93,7 +106,20 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
 
     tools = {"torch": torch.__version__, "transformers": transformers.__version__}
     ids = _transformers_ids(tokenizer, limit)
-    if checkpoint.classifier:
+    outputs: Callable[[Sequence[str]], np.ndarray] | None = None
+    token_outputs: Callable[[Sequence[str]], list[np.ndarray]] | None = None
+    if checkpoint.per_token:
+        graph = Logits(exported, takes_token_types=takes_token_types).eval()
+        columns = len(checkpoint.labels)
+        reference_name = f"transformers {transformers.__version__} {reference.__class__.__name__}"
+
+        def each_text_alone(texts: Sequence[str]) -> list[np.ndarray]:
+            with torch.inference_mode():
+                return [reference(**_encode(tokenizer, text, limit)).logits[0].float().numpy().astype(np.float32)
+                        for text in texts]
+
+        token_outputs = each_text_alone
+    elif checkpoint.classifier:
         graph = Logits(exported, takes_token_types=takes_token_types).eval()
         columns = len(checkpoint.labels)
         outputs = _one_at_a_time(lambda text: reference(**_encode(tokenizer, text, limit)).logits, torch)
@@ -127,7 +153,8 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
             reference_name = (f"transformers {transformers.__version__} {reference.__class__.__name__} with "
                               f"{pooling.describe()} in PyTorch")
     model = TorchModel(checkpoint=checkpoint, tokenizer=tokenizer, graph=graph, input_names=names, columns=columns,
-                       max_seq_len=limit, reference_name=reference_name, tools=tools, _outputs=outputs, _ids=ids)
+                       max_seq_len=limit, reference_name=reference_name, tools=tools, _outputs=outputs, _ids=ids,
+                       _token_outputs=token_outputs)
     if checkpoint.classifier:
         model._pair_outputs, model._pair_ids = pair_outputs, pair_ids
     return model
@@ -175,7 +202,7 @@ def _check_loaded(checkpoint: Checkpoint, info: dict[str, Any]) -> None:
     if mismatched:
         labels = len(checkpoint.labels)
         head = [m for m in mismatched if m[2] and m[2][0] == labels and m[1] and m[1][0] != labels]
-        if checkpoint.classifier and len(head) == len(mismatched):
+        if checkpoint.labelled and len(head) == len(mismatched):
             name, have, _want = max(head, key=lambda m: (len(m[1]), m[0]))  # the weight matrix, not its bias
             raise CheckpointError(f"{where}: config.json's id2label lists {labels} labels but the checkpoint's "
                                   f"classifier has {have[0]} outputs ({name} is {list(have)}); make id2label name "

@@ -1,5 +1,6 @@
 """Importer fixtures: tiny random checkpoints of every architecture, both tasks, made offline in the session, and
-their imports (real PyTorch, real torch.onnx export, real ONNX Runtime), made once and shared read-only."""
+their imports (real PyTorch, real torch.onnx export, real ONNX Runtime), made once and shared read-only; and the
+same for token classifiers (every architecture with BIO tags, BERT also with IOBES)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,16 @@ import os
 from pathlib import Path
 
 import pytest
-from support.hf_checkpoints import ARCHITECTURES, IMPORT_MAX_SEQ_LEN, OFFLINE, TASKS, make_checkpoint
+from support.hf_checkpoints import (
+    ARCHITECTURES,
+    IMPORT_MAX_SEQ_LEN,
+    OFFLINE,
+    TASKS,
+    TOKEN_CASES,
+    TOKEN_LABELS,
+    make_checkpoint,
+    make_token_checkpoint,
+)
 
 from ortserve.registry.importer import ImportResult, import_checkpoint
 
@@ -38,3 +48,20 @@ def imported(checkpoints: dict[Key, Path], tmp_path_factory: pytest.TempPathFact
     root = tmp_path_factory.mktemp("imported")
     return {key: import_checkpoint(path, root / f"{key[0]}-{key[1]}", max_seq_len=IMPORT_MAX_SEQ_LEN)
             for key, path in checkpoints.items()}
+
+
+@pytest.fixture(scope="session")
+def token_checkpoints(tmp_path_factory: pytest.TempPathFactory, torch_one_thread: None) -> dict[Key, Path]:
+    """(architecture, "bio" | "iobes") -> a *ForTokenClassification save_pretrained directory; read-only."""
+    root = tmp_path_factory.mktemp("token-checkpoints")
+    return {(arch, tags): make_token_checkpoint(root / f"{arch}-{tags}", arch, labels=TOKEN_LABELS[tags], seed=40 + n)
+            for n, (arch, tags) in enumerate(TOKEN_CASES)}
+
+
+@pytest.fixture(scope="session")
+def token_imported(token_checkpoints: dict[Key, Path],
+                   tmp_path_factory: pytest.TempPathFactory) -> dict[Key, ImportResult]:
+    """(architecture, label set) -> its import at IMPORT_MAX_SEQ_LEN; the bundles are read-only by convention."""
+    root = tmp_path_factory.mktemp("token-imported")
+    return {key: import_checkpoint(path, root / f"{key[0]}-{key[1]}", max_seq_len=IMPORT_MAX_SEQ_LEN)
+            for key, path in token_checkpoints.items()}

@@ -110,10 +110,9 @@ REFUSALS = {
                           "BertLMHeadModel (model_type bert) is a decoder language model"),
     "a decoder config": (lambda p: checkpoint(p, {"model_type": "bert", "is_decoder": True}), {},
                          "is a decoder language model"),
-    "a token classifier": (lambda p: checkpoint(p, {"model_type": "bert",
-                                                    "architectures": ["BertForTokenClassification"]}), {},
-                           "BertForTokenClassification is neither a sequence classifier nor a plain encoder; "
-                           "--task embed imports its encoder alone"),
+    "another head": (lambda p: checkpoint(p, {"model_type": "bert", "architectures": ["BertForQuestionAnswering"]}),
+                     {}, "BertForQuestionAnswering is neither a sequence or token classifier nor a plain encoder; "
+                         "--task embed imports its encoder alone"),
     "pooling for a classifier": (lambda p: checkpoint(p, BERT), {"pooling": "mean"},
                                  "--pooling applies to embedding models"),
     "a label named twice": (lambda p: checkpoint(p, {**BERT, "id2label": {"0": "a", "1": "a"}}), {},
@@ -173,3 +172,60 @@ def test_pairs_are_read_from_the_cross_encoder_layout_and_the_flags(tmp_path: Pa
     three = make_checkpoint(tmp_path / "three", "bert", labels=("a", "b", "c"))
     nli = read_checkpoint(three, pairs=True)
     assert nli.pairs and nli.score_activation is None
+
+
+NER = {"model_type": "bert", "architectures": ["BertForTokenClassification"], "max_position_embeddings": 128,
+       "id2label": {"0": "O", "2": "I-PER", "1": "B-PER"}}
+
+
+def test_a_token_classifier_is_read_as_one_with_its_labels_in_column_order(tmp_path: Path) -> None:
+    found = read_checkpoint(checkpoint(tmp_path / "ner", NER))
+    assert (found.task, found.labels, found.per_token, found.classifier, found.labelled) == (
+        "tokens", ("O", "B-PER", "I-PER"), True, False, True)
+    assert found.pooling is None and not found.pairs and not found.multi_label
+    assert read_checkpoint(checkpoint(tmp_path / "asked", NER), task="tokens").task == "tokens"
+    unnamed = {k: v for k, v in NER.items() if k != "architectures"}  # a config that names no class: ask for it
+    assert read_checkpoint(checkpoint(tmp_path / "unnamed", unnamed), task="tokens").labels == ("O", "B-PER", "I-PER")
+    with pytest.raises(CheckpointError, match="bert is neither a sequence or token classifier nor a plain encoder"):
+        read_checkpoint(checkpoint(tmp_path / "unnamed2", unnamed))  # unasked, it is no kind the import can tell
+    encoder = read_checkpoint(checkpoint(tmp_path / "encoder", NER), task="embed")  # its encoder alone
+    assert (encoder.task, encoder.labels) == ("embed", ())
+
+
+TOKEN_REFUSALS = {
+    "--pairs": ({"pairs": True}, NER, "BertForTokenClassification is a token classifier, which reads one text; a "
+                                      "classifier of pairs (a cross-encoder: --pairs, --task rerank) needs a "
+                                      "sequence-classification head"),
+    "--task rerank": ({"task": "rerank"}, NER, "is a token classifier, which reads one text"),
+    "--task tokens --pairs": ({"task": "tokens", "pairs": True}, BERT,
+                              "--pairs applies to sequence classifiers (a cross-encoder); a token classifier "
+                              "(--task tokens) reads one text"),
+    "--task classify": ({"task": "classify"}, NER, "BertForTokenClassification is a token classifier (a label per "
+                                                   "token), not a sequence classifier; leave --task out"),
+    "--pooling": ({"pooling": "mean"}, NER, "--pooling applies to embedding models; a token classifier answers per "
+                                            "token"),
+    "--task tokens on a sequence classifier": ({"task": "tokens"}, BERT,
+                                               "BertForSequenceClassification has no token-classification head, so "
+                                               "it cannot be imported as a token classifier"),
+    "--task tokens on a base model": ({"task": "tokens"}, {**BERT, "architectures": ["BertModel"]},
+                                      "BertModel has no token-classification head"),
+    "a label named twice": ({}, {**NER, "id2label": {"0": "O", "1": "O"}}, "id2label names a label twice"),
+    "id2label with a gap": ({}, {**NER, "id2label": {"0": "O", "2": "B-PER"}},
+                            "id2label keys must be the column indices 0..1, got [0, 2]"),
+}
+
+
+@pytest.mark.parametrize("case", TOKEN_REFUSALS, ids=list(TOKEN_REFUSALS))
+def test_what_makes_no_sense_for_a_token_classifier_is_refused(tmp_path: Path, case: str) -> None:
+    options, config, expected = TOKEN_REFUSALS[case]
+    with pytest.raises(CheckpointError) as refused:
+        read_checkpoint(checkpoint(tmp_path / "ckpt", config), **options)
+    message = str(refused.value)
+    assert expected in message and "\n" not in message
+
+
+def test_a_cross_encoder_layout_around_a_token_classifier_is_refused(tmp_path: Path) -> None:
+    root = checkpoint(tmp_path / "ce", NER)
+    (root / "config_sentence_transformers.json").write_text(json.dumps({"model_type": "CrossEncoder"}))
+    with pytest.raises(CheckpointError, match="is a token classifier, which reads one text"):
+        read_checkpoint(root)

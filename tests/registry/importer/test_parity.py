@@ -74,3 +74,50 @@ def test_embeddings_by_cosine() -> None:
     turned[1] = rng.standard_normal(8)
     verdict = judge_run("embedding", reference, Run("alone", turned))
     assert verdict.below_cosine == 1 and verdict.worst_text == 1
+
+
+# -- a token classifier: the same rule for every token of every text ---------------------------------------
+
+TOKEN_TEXTS = ("Ana à Lisboa", "東京", "🙂")
+TOKEN_REFERENCE = (np.array([[3.0, -1.0, 0.0], [0.0, 2.0, 1.0], [0.5, 0.49995, 0.0]], np.float32),
+                   np.array([[-40.0, 30.0, 1.0], [1.0, 0.0, 0.0]], np.float32),
+                   np.array([[0.2, 0.1, 0.3]], np.float32))
+
+
+def tokens(*runs: list[np.ndarray]) -> ParityReport:
+    ids = [[1, 2, 3], [4, 5], [6]]
+    return judge("token-classifier", TOKEN_TEXTS, TOKEN_REFERENCE, [Run(f"run {n}", r) for n, r in enumerate(runs)],
+                 reference_ids=ids, bundle_ids=ids, eval_name="eval.txt", eval_sha256="0" * 64, long_texts=0,
+                 reference_name="transformers x")
+
+
+def test_every_token_is_held_to_the_tolerance_relative_to_its_own_largest_logit() -> None:
+    nudged = [r.copy() for r in TOKEN_REFERENCE]
+    nudged[1][0, 1] += 0.9 * LOGIT_TOLERANCE * 40.0  # within: that token's largest |logit| is 40
+    nudged[0][2] = [0.49995, 0.5, 0.0]  # a tie within two tolerances, swapped: either label agrees
+    report = tokens(nudged)
+    assert report.passed and report.kind == "token-classifier"
+    (run,) = report.runs
+    assert (run.texts, run.tokens, run.agree, run.ties) == (3, 6, 6, 1)
+    entry = report.manifest_entry()
+    assert entry["rule"].startswith("every token (mask=1): argmax identical")
+    assert entry["runs"]["run 0"]["argmax_agreement"] == "6/6 tokens" and entry["runs"]["run 0"]["tokens"] == 6
+    moved = [r.copy() for r in TOKEN_REFERENCE]
+    moved[1][1, 0] += 1.5 * LOGIT_TOLERANCE  # that token's largest |logit| is 1: the bound is the tolerance itself
+    (reason,) = tokens(moved).refusals
+    assert reason.startswith("run 0: 1 of 6 tokens have a logit further than 0.0001 x max(1, |logit|)")
+    assert "in '東京'" in reason
+
+
+def test_a_flipped_token_or_another_token_count_is_refused_naming_the_text() -> None:
+    flipped = [r.copy() for r in TOKEN_REFERENCE]
+    flipped[2][0] = [0.2, 0.4, 0.3]
+    reasons = tokens(flipped).refusals
+    assert reasons[0] == "run 0: argmax differs from PyTorch's on 1 of 6 tokens (first in '🙂')"
+    short = [TOKEN_REFERENCE[0][:2], TOKEN_REFERENCE[1], TOKEN_REFERENCE[2]]  # a mask read one short
+    report = tokens(short)
+    assert report.refusals == ("run 0: 1 of 3 texts have another token count than PyTorch's (first 'Ana à Lisboa')",)
+    assert report.runs[0].tokens == 3  # the other texts' tokens are still compared
+    broken = [r.copy() for r in TOKEN_REFERENCE]
+    broken[0][1, 1] = np.nan
+    assert "run 0: 1 of 3 texts got non-finite outputs" in tokens(broken).refusals

@@ -1,5 +1,6 @@
-"""Closed-loop and open-loop (Poisson) load over gRPC aio or HTTP/REST (aiohttp), one event loop, bounded in time
-and count.
+"""The one load generator: closed-loop and open-loop (Poisson) load over gRPC aio or HTTP/REST (aiohttp), one event
+loop, bounded in time and count. scripts/bench, the soak's client processes and the GPU check drive it directly;
+steady_load.SteadyLoad (the reload tests, scripts/bench_swap) runs its closed loop on a thread until stopped.
 
 A run is: warm-up (sent, not counted) → measured window → drain (outstanding calls get at most
 `drain_s`, then are cancelled). A call counts in the window when it *completes* inside it, so
@@ -8,12 +9,17 @@ reply; of an open-loop call from its scheduled arrival (so a client that falls b
 latency, not as a silently lower rate: no coordinated omission), and the client's lag is reported.
 
     result = await run_load(LoadSpec(mode="closed", concurrency=8, ...), call, payloads, hooks)
+
+`call(body, timeout=..., metadata=...)` is one call: a grpc.aio unary-unary method on serialized bytes, or any
+coroutine function that raises grpc.aio.AioRpcError or CallRefused (a REST client's error status) as the server
+answered. Wrapping it records more per call (the soak's per-call log, SteadyLoad's outcomes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import time
 from array import array
@@ -23,8 +29,6 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from bench_lib.v2client import RestRefused
-
 
 @dataclass(frozen=True)
 class LoadSpec:
@@ -32,6 +36,7 @@ class LoadSpec:
     """"closed" (concurrency callers, back to back) or "open" (Poisson arrivals at `rate`)."""
     warmup_s: float
     duration_s: float
+    """The measured window; math.inf: until run_load's `stop` is set."""
     concurrency: int = 1
     rate: float = 0.0
     """Arrivals per second (open loop)."""
@@ -83,6 +88,17 @@ class LoadResult:
     client_cpu_s: float = 0.0
 
 
+class CallRefused(Exception):
+    """A call a server answered with an error status outside gRPC (a REST client's): its gRPC code's name, the
+    message, and the server's Retry-After in seconds (0 when absent)."""
+
+    def __init__(self, code_name: str, details: str, retry_after_s: float) -> None:
+        super().__init__(details)
+        self.code_name = code_name
+        self.details = details
+        self.retry_after_s = retry_after_s
+
+
 class _Window:
     """When counting starts and stops; owned by the event loop."""
 
@@ -97,7 +113,7 @@ class _Window:
 
 Call = Callable[..., Awaitable[bytes]]
 Hook = Callable[[], Awaitable[None]]
-Refusal = grpc.aio.AioRpcError | RestRefused
+Refusal = grpc.aio.AioRpcError | CallRefused
 Send = Callable[[Payload, float], Awaitable[Refusal | None]]
 """Send one payload timed from the given start; returns the error when the server refused it."""
 _BACKOFF_START_S = 0.010
@@ -105,13 +121,15 @@ _BACKOFF_MAX_S = 0.5
 
 
 async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
-                   on_window_start: Hook | None = None, on_window_end: Hook | None = None) -> LoadResult:
-    """Drive `call(body, timeout=...)` per `spec`; hooks run (concurrently with the load) at the window edges."""
+                   on_window_start: Hook | None = None, on_window_end: Hook | None = None,
+                   stop: asyncio.Event | None = None) -> LoadResult:
+    """Drive `call(body, timeout=...)` per `spec`; hooks run (concurrently with the load) at the window edges.
+    `stop`, when set, ends the window early, as `max_requests` does (a load kept up until its owner stops it)."""
     if not payloads:
         raise ValueError("no payloads to send")
     result = LoadResult()
     window = _Window()
-    stop_early = asyncio.Event()
+    stop_early = stop if stop is not None else asyncio.Event()
 
     def record(started: float, code: str, texts: int, details: str) -> None:
         ended = time.perf_counter()
@@ -140,7 +158,7 @@ async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
             record(started, e.code().name, payload.texts, e.details() or "")
             if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                 return e
-        except RestRefused as e:
+        except CallRefused as e:
             record(started, e.code_name, payload.texts, e.details)
             if e.code_name == "RESOURCE_EXHAUSTED":
                 return e
@@ -158,7 +176,9 @@ async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
         if on_window_start is not None:
             await on_window_start()
         remaining = spec.duration_s - (time.perf_counter() - window.start)
-        if remaining > 0:
+        if remaining == math.inf:  # until stopped
+            await stop_early.wait()
+        elif remaining > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop_early.wait(), remaining)
         window.end = time.perf_counter()
@@ -188,9 +208,9 @@ async def run_load(spec: LoadSpec, call: Call, payloads: Sequence[Payload], *,
     return result
 
 
-def _pushback_s(error: Refusal) -> float:
+def pushback_s(error: Refusal) -> float:
     """The server's `grpc-retry-pushback-ms` trailer (REST: Retry-After), or 0 when it sent none."""
-    if isinstance(error, RestRefused):
+    if isinstance(error, CallRefused):
         return error.retry_after_s
     for key, value in error.trailing_metadata() or ():
         if key == "grpc-retry-pushback-ms":
@@ -221,7 +241,7 @@ async def _closed_caller(index: int, spec: LoadSpec, payloads: Sequence[Payload]
         if refused is None:
             backoff = _BACKOFF_START_S
             continue
-        await asyncio.sleep(max(_pushback_s(refused), rng.uniform(0, backoff)))
+        await asyncio.sleep(max(pushback_s(refused), rng.uniform(0, backoff)))
         backoff = min(backoff * 2, _BACKOFF_MAX_S)
 
 
