@@ -4,7 +4,7 @@ The manifest follows the bundle contract (``format``, then ``labels`` for a clas
 embedding model, ``max_seq_len``, ``notes``; see ``ortserve.registry.bundle``). Values are validated here too, so
 a builder bug shows up at build time and not as a registry rejection later. Then ``references.jsonl``: the model's
 own FP32 outputs for texts chosen from the built-in corpus (``ortserve.registry.references.attach``; for a bundle
-of pairs or a token classifier ``demo_references``, which says why).
+of pairs ``demo_references.attach_pairs``).
 Files are serialised with fixed key order and no timestamps, so identical inputs give identical bytes.
 """
 
@@ -119,15 +119,12 @@ def write_bundle(dest: Path, *, model: onnx.ModelProto, tokenizer: Tokenizer, la
     }
     for name, data in files.items():
         (dest / name).write_bytes(data)
-    if pairs or per_token:
+    if pairs:
         from ortserve_devtools import demo_references  # lazy: ONNX Runtime
 
-        if pairs:
-            demo_references.attach_pairs(dest)
-        else:
-            demo_references.write_token_references(dest)
+        demo_references.attach_pairs(dest)
     else:
-        references.attach(dest)
+        references.attach(dest)  # a token classifier's: a row of label logits per token
     names = (*files, REFERENCES_FILE)
     return WrittenBundle(path=dest, labels=labels, max_seq_len=max_seq_len,
                          file_sizes={name: (dest / name).stat().st_size for name in names}, dim=dim,
