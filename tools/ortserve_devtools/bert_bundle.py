@@ -15,6 +15,13 @@ all-MiniLM-L6-v2) followed by a linear head; see ``bert_graph`` for the node lay
 ``build_tiny_embedding_bundle`` and ``build_minilm_embedding_bundle``: the same encoders without a head, as
 embedding bundles (format ``onnx-text-embedding``, output ``embedding`` [batch, hidden], already pooled and
 normalised): MiniLM's is all-MiniLM-L6-v2 as sentence-transformers computes it.
+
+``build_minilm_reranker_bundle``: a reranker (a classifier of pairs, one label, ``score_activation`` identity) whose
+score is the cosine between MiniLM's sentence embeddings of the two texts: a bi-encoder packaged as a cross-encoder
+graph (``bert_graph.build_pair_cosine_graph``), so a query ranks passages as the ``search`` demo does.
+
+``build_minilm_ner_bundle``: a token classifier (``ENTITY_LABELS``: people and places, BIO) whose head is fitted at
+build time on MiniLM's token states of template sentences (``entity_head``); it reports its held-out figures.
 """
 
 from __future__ import annotations
@@ -33,13 +40,15 @@ from ortserve_devtools.anchor_head import (
     SENTIMENT_LABELS,
     sentiment_head,
 )
-from ortserve_devtools.bert_graph import build_bert_graph
+from ortserve_devtools.bert_graph import build_bert_graph, build_pair_cosine_graph, build_token_graph
 from ortserve_devtools.bert_weights import BertConfig, BertWeights, ClassifierHead, random_bert_weights, random_head
 from ortserve_devtools.bundle_writer import WrittenBundle, check_labels, check_max_seq_len, write_bundle
+from ortserve_devtools.entity_head import ENTITY_LABELS, SEED, fit_entity_head
 from ortserve_devtools.minilm_source import MiniLMCheckpoint, load_checkpoint
 from ortserve_devtools.wordpiece_tokenizer import build_wordpiece_tokenizer, configure_for_serving, tiny_vocab
 
 DEFAULT_LABELS = ("negative", "positive")
+RERANKER_LABELS = ("relevance",)
 EMBEDDING_OUTPUT = "embedding"
 
 
@@ -148,3 +157,39 @@ def build_minilm_bundle(dest: Path | str, *, seed: int | None = None, max_seq_le
              "sentences (untrained demo); built by ortserve_devtools")
     return write_bundle(Path(dest), model=model, tokenizer=tokenizer, labels=SENTIMENT_LABELS,
                         max_seq_len=max_seq_len, notes=notes)
+
+
+def build_minilm_reranker_bundle(dest: Path | str, *, seed: int | None = None, max_seq_len: int = 128,
+                                 progress: Callable[[str], None] | None = None) -> WrittenBundle:
+    """all-MiniLM-L6-v2 as a reranker: TEXT + TEXT_PAIR -> SCORE = the cosine of the two texts' sentence embeddings
+    (-1..1, the raw logit: score_activation identity). ``seed`` has no effect (nothing here is random)."""
+    del seed
+    report = progress or (lambda _line: None)
+    checkpoint, tokenizer = _load_minilm(max_seq_len, report)
+    model = build_pair_cosine_graph(checkpoint.config, checkpoint.weights, graph_name="minilm_reranker")
+    report("reranker graph: [CLS] a [SEP] b [SEP] -> each segment through the encoder alone -> cosine of the two "
+           "mean-pooled embeddings")
+    notes = ("sentence-transformers/all-MiniLM-L6-v2 as a reranker of pairs: the score is the cosine between the "
+             "mean-pooled, normalised embeddings of the two texts, each encoded alone inside the graph (a bi-encoder "
+             "packaged as a cross-encoder; untrained as a cross-encoder); built by ortserve_devtools")
+    return write_bundle(Path(dest), model=model, tokenizer=tokenizer, labels=RERANKER_LABELS, max_seq_len=max_seq_len,
+                        notes=notes, pairs=True, score_activation="identity")
+
+
+def build_minilm_ner_bundle(dest: Path | str, *, seed: int | None = None, max_seq_len: int = 128,
+                            progress: Callable[[str], None] | None = None) -> WrittenBundle:
+    """all-MiniLM-L6-v2 as a named-entity tagger over ``ENTITY_LABELS`` (people and places, BIO). ``seed`` seeds the
+    synthetic sentences the head is fitted on (default ``entity_head.SEED``); ``progress`` gets the held-out
+    figures."""
+    report = progress or (lambda _line: None)
+    checkpoint, tokenizer = _load_minilm(max_seq_len, report)
+    encoder = build_token_graph(checkpoint.config, checkpoint.weights, None, check=False)
+    head, figures = fit_entity_head(encoder, tokenizer, seed=SEED if seed is None else seed)
+    report(f"fitted the entity head on {figures.train_tokens} tokens of template sentences; {figures.line()}")
+    model = build_token_graph(checkpoint.config, checkpoint.weights, head, graph_name="minilm_ner",
+                              previous_token=True)
+    notes = ("sentence-transformers/all-MiniLM-L6-v2 encoder, last hidden state of each token and of the token "
+             "before it -> a linear head (people and places, BIO) fitted at build time on template sentences "
+             f"(untrained demo; held-out entity F1 {figures.entity_f1:.2f}); built by ortserve_devtools")
+    return write_bundle(Path(dest), model=model, tokenizer=tokenizer, labels=check_labels(ENTITY_LABELS),
+                        max_seq_len=max_seq_len, notes=notes, per_token=True)

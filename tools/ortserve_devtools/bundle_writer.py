@@ -3,7 +3,8 @@
 The manifest follows the bundle contract (``format``, then ``labels`` for a classifier or ``dim`` for an
 embedding model, ``max_seq_len``, ``notes``; see ``ortserve.registry.bundle``). Values are validated here too, so
 a builder bug shows up at build time and not as a registry rejection later. Then ``references.jsonl``: the model's
-own FP32 outputs for texts chosen from the built-in corpus (``ortserve.registry.references.attach``).
+own FP32 outputs for texts chosen from the built-in corpus (``ortserve.registry.references.attach``; for a bundle
+of pairs ``demo_references.attach_pairs``).
 Files are serialised with fixed key order and no timestamps, so identical inputs give identical bytes.
 """
 
@@ -25,6 +26,8 @@ from ortserve.registry.bundle import (
     MIN_SEQ_LEN,
     MODEL_FILE,
     REFERENCES_FILE,
+    SCORE_ACTIVATIONS,
+    TOKEN_CLASSIFIER_FORMAT,
     TOKENIZER_FILE,
 )
 
@@ -40,10 +43,17 @@ class WrittenBundle:
     file_sizes: dict[str, int]
     dim: int | None = None
     """An embedding bundle's width; None for a classifier."""
+    format: str = CLASSIFIER_FORMAT
+    """The manifest's format (the kind of bundle)."""
+    pairs: bool = False
+    """A classifier of pairs (TEXT + TEXT_PAIR)."""
 
     @property
     def kind(self) -> str:
-        return "classifier" if self.dim is None else "embedding"
+        """"classifier", "embedding" or "token-classifier" (BundleManifest.kind)."""
+        if self.dim is not None:
+            return "embedding"
+        return "token-classifier" if self.format == TOKEN_CLASSIFIER_FORMAT else "classifier"
 
 
 def check_labels(labels: tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -67,11 +77,21 @@ def check_max_seq_len(max_seq_len: int) -> int:
 
 
 def write_bundle(dest: Path, *, model: onnx.ModelProto, tokenizer: Tokenizer, labels: tuple[str, ...] | None = None,
-                 max_seq_len: int, notes: str, dim: int | None = None) -> WrittenBundle:
-    """Create ``dest`` if needed and (over)write the three bundle files in it: a classifier bundle with ``labels``,
-    an embedding bundle with ``dim`` (exactly one of the two)."""
+                 max_seq_len: int, notes: str, dim: int | None = None, pairs: bool = False,
+                 score_activation: str | None = None, per_token: bool = False) -> WrittenBundle:
+    """Create ``dest`` if needed and (over)write the bundle files in it: a classifier bundle with ``labels``,
+    an embedding bundle with ``dim`` (exactly one of the two). A classifier may read ``pairs`` (one label: a reranker,
+    with its ``score_activation``); with ``per_token`` it is a token classifier (a label per token)."""
     if (labels is None) == (dim is None):
         raise ValueError("a bundle has labels (a classifier) or dim (an embedding model), exactly one of them")
+    if (pairs or per_token) and labels is None:
+        raise ValueError("pairs and per_token apply to a bundle with labels")
+    if pairs and per_token:
+        raise ValueError("a token classifier reads one text, not pairs")
+    if score_activation is not None and (not pairs or len(labels or ()) != 1 or
+                                         score_activation not in SCORE_ACTIVATIONS):
+        raise ValueError(f"score_activation ({', '.join(SCORE_ACTIVATIONS)}) applies to a bundle of pairs with one "
+                         f"label, got {score_activation!r}")
     check_max_seq_len(max_seq_len)
     if dim is not None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
@@ -81,7 +101,11 @@ def write_bundle(dest: Path, *, model: onnx.ModelProto, tokenizer: Tokenizer, la
     else:
         assert labels is not None
         labels = check_labels(labels)
-        kind_keys = {"format": CLASSIFIER_FORMAT, "labels": list(labels)}
+        kind_keys = {"format": TOKEN_CLASSIFIER_FORMAT if per_token else CLASSIFIER_FORMAT, "labels": list(labels)}
+        if pairs:
+            kind_keys["pairs"] = True
+        if score_activation is not None:
+            kind_keys["score_activation"] = score_activation
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise ValueError(f"bundle destination {dest} exists and is not a directory")
@@ -95,7 +119,13 @@ def write_bundle(dest: Path, *, model: onnx.ModelProto, tokenizer: Tokenizer, la
     }
     for name, data in files.items():
         (dest / name).write_bytes(data)
-    references.attach(dest)
+    if pairs:
+        from ortserve_devtools import demo_references  # lazy: ONNX Runtime
+
+        demo_references.attach_pairs(dest)
+    else:
+        references.attach(dest)  # a token classifier's: a row of label logits per token
     names = (*files, REFERENCES_FILE)
     return WrittenBundle(path=dest, labels=labels, max_seq_len=max_seq_len,
-                         file_sizes={name: (dest / name).stat().st_size for name in names}, dim=dim)
+                         file_sizes={name: (dest / name).stat().st_size for name in names}, dim=dim,
+                         format=str(kind_keys["format"]), pairs=pairs)
