@@ -3,6 +3,7 @@
 tritonclient registers its own copy of the KServe `inference` protobuf package, which cannot share
 a process with ortserve's, so the tests run this in a subprocess and read JSON from stdout.
 usage: triton_client.py ADDRESS MODEL TEXTS_JSON [--output NAME] [--class-count K] [--scores MODE] [--pair TEXT]
+                       [--aggregation STRATEGY]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def main() -> None:
     parser.add_argument("--class-count", type=int, default=0, help="InferRequestedOutput(..., class_count=K)")
     parser.add_argument("--scores", help="the request parameter `scores`")
     parser.add_argument("--pair", help="TEXT_PAIR [1]: one second text for every text (a cross-encoder's query)")
+    parser.add_argument("--aggregation", help="the request parameter `aggregation` (a token classifier's ENTITIES)")
     args = parser.parse_args()
     with open(args.texts_path) as f:
         texts = json.load(f)
@@ -32,14 +34,16 @@ def main() -> None:
     data = np.array([t.encode() for t in texts], dtype=np.object_)
     tensor = triton.InferInput("TEXT", [len(texts)], "BYTES")
     tensor.set_data_from_numpy(data)
-    parameters = {"scores": args.scores} if args.scores else None
+    parameters = {"scores": args.scores} if args.scores else {}
+    if args.aggregation:
+        parameters["aggregation"] = args.aggregation
     inputs = [tensor]
     if args.pair is not None:
         pair = triton.InferInput("TEXT_PAIR", [1], "BYTES")
         pair.set_data_from_numpy(np.array([args.pair.encode()], dtype=np.object_))
         inputs.append(pair)
     try:
-        result = client.infer(args.model, inputs, parameters=parameters,
+        result = client.infer(args.model, inputs, parameters=parameters or None,
                               outputs=[triton.InferRequestedOutput(args.output, class_count=args.class_count)])
     except triton.InferenceServerException as e:
         print(json.dumps({"error": e.status(), "message": e.message()}))
@@ -48,7 +52,9 @@ def main() -> None:
     response = result.get_response(as_json=True)
     reply = {"dtype": str(values.dtype), "shape": list(values.shape), "metadata": meta,
              "model_version": response["model_version"]}
-    if values.dtype == np.object_:
+    if args.output == "ENTITIES":
+        reply["entities"] = [json.loads(element) for element in values]
+    elif values.dtype == np.object_:
         reply["classes"] = [[element.decode() for element in row] for row in values]
     else:
         reply[args.output.lower()] = values.tolist()

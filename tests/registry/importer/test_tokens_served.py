@@ -55,6 +55,7 @@ TEXTS = [
     "naïve café crème brûlée — Ångström",
 ]
 LOGIT_TOLERANCE = 1e-4
+TRITON_SCRIPT = Path(__file__).parents[2] / "support" / "triton_client.py"
 
 
 @pytest.fixture(scope="module")
@@ -272,6 +273,19 @@ def test_rest_answers_what_grpc_does(served: ServerProcess, stub: Any) -> None:
     assert outputs["CHARS_READ"]["datatype"] == "INT64" and outputs["CHARS_READ"]["data"] == [len(t) for t in TEXTS[:2]]
     grpc_reply = infer(stub, "ner-bert", TEXTS[:2], aggregation="average", outputs=("ENTITIES",))
     assert [json.loads(e) for e in outputs["ENTITIES"]["data"]] == grpc_reply["ENTITIES"]
+
+
+def test_a_stock_tritonclient_reads_entities(served: ServerProcess, stub: Any, tmp_path: Path) -> None:
+    """The README's example: tritonclient sends TEXT with the request parameter aggregation and reads ENTITIES."""
+    texts_path = tmp_path / "texts.json"
+    texts_path.write_text(json.dumps(TEXTS[:3]))
+    out = subprocess.run([sys.executable, str(TRITON_SCRIPT), served.address, "ner-roberta", str(texts_path),
+                          "--output", "ENTITIES", "--aggregation", "first"],
+                         capture_output=True, text=True, timeout=60, env={**os.environ})
+    assert out.returncode == 0, out.stderr
+    reply = json.loads(out.stdout)
+    assert reply["shape"] == [3] and reply["metadata"]["outputs"][0]["name"] == "ENTITIES"
+    assert reply["entities"] == infer(stub, "ner-roberta", TEXTS[:3], aggregation="first")["ENTITIES"]
 
 
 def test_metadata_and_status_say_what_it_answers(stub: Any, served: ServerProcess) -> None:
