@@ -60,6 +60,11 @@ def decode_seeds() -> dict[str, bytes]:
         "pairs-raw": _request([b"q", "caf\u00e9".encode()], raw=True),
         "pairs-mismatch": _request([b"a", b"b", b"c"]),
         "score-output": _request([b"x"]),
+        # A token classifier's call: an aggregation, its outputs (ENTITIES, TOKEN_LOGITS, CHARS_READ), bad ones.
+        "entities": _request(["Zo\u00eb flew to \u6771\u4eac \U0001f600".encode(), b""]),
+        "entities-raw": _request([b"John in Paris", b"x"], raw=True),
+        "aggregation-unknown": _request([b"x"]),
+        "aggregation-int": _request([b"x"]),
     }
     for name, second in (("pairs", [b"p1", b"p2"]), ("pairs-one-for-all", [b"the query"]), ("pairs-raw", [b"x", b"y"]),
                          ("pairs-mismatch", [b"x", b"y"]), ("score-output", [b"p"])):
@@ -69,6 +74,12 @@ def decode_seeds() -> dict[str, bytes]:
         else:
             tensor.contents.bytes_contents.extend(second)
     seeds["score-output"].outputs.add(name="SCORE")
+    seeds["entities"].parameters["aggregation"].string_param = "first"
+    for name in ("ENTITIES", "TOKEN_LOGITS", "CHARS_READ"):
+        seeds["entities"].outputs.add(name=name).parameters["binary_data"].bool_param = False
+    seeds["entities-raw"].parameters["aggregation"].string_param = "none"
+    seeds["aggregation-unknown"].parameters["aggregation"].string_param = "longest"
+    seeds["aggregation-int"].parameters["aggregation"].int64_param = 1
     seeds["raw-overrun"].raw_input_contents[0] = b"\x09\x00\x00\x00ab"
     seeds["raw-truncated-prefix"].raw_input_contents[0] += b"\x01\x00"
     seeds["raw-and-contents"].inputs[0].contents.bytes_contents.append(b"ab")

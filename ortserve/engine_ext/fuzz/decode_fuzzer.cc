@@ -17,8 +17,10 @@
 //   pairs are N views (the one element repeated for [1]); as many outputs as requested, each with classes >= 0; a
 //   refused one a message;
 // - EncodeOutputs on a request whose outputs pass CheckOutputs writes outputs of the promised shapes and sizes (a
-//   reranker's SCORE [rows]).
+//   reranker's SCORE [rows]; a token classifier's ENTITIES [rows] of JSON arrays, CHARS_READ [rows], TOKEN_LOGITS
+//   [rows, T, labels], for token rows of any spans, in range or not).
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -156,24 +158,112 @@ void CheckDecoded(const inference::ModelInferRequest& request, const ortserve::D
   for (const auto& out : decoded.outputs) Check(out.classes >= 0, "negative classes");
 }
 
+// Floats from the input's bytes, NaN and infinities included.
+std::vector<float> FuzzedValues(size_t count, const uint8_t* data, size_t size) {
+  std::vector<float> values(count);
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint32_t bits = 0x3f800000u + static_cast<uint32_t>(i);
+    if (size >= 4) std::memcpy(&bits, data + (i * 4) % (size - 3), 4);
+    std::memcpy(&values[i], &bits, 4);
+  }
+  return values;
+}
+
+// A JSON array of objects, as far as the encoder's output goes: balanced brackets and braces outside strings, every
+// string closed, no raw control character in one.
+bool LooksLikeJsonArray(std::string_view json) {
+  if (json.size() < 2 || json.front() != '[' || json.back() != ']') return false;
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (static_cast<unsigned char>(c) < 0x20) return false;
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ']' || c == '}') {
+      if (--depth < 0) return false;
+    } else if (std::isalpha(static_cast<unsigned char>(c))) {  // outside strings: null, or a number's exponent
+      const bool exponent = (c == 'e') && i > 0 && std::isdigit(static_cast<unsigned char>(json[i - 1]));
+      if (!exponent && json.substr(i, 4) != "null") return false;  // nan, inf: not JSON
+      if (!exponent) i += 3;
+    }
+  }
+  return depth == 0 && !in_string;
+}
+
+// A token classifier's reply: token rows of any length up to a row's width, spans from the input's bytes.
+void CheckEncodeTokens(const ortserve::DecodedCall& decoded, const ortserve::VersionOutput& served,
+                       const uint8_t* data, size_t size) {
+  const int rows = static_cast<int>(decoded.texts.size());
+  const size_t labels = served.labels.size(), positions = 6;
+  const int columns = static_cast<int>(positions * labels);
+  const std::vector<float> values = FuzzedValues(static_cast<size_t>(rows) * columns, data, size);
+  ortserve::TokenRows tokens;
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t b = size ? data[static_cast<size_t>(r) % size] : 0;
+    auto& spans = tokens.spans.emplace_back();
+    for (size_t t = 0; t < b % (positions + 1); ++t) {
+      const uint8_t s = size ? data[(static_cast<size_t>(r) * 7 + t) % size] : 0;
+      spans.push_back({static_cast<int64_t>(s % 40) - 4, static_cast<int64_t>(s % 40) + (s >> 6) - 2,
+                       (s & 0x10) != 0, (s & 0x20) != 0});
+    }
+    tokens.chars_read.push_back(static_cast<int64_t>(b));
+  }
+  const bool raw = decoded.raw_output;
+  inference::ModelInferResponse response;
+  ortserve::WriteOutputs(response, ortserve::EncodeOutputs(decoded, served, values.data(), rows, columns, &tokens));
+  const size_t wanted = decoded.outputs.empty() ? 2 : decoded.outputs.size();
+  Check(static_cast<size_t>(response.outputs_size()) == wanted, "EncodeOutputs wrote another number of outputs");
+  for (int o = 0; o < response.outputs_size(); ++o) {
+    const auto& out = response.outputs(o);
+    if (out.name() == ortserve::kEntitiesOutput) {
+      Check(out.datatype() == "BYTES" && out.shape_size() == 1 && out.shape(0) == rows, "ENTITIES is not BYTES [rows]");
+      std::vector<std::string_view> elements;
+      if (raw) {
+        Check(ReferenceSplit(response.raw_output_contents(o), elements), "raw ENTITIES do not split");
+      } else {
+        for (const std::string& e : out.contents().bytes_contents()) elements.emplace_back(e);
+      }
+      Check(elements.size() == static_cast<size_t>(rows), "ENTITIES size");
+      for (std::string_view e : elements) Check(LooksLikeJsonArray(e), "an ENTITIES element is not a JSON array");
+    } else if (out.name() == ortserve::kCharsReadOutput) {
+      Check(out.datatype() == "INT64" && out.shape_size() == 1 && out.shape(0) == rows, "CHARS_READ is not INT64 [rows]");
+      Check(raw ? response.raw_output_contents(o).size() == 8 * static_cast<size_t>(rows)
+                : out.contents().int64_contents_size() == rows,
+            "CHARS_READ size");
+    } else {
+      Check(out.name() == ortserve::kTokenLogitsOutput && out.datatype() == "FP32" && out.shape_size() == 3 &&
+                out.shape(0) == rows && out.shape(2) == static_cast<int64_t>(labels),
+            "TOKEN_LOGITS is not FP32 [rows, T, labels]");
+      const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(out.shape(1)) * labels;
+      Check(raw ? response.raw_output_contents(o).size() == 4 * count
+                : static_cast<size_t>(out.contents().fp32_contents_size()) == count,
+            "TOKEN_LOGITS size");
+    }
+  }
+}
+
 // EncodeOutputs for a version with `labels` (possibly none), as the front end calls it once the request fits.
 void CheckEncode(const inference::ModelInferRequest& request, const ortserve::DecodedCall& decoded,
                  const ortserve::VersionOutput& served, const uint8_t* data, size_t size) {
   (void)request;
   if (ortserve::CheckOutputs(decoded, served, "m")) return;
+  if (served.kind == ortserve::kTokenClassifier) return CheckEncodeTokens(decoded, served, data, size);
   const int rows = static_cast<int>(decoded.texts.size());
   const int columns = served.labels.empty() ? 3 : static_cast<int>(served.labels.size());
   Check(served.pairs != decoded.pairs.empty(), "CheckOutputs passed TEXT_PAIR where the version does not take it");
   for (const auto& out : decoded.outputs) {
     if (out.classes > 0 && served.labels.size() != static_cast<size_t>(columns)) return;  // the caller's check
   }
-  // Scores from the input's bytes, NaN and infinities included.
-  std::vector<float> values(static_cast<size_t>(rows) * columns);
-  for (size_t i = 0; i < values.size(); ++i) {
-    uint32_t bits = 0x3f800000u + static_cast<uint32_t>(i);
-    if (size >= 4) std::memcpy(&bits, data + (i * 4) % (size - 3), 4);
-    std::memcpy(&values[i], &bits, 4);
-  }
+  const std::vector<float> values = FuzzedValues(static_cast<size_t>(rows) * columns, data, size);
   const bool raw = decoded.raw_output;
   inference::ModelInferResponse response;
   ortserve::WriteOutputs(response, ortserve::EncodeOutputs(decoded, served, values.data(), rows, columns));
@@ -280,11 +370,12 @@ inference::ModelInferRequest Built(Reader& in) {
     for (std::string& e : elements) tensor->mutable_contents()->add_bytes_contents(std::move(e));
   }
   if (flags & 0x40) {
-    static constexpr const char* kNames[] = {"LOGITS", "EMBEDDING", "PROBS", ""};
+    static constexpr const char* kNames[] = {"LOGITS", "EMBEDDING", "PROBS", "", "ENTITIES", "TOKEN_LOGITS",
+                                             "CHARS_READ", "SCORE"};
     for (int n = in.Byte() % 4; n > 0; --n) {
       auto* out = request.add_outputs();
       const uint8_t spec = in.Byte();
-      out->set_name(kNames[spec % 4]);
+      out->set_name(kNames[(spec % 4) + ((flags & 0x01) && (spec & 0x40) ? 4 : 0)]);
       auto& params = *out->mutable_parameters();
       switch ((spec >> 2) % 5) {
         case 1: params["classification"].set_int64_param(static_cast<int8_t>(in.Byte())); break;
@@ -304,7 +395,7 @@ inference::ModelInferRequest Built(Reader& in) {
     if (spec & 0x04) params["scores"].set_string_param(kModes[(spec >> 4) % 4]);
     if (spec & 0x08) params["scores"].set_bool_param(true);
   }
-  const uint8_t pairs = in.Byte();  // last: the committed seeds read 0 here and keep their meaning
+  const uint8_t pairs = in.Byte();  // after the older recipe: the committed seeds read 0 here and keep their meaning
   if (pairs & 0x01) {
     auto* second = request.add_inputs();
     second->set_name((pairs & 0x10) ? "TEXT" : "TEXT_PAIR");
@@ -324,6 +415,16 @@ inference::ModelInferRequest Built(Reader& in) {
       for (std::string& t : texts) second->mutable_contents()->add_bytes_contents(std::move(t));
     }
   }
+  const uint8_t aggregation = in.Byte();  // last, for the same reason
+  if (aggregation & 0x01) {
+    static constexpr const char* kStrategies[] = {"simple", "first", "average", "max", "none", "", "longest", "FIRST"};
+    auto& params = *request.mutable_parameters();
+    if (aggregation & 0x02) {
+      params["aggregation"].set_int64_param(aggregation);
+    } else {
+      params["aggregation"].set_string_param(kStrategies[(aggregation >> 2) % 8]);
+    }
+  }
   return request;
 }
 
@@ -333,6 +434,7 @@ void Exercise(const inference::ModelInferRequest& request, const uint8_t* data, 
   static const ortserve::VersionOutput kEmbedding{"embedding", "EMBEDDING", {}};
   static const ortserve::VersionOutput kPairs{"classifier", "LOGITS", {"neg", "pos", "x"}, false, true, ""};
   static const ortserve::VersionOutput kReranker{"classifier", "SCORE", {"score"}, false, true, "sigmoid"};
+  static const ortserve::VersionOutput kTokens{ortserve::kTokenClassifier, "ENTITIES", {"O", "B-PER", "I-PER"}};
   for (const long long max_texts_per_request : {1LL, 16LL, 1LL << 40}) {
     const auto decoded = ortserve::Decode(ortserve::ToWire(request), max_texts_per_request);
     if (const auto* error = std::get_if<ortserve::WireError>(&decoded)) {
@@ -346,7 +448,7 @@ void Exercise(const inference::ModelInferRequest& request, const uint8_t* data, 
             "routing key from nowhere");
     }
     CheckDecoded(request, call, max_texts_per_request);
-    for (const auto* served : {&kPlain, &kLabelled, &kEmbedding, &kPairs, &kReranker}) {
+    for (const auto* served : {&kPlain, &kLabelled, &kEmbedding, &kPairs, &kReranker, &kTokens}) {
       if (served->labels.empty() && served->kind == "classifier") {
         bool classification = false;
         for (const auto& out : call.outputs) classification |= out.classes > 0;

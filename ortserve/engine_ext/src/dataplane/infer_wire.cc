@@ -292,8 +292,13 @@ void AppendJsonString(std::string& out, std::string_view text) {
   out.push_back('"');
 }
 
-// The shortest decimal that reads back as the same float.
+// The shortest decimal that reads back as the same float; null for NaN and infinities (JSON has neither; the
+// engine refuses non-finite outputs before they get here).
 void AppendFloat(std::string& out, float value) {
+  if (!std::isfinite(value)) {
+    out += "null";
+    return;
+  }
   char buffer[32];
   const auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), value);
   out.append(buffer, error == std::errc() ? end : buffer);
