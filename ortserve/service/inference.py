@@ -208,10 +208,11 @@ class Inference:
         if served.score:  # a reranker: SCORE [N] (the default), its LOGITS [N, 1] on request
             parameters["score_activation"] = served.score
             outputs = [(SCORE_OUTPUT, "FP32", [-1]), (WIRE_OUTPUTS["classifier"], "FP32", [-1, served.columns])]
-        if served.kind == TOKEN_CLASSIFIER:  # ENTITIES and CHARS_READ by default, TOKEN_LOGITS on request
+        if served.kind == TOKEN_CLASSIFIER:  # ENTITIES and CHARS_READ by default, the per-token ones on request
             parameters["aggregation"] = json.dumps(list(AGGREGATIONS))
             outputs = [(served.name, "BYTES", [-1]), (engine_ext.CHARS_READ_OUTPUT, "INT64", [-1]),
-                       (engine_ext.TOKEN_LOGITS_OUTPUT, "FP32", [-1, -1, served.columns])]
+                       (engine_ext.TOKEN_LOGITS_OUTPUT, "FP32", [-1, -1, served.columns]),
+                       (engine_ext.TOKEN_OFFSETS_OUTPUT, "INT64", [-1, -1, 2])]
         return ModelDescription(name, sorted(route.versions), "onnxruntime_onnx", inputs, outputs, parameters)
 
 

@@ -60,7 +60,8 @@ def decode_seeds() -> dict[str, bytes]:
         "pairs-raw": _request([b"q", "caf\u00e9".encode()], raw=True),
         "pairs-mismatch": _request([b"a", b"b", b"c"]),
         "score-output": _request([b"x"]),
-        # A token classifier's call: an aggregation, its outputs (ENTITIES, TOKEN_LOGITS, CHARS_READ), bad ones.
+        # A token classifier's call: an aggregation, its outputs (ENTITIES, TOKEN_LOGITS, TOKEN_OFFSETS, CHARS_READ),
+        # bad ones.
         "entities": _request(["Zo\u00eb flew to \u6771\u4eac \U0001f600".encode(), b""]),
         "entities-raw": _request([b"John in Paris", b"x"], raw=True),
         "aggregation-unknown": _request([b"x"]),
@@ -75,7 +76,7 @@ def decode_seeds() -> dict[str, bytes]:
             tensor.contents.bytes_contents.extend(second)
     seeds["score-output"].outputs.add(name="SCORE")
     seeds["entities"].parameters["aggregation"].string_param = "first"
-    for name in ("ENTITIES", "TOKEN_LOGITS", "CHARS_READ"):
+    for name in ("ENTITIES", "TOKEN_LOGITS", "TOKEN_OFFSETS", "CHARS_READ"):
         seeds["entities"].outputs.add(name=name).parameters["binary_data"].bool_param = False
     seeds["entities-raw"].parameters["aggregation"].string_param = "none"
     seeds["aggregation-unknown"].parameters["aggregation"].string_param = "longest"

@@ -18,7 +18,7 @@
 //   refused one a message;
 // - EncodeOutputs on a request whose outputs pass CheckOutputs writes outputs of the promised shapes and sizes (a
 //   reranker's SCORE [rows]; a token classifier's ENTITIES [rows] of JSON arrays, CHARS_READ [rows], TOKEN_LOGITS
-//   [rows, T, labels], for token rows of any spans, in range or not).
+//   [rows, T, labels], TOKEN_OFFSETS [rows, T, 2], for token rows of any spans, in range or not).
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -234,6 +234,13 @@ void CheckEncodeTokens(const ortserve::DecodedCall& decoded, const ortserve::Ver
       }
       Check(elements.size() == static_cast<size_t>(rows), "ENTITIES size");
       for (std::string_view e : elements) Check(LooksLikeJsonArray(e), "an ENTITIES element is not a JSON array");
+    } else if (out.name() == ortserve::kTokenOffsetsOutput) {
+      Check(out.datatype() == "INT64" && out.shape_size() == 3 && out.shape(0) == rows && out.shape(2) == 2,
+            "TOKEN_OFFSETS is not INT64 [rows, T, 2]");
+      const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(out.shape(1)) * 2;
+      Check(raw ? response.raw_output_contents(o).size() == 8 * count
+                : static_cast<size_t>(out.contents().int64_contents_size()) == count,
+            "TOKEN_OFFSETS size");
     } else if (out.name() == ortserve::kCharsReadOutput) {
       Check(out.datatype() == "INT64" && out.shape_size() == 1 && out.shape(0) == rows, "CHARS_READ is not INT64 [rows]");
       Check(raw ? response.raw_output_contents(o).size() == 8 * static_cast<size_t>(rows)
@@ -371,7 +378,7 @@ inference::ModelInferRequest Built(Reader& in) {
   }
   if (flags & 0x40) {
     static constexpr const char* kNames[] = {"LOGITS", "EMBEDDING", "PROBS", "", "ENTITIES", "TOKEN_LOGITS",
-                                             "CHARS_READ", "SCORE"};
+                                             "CHARS_READ", "TOKEN_OFFSETS"};
     for (int n = in.Byte() % 4; n > 0; --n) {
       auto* out = request.add_outputs();
       const uint8_t spec = in.Byte();

@@ -8,6 +8,7 @@ end on an embedded registry:
   TOKEN_LOGITS, so the comparison is exact (the aggregation rule), and TOKEN_LOGITS equal PyTorch's within 1e-4
   (the graph);
 - a text longer than max_seq_len is answered for the part read, and CHARS_READ says where it stopped;
+- TOKEN_OFFSETS are the tokenizer's spans, -1 past a text's tokens;
 - calls of mixed lengths batched together answer each text as it is answered alone;
 - property: each token's span and subword flag equal the pipeline's `gather_pre_entities` on generated text;
 - REST answers what gRPC does; ModelMetadata lists the outputs and labels; `ortserve status` shows the kind;
@@ -194,8 +195,9 @@ def test_token_logits_equal_pytorch(stub: Any, bundles: dict[str, tuple[Path, Im
     checkpoint = bundles[model][0]
     tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
     net = transformers.AutoModelForTokenClassification.from_pretrained(checkpoint).eval()
-    reply = infer(stub, model, TEXTS, outputs=("TOKEN_LOGITS", "CHARS_READ"))
-    logits = reply["TOKEN_LOGITS"]
+    reply = infer(stub, model, TEXTS, outputs=("TOKEN_LOGITS", "CHARS_READ", "TOKEN_OFFSETS"), raw=True)
+    logits, spans = reply["TOKEN_LOGITS"], reply["TOKEN_OFFSETS"]
+    assert spans.shape == (*logits.shape[:2], 2)
     chars_read = []
     for i, text in enumerate(TEXTS):
         inputs = tokenizer(text, truncation=True, max_length=IMPORT_MAX_SEQ_LEN, return_tensors="pt",
@@ -206,6 +208,8 @@ def test_token_logits_equal_pytorch(stub: Any, bundles: dict[str, tuple[Path, Im
         tokens = len(expected)
         np.testing.assert_allclose(logits[i, :tokens], expected, atol=LOGIT_TOLERANCE, rtol=0)
         assert not logits[i, tokens:].any(), "positions past a text's tokens are zeros"
+        assert spans[i, :tokens].tolist() == [list(o) for o in offsets]  # HF's offsets, special tokens (0, 0)
+        assert (spans[i, tokens:] == -1).all()
         whole = len(tokenizer(text)["input_ids"]) <= IMPORT_MAX_SEQ_LEN
         chars_read.append(len(text) if whole else max(end for (_, end), s in zip(offsets, special, strict=True)
                                                       if not s))
@@ -295,7 +299,8 @@ def test_metadata_and_status_say_what_it_answers(stub: Any, served: ServerProces
     metadata = stub.ModelMetadata(pb.ModelMetadataRequest(name="ner-bert"))
     assert [(t.name, t.datatype, list(t.shape)) for t in metadata.inputs] == [("TEXT", "BYTES", [-1])]
     assert [(t.name, t.datatype, list(t.shape)) for t in metadata.outputs] == [
-        ("ENTITIES", "BYTES", [-1]), ("CHARS_READ", "INT64", [-1]), ("TOKEN_LOGITS", "FP32", [-1, -1, len(BIO)])]
+        ("ENTITIES", "BYTES", [-1]), ("CHARS_READ", "INT64", [-1]), ("TOKEN_LOGITS", "FP32", [-1, -1, len(BIO)]),
+        ("TOKEN_OFFSETS", "INT64", [-1, -1, 2])]
     assert metadata.parameters["kind"].string_param == "token-classifier"
     assert json.loads(metadata.parameters["labels"].string_param) == list(BIO)
     status = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "status", "--address", served.address],
@@ -317,7 +322,7 @@ BAD_CALLS = {
                                      "model 'single' is a classifier model"),
     "unknown output": ("ner-bert", {}, (("LOGITS", 0),),
                        "unknown output 'LOGITS' requested; model 'ner-bert' (a token-classifier model) has outputs "
-                       "['ENTITIES', 'TOKEN_LOGITS', 'CHARS_READ']"),
+                       "['ENTITIES', 'TOKEN_LOGITS', 'TOKEN_OFFSETS', 'CHARS_READ']"),
     "classification on entities": ("ner-bert", {}, (("ENTITIES", 2),),
                                    "output 'ENTITIES' does not take parameter 'classification'"),
 }

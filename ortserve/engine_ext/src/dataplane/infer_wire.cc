@@ -225,11 +225,13 @@ ReplyTensor Fp32Tensor(std::string_view name, const float* values, int rows, int
   return Fp32Tensor(name, values, {rows, columns}, raw);
 }
 
-ReplyTensor Int64Tensor(std::string_view name, const std::vector<int64_t>& values, bool raw) {
+// INT64 of `shape` (its product values; default: [values]).
+ReplyTensor Int64Tensor(std::string_view name, const std::vector<int64_t>& values, bool raw,
+                        std::vector<int64_t> shape = {}) {
   ReplyTensor t;
   t.name = std::string(name);
   t.datatype = "INT64";
-  t.shape = {static_cast<int64_t>(values.size())};
+  t.shape = shape.empty() ? std::vector<int64_t>{static_cast<int64_t>(values.size())} : std::move(shape);
   t.raw = raw;
   if (raw) {
     t.raw_bytes.reserve(values.size() * 8);
@@ -413,7 +415,7 @@ std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutp
   // What the version answers besides its output.
   std::vector<std::string_view> also;
   if (reranker) also.push_back(kClassifierOutput);
-  if (tokens) also = {kTokenLogitsOutput, kCharsReadOutput};
+  if (tokens) also = {kTokenLogitsOutput, kTokenOffsetsOutput, kCharsReadOutput};
   for (const RequestedOutput& out : call.outputs) {
     if (out.name != version.name && std::find(also.begin(), also.end(), out.name) == also.end()) {
       std::string names = Quote(version.name);
@@ -432,9 +434,27 @@ std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutp
 
 namespace {
 
-ReplyTensor TokenLogits(const float* values, int rows, int columns, size_t labels, const TokenRows& tokens, bool raw) {
+// The most tokens any of the call's texts has (T of the per-token outputs).
+size_t LongestRow(const TokenRows& tokens, int rows) {
   size_t longest = 0;
-  for (const auto& spans : tokens.spans) longest = std::max(longest, spans.size());
+  for (size_t r = 0; r < static_cast<size_t>(rows); ++r) longest = std::max(longest, tokens.spans[r].size());
+  return longest;
+}
+
+ReplyTensor TokenOffsets(int rows, const TokenRows& tokens, bool raw) {
+  const size_t longest = LongestRow(tokens, rows);
+  std::vector<int64_t> out(static_cast<size_t>(rows) * longest * 2, -1);
+  for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
+    for (size_t t = 0; t < tokens.spans[r].size(); ++t) {
+      out[(r * longest + t) * 2] = tokens.spans[r][t].start;
+      out[(r * longest + t) * 2 + 1] = tokens.spans[r][t].end;
+    }
+  }
+  return Int64Tensor(kTokenOffsetsOutput, out, raw, {rows, static_cast<int64_t>(longest), 2});
+}
+
+ReplyTensor TokenLogits(const float* values, int rows, int columns, size_t labels, const TokenRows& tokens, bool raw) {
+  const size_t longest = LongestRow(tokens, rows);
   std::vector<float> out(static_cast<size_t>(rows) * longest * labels, 0.0f);
   for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
     std::copy_n(values + r * static_cast<size_t>(columns), tokens.spans[r].size() * labels,
@@ -476,6 +496,8 @@ std::vector<ReplyTensor> EncodeTokens(const DecodedCall& call, const VersionOutp
       tensors.push_back(Entities(call, version, values, rows, columns, tokens));
     } else if (name == kTokenLogitsOutput) {
       tensors.push_back(TokenLogits(values, rows, columns, labels, tokens, call.raw_output));
+    } else if (name == kTokenOffsetsOutput) {
+      tensors.push_back(TokenOffsets(rows, tokens, call.raw_output));
     } else {
       tensors.push_back(Int64Tensor(kCharsReadOutput, std::vector<int64_t>(tokens.chars_read.begin(),
                                                                            tokens.chars_read.begin() + rows),

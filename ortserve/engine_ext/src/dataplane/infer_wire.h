@@ -30,10 +30,12 @@ constexpr const char* kScoreOutput = "SCORE";    // a one-output cross-encoder's
 constexpr const char* kClassifierOutput = "LOGITS";
 constexpr const char* kEmbeddingOutput = "EMBEDDING";
 // A token classifier (VersionOutput::kind kTokenClassifier) answers ENTITIES BYTES [N] (one JSON array per text) and
-// CHARS_READ INT64 [N] (how much of each text it read); TOKEN_LOGITS FP32 [N, T, labels] on request.
+// CHARS_READ INT64 [N] (how much of each text it read); TOKEN_LOGITS FP32 [N, T, labels] and TOKEN_OFFSETS INT64
+// [N, T, 2] (each token's span) on request.
 constexpr const char* kTokenClassifier = "token-classifier";
 constexpr const char* kEntitiesOutput = "ENTITIES";
 constexpr const char* kTokenLogitsOutput = "TOKEN_LOGITS";
+constexpr const char* kTokenOffsetsOutput = "TOKEN_OFFSETS";
 constexpr const char* kCharsReadOutput = "CHARS_READ";
 constexpr const char* kAggregationParam = "aggregation";  // how ENTITIES groups tokens (entities.h), default simple
 constexpr const char* kClassificationParam = "classification";  // a requested output's top-k
@@ -140,7 +142,8 @@ struct TokenRows {
 // its start; ENTITIES BYTES [rows] of JSON arrays of {"label", "score", "start", "end", "text"} (and "index", the
 // token's position, with aggregation none), grouped by the call's aggregation (entities.h; "O" left out), offsets
 // in code points of the caller's text; CHARS_READ INT64 [rows]; TOKEN_LOGITS FP32 [rows, T, labels], T the call's
-// most tokens, zeros past a text's own. Neither requested: ENTITIES and CHARS_READ.
+// most tokens, zeros past a text's own; TOKEN_OFFSETS INT64 [rows, T, 2], each token's start and end (a special
+// token's (0, 0)), -1 past a text's own. None requested: ENTITIES and CHARS_READ.
 std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOutput& version, const float* values,
                                         int rows, int columns, const TokenRows* tokens = nullptr);
 

@@ -126,6 +126,7 @@ void BindWire(nb::module_& m) {
   m.attr("TOKEN_CLASSIFIER") = ortserve::kTokenClassifier;
   m.attr("ENTITIES_OUTPUT") = ortserve::kEntitiesOutput;
   m.attr("TOKEN_LOGITS_OUTPUT") = ortserve::kTokenLogitsOutput;
+  m.attr("TOKEN_OFFSETS_OUTPUT") = ortserve::kTokenOffsetsOutput;
   m.attr("CHARS_READ_OUTPUT") = ortserve::kCharsReadOutput;
   m.attr("MAX_REQUEST_ID_BYTES") = ortserve::kMaxRequestIdBytes;
   nb::exception<WireRefusal>(m, "WireError", PyExc_ValueError);
