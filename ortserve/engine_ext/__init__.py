@@ -128,6 +128,7 @@ next_run = _engine.next_run
 pick_lane = _engine.pick_lane
 classification_top_k = _engine.classification_top_k
 aggregate_entities = _engine.aggregate_entities
+AGGREGATIONS: tuple[str, ...] = _engine.AGGREGATIONS  # a token classifier's strategies, the default first
 HAS_FRONTEND: bool = _engine.HAS_FRONTEND
 FRONTEND_MISSING: str = _engine.FRONTEND_MISSING  # why the native gRPC front end was not built; "" when it was
 if HAS_FRONTEND:
@@ -135,6 +136,7 @@ if HAS_FRONTEND:
 
 __all__ = [
     "ADMISSION_DEADLINE_SHARE",
+    "AGGREGATIONS",
     "CHARS_READ_OUTPUT",
     "CLASSIFIER_OUTPUT",
     "EMBEDDING_OUTPUT",

@@ -628,6 +628,8 @@ def classification_top_k(scores: Annotated[NDArray[numpy.float32], dict(shape=(N
     Per row of scores (float32 [N, len(labels)]), its min(k, labels) best classes as b'score:index:label', best first; probabilities: softmax of the row, or with multi_label a sigmoid per label (classification.h).
     """
 
+AGGREGATIONS: tuple = ('simple', 'first', 'average', 'max', 'none')
+
 def aggregate_entities(logits: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], spans: list, labels: Sequence[str], aggregation: str, ignore: Sequence[str] = ['O']) -> list:
     """
     Token classification's entities (entities.h): logits float32 [tokens, labels], spans [(start, end, is_subword, special)] -> [(label, score, start, end, token index or -1)], as transformers' TokenClassificationPipeline aggregates.

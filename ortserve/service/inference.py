@@ -37,8 +37,6 @@ TOKEN_CLASSIFIER: str = engine_ext.TOKEN_CLASSIFIER
 WIRE_OUTPUTS: dict[str, str] = {"classifier": engine_ext.CLASSIFIER_OUTPUT, "embedding": engine_ext.EMBEDDING_OUTPUT,
                                 TOKEN_CLASSIFIER: engine_ext.ENTITIES_OUTPUT}
 """The output a model of each kind (`BundleManifest.kind`) answers with."""
-AGGREGATIONS = ("simple", "first", "average", "max", "none")
-"""A token classifier's `aggregation` parameter (the first is the default; entities.h says what each means)."""
 Param = tuple[str | None, Any] | None
 """An InferParameter as the wire rules take it: None when absent, else (its oneof field's name or None, value)."""
 TRACE_HEADERS = ("traceparent", "tracestate", "b3", "x-b3-traceid", "x-b3-spanid", "x-b3-sampled", "x-b3-flags")
@@ -209,7 +207,7 @@ class Inference:
             parameters["score_activation"] = served.score
             outputs = [(SCORE_OUTPUT, "FP32", [-1]), (WIRE_OUTPUTS["classifier"], "FP32", [-1, served.columns])]
         if served.kind == TOKEN_CLASSIFIER:  # ENTITIES and CHARS_READ by default, the per-token ones on request
-            parameters["aggregation"] = json.dumps(list(AGGREGATIONS))
+            parameters["aggregation"] = json.dumps(list(engine_ext.AGGREGATIONS))  # the default first
             outputs = [(served.name, "BYTES", [-1]), (engine_ext.CHARS_READ_OUTPUT, "INT64", [-1]),
                        (engine_ext.TOKEN_LOGITS_OUTPUT, "FP32", [-1, -1, served.columns]),
                        (engine_ext.TOKEN_OFFSETS_OUTPUT, "INT64", [-1, -1, 2])]

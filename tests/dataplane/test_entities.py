@@ -108,5 +108,6 @@ def test_a_named_example() -> None:
     assert [(label, start, end) for label, _, start, end, _ in simple] == [("PER", 0, 12), ("LOC", 21, 27)]
     assert [label for label, *_ in aggregate_entities(logits, spans, labels, "none")] == \
         ["B-PER", "I-PER", "B-LOC", "I-LOC"]
-    with pytest.raises(ValueError, match="aggregation must be none, simple, first, average or max, got 'mean'"):
+    with pytest.raises(ValueError,
+                       match="aggregation must be 'simple', 'first', 'average', 'max' or 'none', got 'mean'"):
         aggregate_entities(logits, spans, labels, "mean")

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <utility>
 
 namespace ortserve {
@@ -78,12 +79,19 @@ Entity Group(const std::vector<Entity>& members) {
 }  // namespace
 
 std::optional<Aggregation> ParseAggregation(std::string_view name) {
-  if (name == "none") return Aggregation::kNone;
-  if (name == "simple") return Aggregation::kSimple;
-  if (name == "first") return Aggregation::kFirst;
-  if (name == "average") return Aggregation::kAverage;
-  if (name == "max") return Aggregation::kMax;
+  for (const AggregationName& known : kAggregations) {
+    if (known.name == name) return known.aggregation;
+  }
   return std::nullopt;
+}
+
+std::string AggregationChoices() {
+  const size_t count = std::size(kAggregations);
+  std::string out;
+  for (size_t i = 0; i < count; ++i) {
+    out += (i == 0 ? "'" : i + 1 == count ? " or '" : ", '") + std::string(kAggregations[i].name) + "'";
+  }
+  return out;
 }
 
 std::vector<Entity> AggregateEntities(const float* logits, const std::vector<TokenSpan>& tokens,

@@ -25,8 +25,22 @@ namespace ortserve {
 
 enum class Aggregation { kNone, kSimple, kFirst, kAverage, kMax };
 
-// "none", "simple", "first", "average" or "max"; nullopt for anything else.
+// The strategies a caller may name, the default (simple) first: the one list the wire rules, their messages and
+// ModelMetadata read.
+struct AggregationName {
+  std::string_view name;
+  Aggregation aggregation;
+};
+inline constexpr AggregationName kAggregations[] = {{"simple", Aggregation::kSimple},
+                                                    {"first", Aggregation::kFirst},
+                                                    {"average", Aggregation::kAverage},
+                                                    {"max", Aggregation::kMax},
+                                                    {"none", Aggregation::kNone}};
+
+// One of kAggregations by name; nullopt for anything else.
 std::optional<Aggregation> ParseAggregation(std::string_view name);
+// "'simple', 'first', 'average', 'max' or 'none'", as messages list the choices.
+std::string AggregationChoices();
 
 struct TokenSpan {
   int64_t start = 0, end = 0;  // characters of the caller's text

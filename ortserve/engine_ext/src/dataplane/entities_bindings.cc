@@ -15,13 +15,16 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 void BindEntities(nb::module_& m) {
+  nb::list names;
+  for (const ortserve::AggregationName& known : ortserve::kAggregations) names.append(std::string(known.name));
+  m.attr("AGGREGATIONS") = nb::tuple(names);
   m.def(
       "aggregate_entities",
       [](nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> logits, nb::list spans,
          std::vector<std::string> labels, const std::string& aggregation, std::vector<std::string> ignore) {
         const auto strategy = ortserve::ParseAggregation(aggregation);
         if (!strategy) {
-          throw nb::value_error(("aggregation must be none, simple, first, average or max, got '" + aggregation +
+          throw nb::value_error(("aggregation must be " + ortserve::AggregationChoices() + ", got '" + aggregation +
                                  "'")
                                     .c_str());
         }

@@ -385,7 +385,7 @@ std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long lon
     }
     call.aggregation = ParseAggregation(request.aggregation.string_value);
     if (!call.aggregation) {
-      return Invalid(aggregation + " must be 'simple', 'first', 'average', 'max' or 'none', got " +
+      return Invalid(aggregation + " must be " + AggregationChoices() + ", got " +
                      PyRepr(request.aggregation.string_value));
     }
   }
