@@ -182,8 +182,7 @@ class ModelInstance:
         keeps growing the process's memory."""
         bundle = Path(bundle_dir)
         manifest = load_manifest(bundle)
-        bundle_tokenizer = open_tokenizer(bundle / "tokenizer.json", manifest.max_seq_len,
-                                          "hf" if manifest.per_token and tokenizer == "native" else tokenizer,
+        bundle_tokenizer = open_tokenizer(bundle / "tokenizer.json", manifest.max_seq_len, tokenizer,
                                           pairs=manifest.pairs, tokens=manifest.per_token)
 
         def open_engine(threads: int) -> Engine:

@@ -73,13 +73,11 @@ def open_tokenizer(tokenizer_json: Path, max_seq_len: int, choice: TokenizerChoi
                    pairs: bool = False, tokens: bool = False) -> BundleTokenizer:
     """`pairs`: the bundle reads pairs of texts; the C++ tokenizer runs it only where it also makes pairs exactly
     as the checkpoint's tokenizer does ([CLS] a [SEP] b [SEP], token types 0 then 1). `tokens`: a token
-    classifier, read by HF `tokenizers` whatever `choice` (`native` is refused)."""
+    classifier, read by HF `tokenizers` whatever `choice` (a server-wide `native` included): its entities need the
+    character offsets only HF tracks; `fallback` says so."""
     if choice not in TOKENIZER_CHOICES:
         raise TokenizerError(f"tokenizer must be one of {', '.join(TOKENIZER_CHOICES)}, got {choice!r}")
     if tokens:
-        if choice == "native":
-            raise TokenizerError(f"{tokenizer_json}: a token classifier runs on HF tokenizers (its entities need "
-                                 "character offsets); use tokenizer auto or hf")
         return _hf(tokenizer_json, max_seq_len, "a token classifier's offsets come from HF tokenizers", tokens=True)
     fallback = ""
     if choice != "hf":
