@@ -24,7 +24,7 @@ from ortserve_devtools.bert_bundle import (
     tiny_bert,
 )
 from ortserve_devtools.bert_graph import build_bert_graph
-from support.bert_reference import reference_embedding, reference_logits
+from support.bert_reference import pad_encodings, reference_embedding, reference_logits
 from tokenizers import Tokenizer
 
 from ortserve.registry.bundle import validate_bundle
@@ -46,18 +46,6 @@ def _session(model: Path | onnx.ModelProto,
     options.graph_optimization_level = level
     source = str(model) if isinstance(model, Path) else model.SerializeToString()
     return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-
-
-def _pad(encodings: list) -> dict[str, np.ndarray]:
-    """Pad to the longest with id 0, as the server does (written here, not borrowed from the builder)."""
-    seq = max(len(e.ids) for e in encodings)
-    out = {name: np.zeros((len(encodings), seq), dtype=np.int64)
-           for name in ("input_ids", "attention_mask", "token_type_ids")}
-    for row, e in enumerate(encodings):
-        out["input_ids"][row, : len(e.ids)] = e.ids
-        out["attention_mask"][row, : len(e.ids)] = 1
-        out["token_type_ids"][row, : len(e.ids)] = e.type_ids
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +121,7 @@ def test_tiny_logits_match_numpy_reference(tiny_dir: Path, level: ort.GraphOptim
     encodings = [*tokenizer.encode_batch(list(TEXTS)), tokenizer.encode("is it good?", "yes, very good")]
     assert len({len(e.ids) for e in encodings}) > 1  # the batch really is padded
 
-    (logits,) = _session(tiny_dir / "model.onnx", level).run(["logits"], _pad(encodings))
+    (logits,) = _session(tiny_dir / "model.onnx", level).run(["logits"], pad_encodings(encodings))
 
     expected = np.stack([reference_logits(tiny.config, tiny.weights, tiny.head, e.ids, e.type_ids)
                          for e in encodings])
@@ -146,9 +134,9 @@ def test_padding_does_not_change_logits(tiny_dir: Path) -> None:
     tokenizer = Tokenizer.from_file(str(tiny_dir / "tokenizer.json"))
     session = _session(tiny_dir / "model.onnx")
     encodings = tokenizer.encode_batch(list(TEXTS))
-    (batched,) = session.run(["logits"], _pad(encodings))
+    (batched,) = session.run(["logits"], pad_encodings(encodings))
     for row, encoding in enumerate(encodings):
-        (alone,) = session.run(["logits"], _pad([encoding]))
+        (alone,) = session.run(["logits"], pad_encodings([encoding]))
         np.testing.assert_allclose(batched[row], alone[0], rtol=0, atol=1e-5)
 
 
@@ -157,7 +145,7 @@ def test_custom_labels_size_the_head(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "manifest.json").read_text())["labels"] == ["a", "b", "c"]
     assert bundle.labels == ("a", "b", "c")
     tokenizer = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
-    (logits,) = _session(tmp_path / "model.onnx").run(["logits"], _pad(tokenizer.encode_batch(list(TEXTS))))
+    (logits,) = _session(tmp_path / "model.onnx").run(["logits"], pad_encodings(tokenizer.encode_batch(list(TEXTS))))
     assert logits.shape == (len(TEXTS), 3)
 
 
@@ -199,7 +187,7 @@ def test_offline_transformer_optimizer_fuses_the_graph(tiny_dir: Path, tmp_path:
     optimized.save_model_to_file(str(tmp_path / "fused.onnx"))
 
     tokenizer = Tokenizer.from_file(str(tiny_dir / "tokenizer.json"))
-    feed = _pad(tokenizer.encode_batch(list(TEXTS)))
+    feed = pad_encodings(tokenizer.encode_batch(list(TEXTS)))
     (plain,) = _session(tiny_dir / "model.onnx").run(["logits"], feed)
     (fused,) = _session(tmp_path / "fused.onnx").run(["logits"], feed)
     np.testing.assert_allclose(fused, plain, rtol=0, atol=1e-4)
@@ -227,7 +215,7 @@ def test_tiny_embeddings_match_numpy_reference(tmp_path: Path, level: ort.GraphO
     encodings = tokenizer.encode_batch(list(TEXTS))
     assert len({len(e.ids) for e in encodings}) > 1  # the batch really is padded
 
-    (embeddings,) = _session(tmp_path / "model.onnx", level).run(["embedding"], _pad(encodings))
+    (embeddings,) = _session(tmp_path / "model.onnx", level).run(["embedding"], pad_encodings(encodings))
 
     expected = np.stack([reference_embedding(tiny.config, tiny.weights, e.ids, e.type_ids) for e in encodings])
     assert embeddings.dtype == np.float32 and embeddings.shape == (len(TEXTS), 32)
@@ -258,7 +246,7 @@ def test_minilm_demo_scores_plausible_sentiment(minilm_dir: Path) -> None:
     assert len(tokenizer.encode("I love this").ids) == 5
 
     texts = ["I love this, it is wonderful", "this is awful and I hate it"]
-    (logits,) = _session(minilm_dir / "model.onnx").run(["logits"], _pad(tokenizer.encode_batch(texts)))
+    (logits,) = _session(minilm_dir / "model.onnx").run(["logits"], pad_encodings(tokenizer.encode_batch(texts)))
     assert logits[0].argmax() == 1, logits  # positive
     assert logits[1].argmax() == 0, logits  # negative
 
@@ -272,7 +260,7 @@ def test_minilm_embedding_matches_numpy_reference(minilm_dir: Path) -> None:
     tokenizer = Tokenizer.from_file(str(minilm_dir / "tokenizer.json"))
     sentence = tokenizer.encode("The quick brown fox jumps over the lazy dog.")
     filler = tokenizer.encode("a much longer sentence, so that the first one is padded inside the batch")
-    (embeddings,) = _session(encoder).run(["sentence_embedding"], _pad([sentence, filler]))
+    (embeddings,) = _session(encoder).run(["sentence_embedding"], pad_encodings([sentence, filler]))
 
     expected = reference_embedding(checkpoint.config, checkpoint.weights, sentence.ids, sentence.type_ids)
     np.testing.assert_allclose(embeddings[0], expected, rtol=0, atol=1e-4)
@@ -298,7 +286,7 @@ def test_minilm_embedding_bundle_matches_the_sentence_transformers_computation(m
     tokenizer = Tokenizer.from_file(str(minilm_embedding_dir / "tokenizer.json"))
     texts = [*TEXTS, "The quick brown fox jumps over the lazy dog.", "Der Hund bellt laut in der Nacht."]
     encodings = tokenizer.encode_batch(texts)
-    (embeddings,) = _session(minilm_embedding_dir / "model.onnx").run(["embedding"], _pad(encodings))
+    (embeddings,) = _session(minilm_embedding_dir / "model.onnx").run(["embedding"], pad_encodings(encodings))
     expected = np.stack([reference_embedding(checkpoint.config, checkpoint.weights, e.ids, e.type_ids)
                          for e in encodings])
     assert embeddings.shape == (len(texts), 384)

@@ -27,9 +27,9 @@ from ortserve_devtools.bert_graph import build_pair_cosine_graph, build_token_gr
 from ortserve_devtools.bert_weights import ClassifierHead
 from ortserve_devtools.entity_head import ENTITY_LABELS, token_tags
 from ortserve_devtools.wordpiece_tokenizer import build_wordpiece_tokenizer
-from support.bert_reference import reference_embedding, reference_token_states
+from support.bert_reference import pad_encodings, reference_embedding, reference_token_states
 from support.server_process import running_server
-from tokenizers import Encoding, Tokenizer
+from tokenizers import Tokenizer
 
 from ortserve.registry.accuracy import make_batches
 from ortserve.registry.bundle import validate_bundle
@@ -60,18 +60,6 @@ def _session(model: Path | bytes) -> ort.InferenceSession:
                                 providers=["CPUExecutionProvider"])
 
 
-def _pad(encodings: list[Encoding]) -> dict[str, np.ndarray]:
-    """Pad to the longest with id 0, type ids as the tokenizer gives them (written here, not borrowed)."""
-    seq = max(len(e.ids) for e in encodings)
-    out = {name: np.zeros((len(encodings), seq), dtype=np.int64)
-           for name in ("input_ids", "attention_mask", "token_type_ids")}
-    for row, e in enumerate(encodings):
-        out["input_ids"][row, : len(e.ids)] = e.ids
-        out["attention_mask"][row, : len(e.ids)] = 1
-        out["token_type_ids"][row, : len(e.ids)] = e.type_ids
-    return out
-
-
 # --- the graphs, on a tiny random BERT --------------------------------------------------------------------
 
 
@@ -81,7 +69,7 @@ def test_pair_cosine_graph_is_the_cosine_of_each_text_encoded_alone() -> None:
     model = build_pair_cosine_graph(tiny.config, tiny.weights)
     encodings = [tokenizer.encode(a, b) for a, b in PAIRS]
     assert max(len(e.ids) for e in encodings) < 64  # not truncated: each text is read whole
-    (logits,) = _session(model.SerializeToString()).run(["logits"], _pad(encodings))
+    (logits,) = _session(model.SerializeToString()).run(["logits"], pad_encodings(encodings))
     assert logits.shape == (len(PAIRS), 1)
     for row, (a, b) in enumerate(PAIRS):
         ea, eb = (tokenizer.encode(t) for t in (a, b))
@@ -100,7 +88,7 @@ def test_token_graph_matches_numpy_reference(previous_token: bool) -> None:
                           bias=rng.standard_normal(5).astype(np.float32))
     model = build_token_graph(tiny.config, tiny.weights, head, previous_token=previous_token)
     encodings = [tokenizer.encode(t) for t in ("hello world", "a", "some words here and there")]
-    (logits,) = _session(model.SerializeToString()).run(["logits"], _pad(encodings))
+    (logits,) = _session(model.SerializeToString()).run(["logits"], pad_encodings(encodings))
     assert logits.shape == (3, max(len(e.ids) for e in encodings), 5)
     for row, e in enumerate(encodings):
         states = reference_token_states(tiny.config, tiny.weights, e.ids, e.type_ids)
@@ -145,7 +133,7 @@ def test_minilm_reranker_bundle_is_a_reranker_with_reference_answers(reranker_di
     # The server's load-time check, one pair at a time as its batcher runs them.
     tokenizer = Tokenizer.from_file(str(reranker_dir / "tokenizer.json"))
     session = _session(reranker_dir / "model.onnx")
-    outputs = np.concatenate([session.run(["logits"], _pad([tokenizer.encode(text, pair)]))[0]
+    outputs = np.concatenate([session.run(["logits"], pad_encodings([tokenizer.encode(text, pair)]))[0]
                               for text, pair in zip(refs.texts, refs.pairs, strict=True)])
     verdict = verify.judge(refs, outputs, verify.rule_for(manifest, "cpu"))
     assert verdict.result == "passed", verdict.line()
@@ -194,7 +182,7 @@ def _tags(bundle: Path, texts: list[str]) -> list[list[tuple[str, str]]]:
     """(token, label) of each text's tagged tokens, the batch padded as the server pads it."""
     tokenizer = Tokenizer.from_file(str(bundle / "tokenizer.json"))
     encodings = [tokenizer.encode(t) for t in texts]
-    (logits,) = _session(bundle / "model.onnx").run(["logits"], _pad(encodings))
+    (logits,) = _session(bundle / "model.onnx").run(["logits"], pad_encodings(encodings))
     return [[(token, ENTITY_LABELS[int(i)]) for token, i in zip(e.tokens, logits[row, : len(e.ids)].argmax(axis=1),
                                                                   strict=True) if i]
             for row, e in enumerate(encodings)]
@@ -218,7 +206,7 @@ def test_minilm_ner_bundle_is_a_token_classifier_with_per_token_references(ner_b
     refs = read_references(bundle, manifest.references, manifest.columns, per_token=True,
                            max_seq_len=manifest.max_seq_len)
     session = _session(bundle / "model.onnx")
-    outputs = [session.run(["logits"], _pad([tokenizer.encode(text)]))[0][0] for text in refs.texts]
+    outputs = [session.run(["logits"], pad_encodings([tokenizer.encode(text)]))[0][0] for text in refs.texts]
     verdict = verify.judge(refs, np.concatenate(outputs), verify.rule_for(manifest, "cpu"))
     assert verdict.result == "passed", verdict.line()
 

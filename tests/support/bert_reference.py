@@ -8,6 +8,7 @@ Normalize); it shares no code with ``ortserve_devtools.bert_graph``.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from ortserve_devtools.bert_weights import BertConfig, BertWeights, ClassifierHead
@@ -60,3 +61,16 @@ def reference_token_states(config: BertConfig, w: BertWeights, ids: list[int], t
 def reference_logits(config: BertConfig, w: BertWeights, head: ClassifierHead, ids: list[int],
                      type_ids: list[int]) -> np.ndarray:
     return reference_embedding(config, w, ids, type_ids) @ head.weight.astype(np.float64).T + head.bias
+
+
+def pad_encodings(encodings: list[Any]) -> dict[str, np.ndarray]:
+    """A graph's feed for HF `tokenizers` encodings: padded to the longest with id 0, type ids as the tokenizer gives
+    them, as the server pads (written here, not borrowed from the builder)."""
+    seq = max(len(e.ids) for e in encodings)
+    out = {name: np.zeros((len(encodings), seq), dtype=np.int64)
+           for name in ("input_ids", "attention_mask", "token_type_ids")}
+    for row, e in enumerate(encodings):
+        out["input_ids"][row, : len(e.ids)] = e.ids
+        out["attention_mask"][row, : len(e.ids)] = 1
+        out["token_type_ids"][row, : len(e.ids)] = e.type_ids
+    return out

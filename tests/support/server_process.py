@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,24 @@ def running_server(args: Sequence[str], *, env: dict[str, str] | None = None, re
     finally:
         with suppress(subprocess.TimeoutExpired):
             server.terminate()
+
+
+@contextmanager
+def serving_published(store: Path, bundles: Mapping[str, Path], args: Sequence[str] = (), *,
+                      http: bool = False) -> Iterator[ServerProcess]:
+    """Each bundle published as its model's v1 (weight 100) to a file registry at `store`, and a server on that
+    registry (`args` added) with every one of those models ready."""
+    from ortserve.registry.artifacts import ArtifactStore
+    from ortserve.registry.filestore import FileStore
+    from ortserve.registry.publishing import publish
+
+    files, artifacts = FileStore(store), ArtifactStore(store / "artifacts")
+    for model, bundle in bundles.items():
+        publish(files, artifacts, model=model, version="v1", bundle_dir=bundle, weight=100)
+    with running_server(["--registry", store.as_uri(), *args], ready=False, http=http) as server:
+        for model in bundles:
+            server.wait_ready(model=model, timeout=180)
+        yield server
 
 
 def infer_request(texts: Sequence[str | bytes], *, model: str = "classifier", version: str = "",

@@ -34,14 +34,11 @@ import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN, make_checkpoint
-from support.server_process import ServerProcess, running_server, stub_for
+from support.server_process import ServerProcess, serving_published, stub_for
 
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
-from ortserve.registry.artifacts import ArtifactStore
-from ortserve.registry.filestore import FileStore
 from ortserve.registry.importer import ImportResult, import_checkpoint
-from ortserve.registry.publishing import publish
 
 BIO = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
 IOBES = ("O", "B-ORG", "I-ORG", "E-ORG", "S-ORG", "S-LOC")
@@ -76,15 +73,11 @@ def bundles(tmp_path_factory: pytest.TempPathFactory, torch_one_thread: None) ->
 @pytest.fixture(scope="module")
 def served(bundles: dict[str, tuple[Path, ImportResult]], tmp_path_factory: pytest.TempPathFactory,
            frontend: str) -> Iterator[ServerProcess]:
-    root = tmp_path_factory.mktemp("tokens-store")
-    files, artifacts = FileStore(root), ArtifactStore(root / "artifacts")
-    for name, (_, result) in bundles.items():
-        publish(files, artifacts, model=name, version="v1", bundle_dir=result.path, weight=100)
+    bundle_dirs = {name: result.path for name, (_, result) in bundles.items()}
     # Small batches: the concurrent calls below get split across and merged into batches.
-    with running_server(["--registry", root.as_uri(), "--frontend", frontend, "--max-batch-size", "4",
-                         "--max-queue-wait-ms", "0", "--max-padding-ratio", "1.5"], ready=False, http=True) as server:
-        for name in bundles:
-            server.wait_ready(model=name, timeout=180)
+    with serving_published(tmp_path_factory.mktemp("tokens-store"), bundle_dirs,
+                           ["--frontend", frontend, "--max-batch-size", "4", "--max-queue-wait-ms", "0",
+                            "--max-padding-ratio", "1.5"], http=True) as server:
         yield server
 
 
