@@ -132,7 +132,7 @@ def _search(stub: pb_grpc.GRPCInferenceServiceStub, model: str, query: str, corp
 
 
 def _rerank(stub: pb_grpc.GRPCInferenceServiceStub, model: str, query: str, passages: list[str]) -> int:
-    """One query against N passages: TEXT [N] (the passages) and TEXT_PAIR [1] (the query, paired with each)."""
+    """One query against N passages: TEXT [N] (the passages) and TEXT_PAIR [1] (the query, read first in each pair)."""
     request = _request(model, passages)
     request.inputs.add(name="TEXT_PAIR", datatype="BYTES", shape=[1]).contents.bytes_contents.append(query.encode())
     response = stub.ModelInfer(request, timeout=30)

@@ -843,10 +843,11 @@ def _oracle(request: pb.ModelInferRequest, max_texts: int) -> Accepted | None:
         return None
     pairs = None
     if "TEXT_PAIR" in names:
-        pairs = _oracle_texts(request, names.index("TEXT_PAIR"), max_texts)
-        if pairs is None or len(pairs) not in (1, len(texts)):
+        queries = _oracle_texts(request, names.index("TEXT_PAIR"), max_texts)
+        if queries is None or len(queries) not in (1, len(texts)):
             return None
-        pairs = pairs * len(texts) if len(pairs) == 1 else pairs
+        # A pair is read query first: each row is (TEXT_PAIR's element, TEXT's), one row per element of TEXT.
+        texts, pairs = queries * len(texts) if len(queries) == 1 else queries, texts
     outputs: list[tuple[str, int]] = []
     for out in request.outputs:
         if out.name in [name for name, _ in outputs]:
@@ -928,15 +929,17 @@ def _with_pairs(request: pb.ModelInferRequest, pairs: list[str], *, shape: list[
     return request
 
 
-def test_pairs_are_decoded_one_per_text_or_one_for_all() -> None:
-    both = _with_pairs(_request(["q1", "q2"]), ["p1", "p2"])
+def test_pairs_are_decoded_query_first_one_per_text_or_one_for_all() -> None:
+    """A row is (TEXT_PAIR's element, TEXT's): the query first, as cross-encoders are trained; `texts` holds the
+    queries, `pairs` TEXT's elements, and there is one row per element of TEXT."""
+    both = _with_pairs(_request(["p1", "p2"]), ["q1", "q2"])
     assert _decoded(both, 4) == (["q1", "q2"], ["p1", "p2"], [], False)
-    raw = _with_pairs(_request(["query"], raw=True), ["p"], raw=True)
-    assert _decoded(raw, 4) == (["query"], ["p"], [], False)
-    query = _with_pairs(_request(["a", "b", "c"]), ["query"])  # [1]: the one second text for every text
-    assert _decoded(query, 4) == (["a", "b", "c"], ["query"] * 3, [], False)
+    raw = _with_pairs(_request(["passage"], raw=True), ["q"], raw=True)
+    assert _decoded(raw, 4) == (["q"], ["passage"], [], False)
+    query = _with_pairs(_request(["a", "b", "c"]), ["query"])  # [1]: the one query for every text
+    assert _decoded(query, 4) == (["query"] * 3, ["a", "b", "c"], [], False)
     column = _with_pairs(_request(["a", "b"]), ["x", "y"], shape=[2, 1])
-    assert _decoded(column, 4) == (["a", "b"], ["x", "y"], [], False)
+    assert _decoded(column, 4) == (["x", "y"], ["a", "b"], [], False)
 
 
 @pytest.mark.parametrize(("build", "message"), [

@@ -116,8 +116,10 @@ def reranker_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _scores(bundle: Path, query: str, passages: tuple[str, ...]) -> np.ndarray:
-    """As the demo client calls it: TEXT = the passages, TEXT_PAIR = the query (each row `[CLS] p [SEP] q [SEP]`)."""
-    batches = make_batches(bundle / "tokenizer.json", 128, passages, 16, by_length=False, pairs=[query] * len(passages))
+    """As the demo client calls it: TEXT = the passages, TEXT_PAIR = the query, read query first (each row
+    `[CLS] q [SEP] p [SEP]`)."""
+    batches = make_batches(bundle / "tokenizer.json", 128, [query] * len(passages), 16, by_length=False,
+                           pairs=list(passages))
     (logits,) = _session(bundle / "model.onnx").run(["logits"], batches[0].feed)
     return logits[:, 0]
 

@@ -23,7 +23,7 @@ def main() -> None:
     parser.add_argument("--output", default="LOGITS")
     parser.add_argument("--class-count", type=int, default=0, help="InferRequestedOutput(..., class_count=K)")
     parser.add_argument("--scores", help="the request parameter `scores`")
-    parser.add_argument("--pair", help="TEXT_PAIR [1]: one second text for every text (a cross-encoder's query)")
+    parser.add_argument("--pair", help="TEXT_PAIR [1]: the query, read first with every text (a cross-encoder's pairs)")
     parser.add_argument("--aggregation", help="the request parameter `aggregation` (a token classifier's ENTITIES)")
     args = parser.parse_args()
     with open(args.texts_path) as f:

@@ -13,8 +13,9 @@
 // - IsValidUtf8 equals a decode-then-range-check UTF-8 validator on the raw input bytes;
 // - a decoded request has one input TEXT, BYTES, shape [N] or [N, 1] with 1 <= N <= max_texts_per_request, exactly N texts,
 //   each valid UTF-8 and a view into the request (its bytes_contents, or its raw buffer split the same way by
-//   the reference splitter below), and at most one more, TEXT_PAIR, by the same rules with N or 1 elements, whose
-//   pairs are N views (the one element repeated for [1]); as many outputs as requested, each with classes >= 0; a
+//   the reference splitter below), and at most one more, TEXT_PAIR, by the same rules with N or 1 elements, read
+//   query first: then `texts` are TEXT_PAIR's N views (the one element repeated for [1]) and `pairs` TEXT's; as
+//   many outputs as requested, each with classes >= 0; a
 //   refused one a message;
 // - EncodeOutputs on a request whose outputs pass CheckOutputs writes outputs of the promised shapes and sizes (a
 //   reranker's SCORE [rows]; a token classifier's ENTITIES [rows] of JSON arrays, CHARS_READ [rows], TOKEN_LOGITS
@@ -141,16 +142,18 @@ void CheckDecoded(const inference::ModelInferRequest& request, const ortserve::D
     slot = i;
   }
   Check(text >= 0, "decoded a request without TEXT");
-  Check(SameViews(ReferenceElements(request, text, max_texts_per_request), decoded.texts),
-        "texts are not TEXT's elements");
+  const std::vector<std::string_view> elements = ReferenceElements(request, text, max_texts_per_request);
   if (pair < 0) {
+    Check(SameViews(elements, decoded.texts), "texts are not TEXT's elements");
     Check(decoded.pairs.empty(), "pairs from nowhere");
   } else {
-    const std::vector<std::string_view> second = ReferenceElements(request, pair, max_texts_per_request);
-    Check(second.size() == 1 || second.size() == decoded.texts.size(), "decoded TEXT_PAIR of another count");
-    std::vector<std::string_view> expected = second;
-    if (second.size() == 1) expected.assign(decoded.texts.size(), second[0]);
-    Check(SameViews(expected, decoded.pairs), "pairs are not TEXT_PAIR's elements");
+    // A pair is read query first: (TEXT_PAIR, TEXT), one row per element of TEXT.
+    Check(SameViews(elements, decoded.pairs), "second texts are not TEXT's elements");
+    const std::vector<std::string_view> queries = ReferenceElements(request, pair, max_texts_per_request);
+    Check(queries.size() == 1 || queries.size() == elements.size(), "decoded TEXT_PAIR of another count");
+    std::vector<std::string_view> expected = queries;
+    if (queries.size() == 1) expected.assign(elements.size(), queries[0]);
+    Check(SameViews(expected, decoded.texts), "queries are not TEXT_PAIR's elements");
   }
   for (std::string_view t : decoded.texts) Check(ReferenceUtf8(t), "decoded a text that is not UTF-8");
   for (std::string_view t : decoded.pairs) Check(ReferenceUtf8(t), "decoded a second text that is not UTF-8");

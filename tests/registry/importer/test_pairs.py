@@ -3,10 +3,12 @@ registry:
 
 - a sentence-transformers CrossEncoder directory (BERT, one label: the C++ WordPiece makes the pairs, token types
   from the second text) and a RoBERTa classifier imported with --task rerank (HF tokenizers make `<s> a </s></s> b
-  </s>`, no token types) answer SCORE [N] equal to CrossEncoder.predict within 1e-4, with TEXT_PAIR [N] or [1]
-  (one query, N passages), over gRPC and REST;
-- a three-label BERT classifier imported with --pairs (NLI-shaped) answers LOGITS equal to transformers on the pair,
-  and the classification extension names its labels;
+  </s>`, no token types) answer SCORE [N] equal to CrossEncoder.predict([(query, passage)]) within 1e-4, and LOGITS
+  equal to transformers' logits of tokenizer(query, passage), in the README's call shape (the passages as TEXT [N],
+  the query as TEXT_PAIR [1] or [N]: a pair is read query first), over gRPC and REST, with a short and a long query
+  against short and long passages (both cut past max_seq_len, longest first);
+- a three-label BERT classifier imported with --pairs (NLI-shaped) answers LOGITS equal to transformers on
+  (premise, hypothesis) sent as TEXT_PAIR and TEXT, and the classification extension names its labels;
 - ModelMetadata lists TEXT_PAIR and SCORE; each version passed its load-time check on its pair reference answers;
 - a missing, unasked or mismatched TEXT_PAIR, a bad datatype or a classification on SCORE is INVALID_ARGUMENT naming
   the input and the shapes, over real gRPC, both front ends;
@@ -47,6 +49,8 @@ from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 from ortserve.registry.importer import ImportResult, import_checkpoint
 
 QUERY = "Which phone has the longest battery life?"
+LONG_QUERY = ("Which phone, among those sold this year in Europe and in Japan, has the longest battery life when "
+              "streaming video over a mobile network, and does it still charge fast after two years?")
 PASSAGES = [
     "The battery died after two days and support never answered.",
     "ok",
@@ -98,11 +102,12 @@ def stub(served: ServerProcess) -> Iterator[Any]:
     channel.close()
 
 
-def pair_request(model: str, texts: Sequence[str], pairs: Sequence[str], *, raw: bool = False,
+def pair_request(model: str, texts: Sequence[str], queries: Sequence[str], *, raw: bool = False,
                  pair_shape: list[int] | None = None, pair_datatype: str = "BYTES") -> pb.ModelInferRequest:
+    """The README's call shape: `texts` (the passages) as TEXT [N], `queries` as TEXT_PAIR [N] or [1]."""
     request = pb.ModelInferRequest(model_name=model)
     for name, elements, shape, datatype in (("TEXT", texts, [len(texts)], "BYTES"),
-                                            ("TEXT_PAIR", pairs, pair_shape or [len(pairs)], pair_datatype)):
+                                            ("TEXT_PAIR", queries, pair_shape or [len(queries)], pair_datatype)):
         tensor = request.inputs.add(name=name, datatype=datatype, shape=shape)
         encoded = [e.encode() for e in elements]
         if raw:
@@ -112,15 +117,17 @@ def pair_request(model: str, texts: Sequence[str], pairs: Sequence[str], *, raw:
     return request
 
 
-def cross_encoder_scores(model_dir: Path, texts: Sequence[str], pairs: Sequence[str]) -> np.ndarray:
-    """What users get: sentence-transformers' CrossEncoder.predict (its activation), at the bundle's max length."""
+def cross_encoder_scores(model_dir: Path, queries: Sequence[str], passages: Sequence[str]) -> np.ndarray:
+    """What users get: sentence-transformers' CrossEncoder.predict([(query, passage), ...]) (its activation), at the
+    bundle's max length."""
     from sentence_transformers import CrossEncoder
 
     model = CrossEncoder(str(model_dir), device="cpu", max_length=IMPORT_MAX_SEQ_LEN)
-    return np.asarray(model.predict(list(zip(texts, pairs, strict=True)), show_progress_bar=False), np.float32)
+    return np.asarray(model.predict(list(zip(queries, passages, strict=True)), show_progress_bar=False), np.float32)
 
 
 def transformers_logits(model_dir: Path, texts: Sequence[str], pairs: Sequence[str]) -> np.ndarray:
+    """The raw model's logits of tokenizer(text, pair) (truncated as CrossEncoder truncates: longest first)."""
     import torch
     import transformers
 
@@ -132,38 +139,53 @@ def transformers_logits(model_dir: Path, texts: Sequence[str], pairs: Sequence[s
                          for t, p in zip(texts, pairs, strict=True)])
 
 
+@pytest.mark.parametrize("query", [QUERY, LONG_QUERY], ids=["short-query", "long-query"])
 @pytest.mark.parametrize("model", ["ce-bert", "rerank-roberta"])
 def test_reranker_scores_equal_cross_encoder_predict(stub: Any, served: ServerProcess,
-                                                     bundles: dict[str, tuple[Path, ImportResult]], model: str) -> None:
+                                                     bundles: dict[str, tuple[Path, ImportResult]], model: str,
+                                                     query: str) -> None:
     source, result = bundles[model]
     assert result.manifest.pairs and result.manifest.score_activation == "sigmoid"
     loaded = served.wait_event("version_loaded", model=model)
     assert loaded["verify"] == "passed"  # its pair reference answers, through its own batcher
     assert loaded["tokenizer"] == ("native" if model == "ce-bert" else "hf")
     assert loaded["kind"] == "reranker"  # what `ortserve status` shows
-    expected = cross_encoder_scores(source, [QUERY] * len(PASSAGES), PASSAGES)
-
-    one_query = stub.ModelInfer(pair_request(model, PASSAGES, [QUERY], pair_shape=[1]))  # TEXT_PAIR [1]
-    # Query first, as rerankers are called: TEXT the query (repeated), TEXT_PAIR the passages.
-    each = stub.ModelInfer(pair_request(model, [QUERY] * len(PASSAGES), PASSAGES, raw=True))
+    queries = [query] * len(PASSAGES)
+    expected = cross_encoder_scores(source, queries, PASSAGES)
+    logits_expected = transformers_logits(source, queries, PASSAGES)[:, 0]
+    # The README's call: the passages as TEXT [N], the query as TEXT_PAIR [1]; and the query repeated, TEXT_PAIR [N].
+    one_query = stub.ModelInfer(pair_request(model, PASSAGES, [query], pair_shape=[1]))
+    each = stub.ModelInfer(pair_request(model, PASSAGES, queries, raw=True))
     assert one_query.outputs[0].name == "SCORE" and list(one_query.outputs[0].shape) == [len(PASSAGES)]
+    np.testing.assert_allclose(logits_of(one_query), expected, atol=SCORE_TOLERANCE, rtol=0)
     np.testing.assert_allclose(logits_of(each), expected, atol=SCORE_TOLERANCE, rtol=0)
-    reversed_expected = cross_encoder_scores(source, PASSAGES, [QUERY] * len(PASSAGES))
-    np.testing.assert_allclose(logits_of(one_query), reversed_expected, atol=SCORE_TOLERANCE, rtol=0)
 
-    # LOGITS on request: the raw logit the sigmoid was applied to.
-    asked = pair_request(model, [QUERY] * len(PASSAGES), PASSAGES)
+    # LOGITS on request: the raw logit the sigmoid was applied to, transformers' own for tokenizer(query, passage).
+    asked = pair_request(model, PASSAGES, [query], pair_shape=[1])
     asked.outputs.add(name="LOGITS")
     logits = logits_of(stub.ModelInfer(asked))
     assert logits.shape == (len(PASSAGES), 1)
+    scale = np.maximum(1.0, np.abs(logits_expected))
+    assert (np.abs(logits[:, 0] - logits_expected) <= SCORE_TOLERANCE * scale).all(), logits[:, 0] - logits_expected
     np.testing.assert_allclose(1 / (1 + np.exp(-logits[:, 0])), expected, atol=SCORE_TOLERANCE, rtol=0)
 
     # REST: the same call, the same scores.
-    doc = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [len(PASSAGES)], "data": [QUERY] * len(PASSAGES)},
-                      {"name": "TEXT_PAIR", "datatype": "BYTES", "shape": [len(PASSAGES)], "data": PASSAGES}]}
+    doc = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [len(PASSAGES)], "data": PASSAGES},
+                      {"name": "TEXT_PAIR", "datatype": "BYTES", "shape": [1], "data": [query]}]}
     rest = requests.post(f"http://127.0.0.1:{served.http_port}/v2/models/{model}/infer", json=doc, timeout=30).json()
     assert rest["outputs"][0]["name"] == "SCORE" and rest["outputs"][0]["shape"] == [len(PASSAGES)]
     np.testing.assert_allclose(rest["outputs"][0]["data"], expected, atol=SCORE_TOLERANCE, rtol=0)
+
+
+def test_the_query_is_read_first(stub: Any, bundles: dict[str, tuple[Path, ImportResult]]) -> None:
+    """The order matters to a cross-encoder (the random test model scores (a, b) and (b, a) differently), so the
+    parity above would catch a reversed pair: this guards that the test model can tell."""
+    source, _ = bundles["ce-bert"]
+    forward = cross_encoder_scores(source, [QUERY] * len(PASSAGES), PASSAGES)
+    backward = cross_encoder_scores(source, PASSAGES, [QUERY] * len(PASSAGES))
+    assert np.abs(forward - backward).max() > 100 * SCORE_TOLERANCE
+    served = logits_of(stub.ModelInfer(pair_request("ce-bert", PASSAGES, [QUERY], pair_shape=[1])))
+    assert np.abs(served - backward).max() > 100 * SCORE_TOLERANCE
 
 
 def test_a_pair_classifier_answers_logits_and_labels(stub: Any, served: ServerProcess,
@@ -173,11 +195,12 @@ def test_a_pair_classifier_answers_logits_and_labels(stub: Any, served: ServerPr
     assert served.wait_event("version_loaded", model="nli-bert")["kind"] == "classifier of pairs"
     premises = PASSAGES
     hypotheses = ["The battery is good.", "Nothing was said.", "Es regnet.", "🎉", "short"]
-    got = logits_of(stub.ModelInfer(pair_request("nli-bert", premises, hypotheses)))
+    # (premise, hypothesis) as the model was trained: the premise is read first, so it is sent as TEXT_PAIR.
+    got = logits_of(stub.ModelInfer(pair_request("nli-bert", hypotheses, premises)))
     expected = transformers_logits(source, premises, hypotheses)
     scale = np.maximum(1.0, np.abs(expected).max(axis=1, keepdims=True))
     assert (np.abs(got - expected) <= SCORE_TOLERANCE * scale).all(), np.abs(got - expected).max()
-    reply = stub.ModelInfer(ask_classification(pair_request("nli-bert", premises, hypotheses), 1, binary_data=False))
+    reply = stub.ModelInfer(ask_classification(pair_request("nli-bert", hypotheses, premises), 1, binary_data=False))
     best = [entry.decode().split(":", 2) for entry in reply.outputs[0].contents.bytes_contents]
     assert [(int(i), label) for _, i, label in best] == [(int(k), NLI_LABELS[int(k)]) for k in expected.argmax(1)]
 
@@ -207,7 +230,7 @@ def test_tritonclient_and_status_see_a_reranker(served: ServerProcess, bundles: 
     assert out.returncode == 0, out.stderr
     reply = json.loads(out.stdout)
     assert reply["shape"] == [len(PASSAGES)] and reply["dtype"] == "float32"
-    expected = cross_encoder_scores(bundles["ce-bert"][0], PASSAGES, [QUERY] * len(PASSAGES))
+    expected = cross_encoder_scores(bundles["ce-bert"][0], [QUERY] * len(PASSAGES), PASSAGES)
     np.testing.assert_allclose(reply["score"], expected, atol=SCORE_TOLERANCE, rtol=0)
     assert [i["name"] for i in reply["metadata"]["inputs"]] == ["TEXT", "TEXT_PAIR"]
     status = subprocess.run([sys.executable, "-m", "ortserve.service.cli", "status", "--address", served.address],
@@ -274,7 +297,7 @@ def test_bad_pairs_are_invalid_argument_naming_the_input(stub: Any, case: str) -
 
 WORDS = ["battery", "phone", "the", "lasts", "days", "weeks", "not", "very", "good", "awful", "Akku", "電池", "🎉"]
 text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=30).map(" ".join)
-call = st.lists(st.tuples(text, text), min_size=1, max_size=6)
+call = st.lists(st.tuples(text, text), min_size=1, max_size=6)  # (query, passage)
 
 
 @pytest.fixture(scope="module")

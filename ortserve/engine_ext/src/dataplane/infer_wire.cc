@@ -113,7 +113,9 @@ std::optional<WireError> DecodeElements(const WireRequest& request, size_t index
   return std::nullopt;
 }
 
-// TEXT, and TEXT_PAIR when sent: [N] second texts, or [1] to pair one text (a query) with each of the N texts.
+// TEXT, and TEXT_PAIR when sent: [N] queries, or [1] to pair one query with each of the N texts. A pair is read
+// query first, (TEXT_PAIR, TEXT), as cross-encoders are trained (CrossEncoder.predict([(query, passage)]), TEI's
+// /rerank): `texts` gets the queries and `pairs` TEXT's elements, so that every tokenizer makes (texts[i], pairs[i]).
 std::optional<WireError> DecodeTexts(const WireRequest& request, long long max_texts_per_request,
                                      std::vector<std::string_view>& texts, std::vector<std::string_view>& pairs) {
   const std::string input = Quote(kTextInput);
@@ -145,8 +147,9 @@ std::optional<WireError> DecodeTexts(const WireRequest& request, long long max_t
                    " and input " + input + " shape " + List(request.inputs[text_index].shape) + ": send " +
                    Quote(kPairInput) + " [" + std::to_string(texts.size()) + "] (one per text) or [1] (one for all)");
   }
-  pairs.assign(texts.size(), second[0]);
-  if (second.size() == texts.size()) pairs = std::move(second);
+  pairs = std::move(texts);
+  texts.assign(pairs.size(), second[0]);
+  if (second.size() == pairs.size()) texts = std::move(second);
   return std::nullopt;
 }
 

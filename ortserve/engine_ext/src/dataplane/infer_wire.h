@@ -25,7 +25,7 @@
 namespace ortserve {
 
 constexpr const char* kTextInput = "TEXT";
-constexpr const char* kPairInput = "TEXT_PAIR";  // a cross-encoder's second texts
+constexpr const char* kPairInput = "TEXT_PAIR";  // a cross-encoder's queries, read first (DecodedCall)
 constexpr const char* kScoreOutput = "SCORE";    // a one-output cross-encoder's activated score, FP32 [N]
 constexpr const char* kClassifierOutput = "LOGITS";
 constexpr const char* kEmbeddingOutput = "EMBEDDING";
@@ -85,9 +85,12 @@ struct RequestedOutput {
 };
 
 // A call the rules accept; views into the request.
+// Rows in the order the model reads them: without TEXT_PAIR, `texts` is TEXT and `pairs` empty; with it (a
+// cross-encoder), row i is the pair (TEXT_PAIR[i] or its one element, TEXT[i]): the query first, as cross-encoders
+// are trained, so `texts` holds the queries and `pairs` TEXT's elements (one row, one answer, per element of TEXT).
 struct DecodedCall {
-  std::vector<std::string_view> texts;
-  std::vector<std::string_view> pairs;   // TEXT_PAIR: one per text (a [1] input repeated); empty when not sent
+  std::vector<std::string_view> texts;   // TEXT, or each row's query (TEXT_PAIR, a [1] input repeated)
+  std::vector<std::string_view> pairs;   // with TEXT_PAIR: TEXT's elements, each row's second text; else empty
   std::vector<RequestedOutput> outputs;  // as requested; empty: the version's output tensor
   bool probabilities = false;            // scores = "probabilities"
   bool raw_output = true;                // binary_data: the first requested output with a bool decides

@@ -30,7 +30,7 @@ using ortserve::WireParam;
 // Python frees after the call to decode_call).
 struct OwnedWireCall {
   std::vector<std::string> texts;
-  std::vector<std::string> pairs;  // TEXT_PAIR, one per text; empty when not sent
+  std::vector<std::string> pairs;  // with TEXT_PAIR: TEXT's elements, `texts` then the queries (DecodedCall)
   std::vector<std::pair<std::string, int64_t>> outputs;
   bool probabilities = false;
   bool raw_output = true;
@@ -137,7 +137,8 @@ void BindWire(nb::module_& m) {
           "pairs", [](const OwnedWireCall& self) -> nb::object {
             return self.pairs.empty() ? nb::none() : nb::object(Strs(self.pairs));
           },
-          "TEXT_PAIR's texts, one per text (a [1] input repeated); None when the call sent none")
+          "with TEXT_PAIR, each row's second text (TEXT's elements; `texts` then holds each row's query, TEXT_PAIR, "
+          "read first); None when the call sent none")
       .def_ro("outputs", &OwnedWireCall::outputs, "[(name, classification k or 0)] as requested; [] = the version's tensor")
       .def_ro("probabilities", &OwnedWireCall::probabilities)
       .def_ro("raw_output", &OwnedWireCall::raw_output)
