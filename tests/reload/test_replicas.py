@@ -7,13 +7,15 @@ is measured by scripts/replicas, not asserted here.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from ortserve_devtools.steady_load import SteadyLoad
-from reload_harness import TEXTS, Registry, versions_for_keys
+from reload_harness import TEXTS, Registry, versions_for_keys, wait_until
 from replica_set import ReplicaSet, client_options, sweep_keys
 
 from ortserve import engine_ext
@@ -60,15 +62,28 @@ def test_replicas_serve_each_route_and_keep_users_on_one_version(registry: Regis
 def test_sigkill_one_replica_under_load(file_registry: Registry, bundle: Callable[..., Path], tmp_path: Path,
                                         frontend: str, retry: bool) -> None:
     """Per front end: whether a lost call can be retried depends on what the server had sent when it died (a call
-    whose response headers arrived is committed and never retried)."""
+    whose response headers arrived is committed and never retried).
+
+    That calls are in flight on the victim when it dies is arranged, not left to timing (tiny calls are mostly
+    answered, or not yet sent, at any instant on a loaded machine): the victim is frozen (SIGSTOP) first, so that the
+    calls round robin gives it stay in flight there, and killed once 6 calls picked after the freeze have been
+    answered elsewhere (round robin picks the 3 replicas in turn: at least 2 picks went to the victim meanwhile)."""
     file_registry.publish(MODEL, "v1", bundle(1), weight=100, cli=False)
     with ReplicaSet(file_registry, tmp_path, extra=["--frontend", frontend]) as replicas:
         replicas.wait_routing(MODEL, {"v1": 100})
         victim = replicas.servers[1]
         with SteadyLoad(replicas.target, MODEL, texts=TEXTS[:2], concurrency=24, timeout_s=20,
                         options=client_options(retry=retry), tag="kill") as load:
-            time.sleep(1.5)
-            served_before = replicas.replica_of()
+
+            def every_replica_answered() -> dict[str, int] | None:
+                where = replicas.replica_of()
+                return where if set(where.values()) == {0, 1, 2} else None
+
+            served_before = wait_until(every_replica_answered, timeout=30, what="a reply from every replica")
+            os.kill(victim.pid, signal.SIGSTOP)  # its calls stay in flight: sent, never answered
+            frozen_at = time.monotonic()
+            wait_until(lambda: sum(o.started > frozen_at and o.ok for o in list(load.outcomes)) >= 6, timeout=30,
+                       what="6 calls picked after the freeze answered by the other replicas")
             killed_at = time.monotonic()
             victim.kill()  # SIGKILL: no drain, its connections drop
             killed_by = time.monotonic()

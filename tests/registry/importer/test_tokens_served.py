@@ -18,7 +18,6 @@ end on an embedded registry:
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -33,11 +32,11 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.batching import burst_behind_busy
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN, make_checkpoint
 from support.server_process import ServerProcess, serving_published, stub_for
 
 from ortserve.proto import grpc_service_pb2 as pb
-from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 from ortserve.registry.importer import ImportResult, import_checkpoint
 
 BIO = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
@@ -228,36 +227,32 @@ def test_a_long_text_is_answered_for_the_part_read(stub: Any, bundles: dict[str,
 
 
 def test_mixed_lengths_batched_together_answer_as_alone(served: ServerProcess, stub: Any) -> None:
+    """Calls of texts of mixed lengths that share engine runs answer what each answers alone. The sharing is arranged,
+    not left to a burst (an idle engine may answer each call of a burst alone on a loaded machine): the burst is sent
+    right behind calls that keep the engine busy (support.batching.burst_behind_busy: sent again, a bounded number of
+    times, until some shared a run)."""
     texts = [" ".join(["Zoë"] * n) + " in Malmö" for n in (0, 1, 3, 7, 12, 20, 31, 2, 5, 9, 4, 15, 6, 11, 8, 10)]
     alone = [infer(stub, "ner-bert", [t], aggregation="first") for t in texts]
 
-    async def together() -> list[Any]:
-        async with grpc.aio.insecure_channel(served.address) as channel:
-            aio_stub = pb_grpc.GRPCInferenceServiceStub(channel)
-            calls = []
-            for text in texts:
-                request = pb.ModelInferRequest(model_name="ner-bert")
-                request.inputs.add(name="TEXT", datatype="BYTES", shape=[1]).contents.bytes_contents.append(
-                    text.encode())
-                request.parameters["aggregation"].string_param = "first"
-                for name in ("ENTITIES", "TOKEN_LOGITS"):
-                    request.outputs.add(name=name)
-                calls.append(aio_stub.ModelInfer(request, timeout=60))
-            return await asyncio.gather(*calls)
+    def request(batch: Sequence[str], outputs: Sequence[str]) -> pb.ModelInferRequest:
+        call = pb.ModelInferRequest(model_name="ner-bert")
+        call.inputs.add(name="TEXT", datatype="BYTES", shape=[len(batch)]).contents.bytes_contents.extend(
+            t.encode() for t in batch)
+        call.parameters["aggregation"].string_param = "first"
+        for name in outputs:
+            call.outputs.add(name=name)
+        return call
 
-    def merged() -> list[dict[str, Any]]:
-        return [e for e in served.events("request") if e.get("model") == "ner-bert"
-                and e.get("batch_size", 0) > e.get("texts", 0)]
-
-    for _ in range(5):  # bursts until calls shared a batch (a lone call runs at once when the engine is idle)
-        for one, reply in zip(alone, asyncio.run(together()), strict=True):
+    def as_alone(replies: list[pb.ModelInferResponse]) -> None:
+        for one, reply in zip(alone, replies, strict=True):
             batched = decode_reply(reply)
             np.testing.assert_allclose(batched["TOKEN_LOGITS"], one["TOKEN_LOGITS"], atol=1e-5, rtol=0)
             assert [(e["label"], e["start"], e["end"]) for e in batched["ENTITIES"][0]] == [
                 (e["label"], e["start"], e["end"]) for e in one["ENTITIES"][0]]
-        if merged():
-            break
-    assert merged(), "no call of the token classifier ever shared a batch with another call"
+
+    shared = burst_behind_busy(served, busy=request([" ".join(["Zoë in Malmö"] * 20)] * 128, ["ENTITIES"]),
+                               burst=[request([t], ["ENTITIES", "TOKEN_LOGITS"]) for t in texts], check=as_alone)
+    assert all(line["model"] == "ner-bert" for line in shared)
 
 
 def test_rest_answers_what_grpc_does(served: ServerProcess, stub: Any) -> None:
