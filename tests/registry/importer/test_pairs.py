@@ -33,6 +33,7 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.batching import burst_behind_busy
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN, make_checkpoint
 from support.reference import Reference
 from support.server_process import (
@@ -322,11 +323,25 @@ def test_pairs_batched_together_answer_as_one_by_one(served: ServerProcess, ce_r
         np.testing.assert_allclose(logits_of(reply), expected, atol=1e-5, rtol=0)
 
 
-def test_pair_batches_really_formed(served: ServerProcess) -> None:
-    """The property above means something only if pairs of different calls shared engine runs."""
-    merged = [e for e in served.events("request") if e.get("model") == "ce-bert"
-              and e.get("batch_size", 0) > e.get("texts", 0)]
-    assert merged, "no call of pairs ever shared a batch with another call"
+def test_pair_batches_really_formed(served: ServerProcess, stub: Any) -> None:
+    """The property above means something only if pairs of different calls share engine runs on this server. Not left
+    to the property's bursts (on a loaded machine an idle engine may answer each of them alone): a burst of calls of
+    pairs sent right behind calls that keep the engine busy (support.batching.burst_behind_busy: sent again, a
+    bounded number of times, until some shared a run) shares runs, and each reply is still what the same call
+    answers alone."""
+    calls = [(" ".join(WORDS[i % 5:i % 5 + 2 + i % 4]), " ".join(WORDS[i % 7:i % 7 + 3])) for i in range(12)]
+    requests_ = [pair_request("ce-bert", [a], [b]) for a, b in calls]
+    for request in requests_:
+        request.outputs.add(name="LOGITS")
+    alone = [logits_of(stub.ModelInfer(request, timeout=60)) for request in requests_]  # one at a time: each alone
+
+    def unbatched(replies: list[pb.ModelInferResponse]) -> None:
+        for one, reply in zip(alone, replies, strict=True):
+            np.testing.assert_allclose(logits_of(reply), one, atol=1e-5, rtol=0)
+
+    long = " ".join(WORDS * 3)
+    burst_behind_busy(served, busy=pair_request("ce-bert", [long] * 128, [long] * 128), burst=requests_,
+                      check=unbatched)
 
 
 def test_the_native_front_end_serves_pairs_itself(served: ServerProcess, frontend: str) -> None:
