@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -288,7 +289,9 @@ def test_default_registry_is_model_store_in_cwd_and_env_overrides(cli: Cli, tmp_
 def test_cas_conflict_is_retried_without_losing_the_other_write(cli: Cli, registry: Registry,
                                                                 bundles: dict[str, Path]) -> None:
     """A publishes and pauses after reading routing; B changes routing; A's write must fail its
-    check, re-read and apply on top of B's weights instead of overwriting them."""
+    check, re-read and apply on top of B's weights instead of overwriting them. A is held (SIGSTOP as soon as it
+    says it paused, SIGCONT once B is done), so B's write lands in A's pause however long B's CLI takes to start on
+    a loaded machine (the 3 s pause only has to outlast this test reading A's line)."""
     ok(cli, registry, "publish", "--model", "m", "--version", "v1", "--bundle", str(bundles["a"]), "--weight", "100")
     ok(cli, registry, "publish", "--model", "m", "--version", "v2", "--bundle", str(bundles["b"]))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ORTSERVE_", "CONSUL_HTTP"))}
@@ -304,7 +307,11 @@ def test_cas_conflict_is_retried_without_losing_the_other_write(cli: Cli, regist
     while "paused at publish-before-txn" not in line and time.monotonic() < deadline:
         line = a.stderr.readline()
     assert "paused at" in line
-    ok(cli, registry, "route", "m", "v1=50", "v2=50")  # B, while A holds a stale read
+    os.kill(a.pid, signal.SIGSTOP)
+    try:
+        ok(cli, registry, "route", "m", "v1=50", "v2=50")  # B, while A holds a stale read
+    finally:
+        os.kill(a.pid, signal.SIGCONT)
     _out, err = a.communicate(timeout=60)
     assert a.returncode == 0, err
     doc = show(cli, registry, "m")

@@ -229,7 +229,11 @@ def test_sigterm_under_load_fails_no_accepted_call(tmp_path: Path, frontend: str
         threads = [threading.Thread(target=client) for _ in range(8)]
         for t in threads:
             t.start()
-        time.sleep(1.5)
+        until = time.monotonic() + 60
+        while len(results) <= 10:  # under way (what `before` below needs), however slow the machine
+            assert time.monotonic() < until, f"only {len(results)} calls answered in 60 s"
+            time.sleep(0.05)
+        time.sleep(0.2)  # and calls in flight at the signal (8 callers keep them so)
         with grpc.insecure_channel(server.address) as channel:
             health = health_pb2_grpc.HealthStub(channel)
             assert health.Check(health_pb2.HealthCheckRequest(), timeout=5).status == \
