@@ -669,7 +669,7 @@ class DecodedCall:
     @property
     def pairs(self) -> object:
         """
-        TEXT_PAIR's texts, one per text (a [1] input repeated); None when the call sent none
+        with TEXT_PAIR, each row's second text (TEXT's elements; `texts` then holds each row's query, TEXT_PAIR, read first); None when the call sent none
         """
 
     @property
