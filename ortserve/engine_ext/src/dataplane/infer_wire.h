@@ -8,6 +8,10 @@
 //                                      pairs) and the requested outputs what it answers | INVALID_ARGUMENT
 //   EncodeOutputs(call, version, values[, tokens]) -> the reply's output tensors (a token classifier's entities)
 //   RequestId(header), RoutingKey(param, header, id), PushbackMs(retry_after_s)
+//
+// One header, a file per part: wire_decode.cc (Decode), wire_check.cc (CheckOutputs), wire_encode.cc (EncodeOutputs),
+// wire_metadata.cc (request id, routing key, pushback, trace context), wire_text.cc (UTF-8, repr, the messages'
+// quoting: wire_text.h).
 #pragma once
 
 #include <cstddef>
