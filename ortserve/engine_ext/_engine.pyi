@@ -292,9 +292,9 @@ def call_tokens(lengths: Sequence[int], policy: NativeBatchPolicy, bucket_rows: 
     The padded tokens the engine runs for rows of these token counts alone: SplitRows' runs, each padded to its longest row and up to the shape ladder. A call's work as admission counts it.
     """
 
-def admission_refusal(*, closed: bool, queued_texts: int, queued_tokens: int, running_tokens: int, tokens_per_s: float, texts: int, tokens: int, left_s: float | None, max_queue_items: int, max_queue_wait_s: float) -> object:
+def admission_refusal(*, closed: bool, queued_texts: int, queued_tokens: int, running_tokens: int, tokens_per_s: float, texts: int, tokens: int, left_s: float | None, max_queue_items: int, default_budget: bool = False) -> object:
     """
-    Admission over a plain snapshot of the queue: (code name, message, retry_after_s) for a call of `texts` texts and `tokens` padded tokens with `left_s` to its deadline (None: no deadline), or None to admit it.
+    Admission over a plain snapshot of the queue: (code name, message, retry_after_s) for a call of `texts` texts and `tokens` padded tokens with `left_s` left of its time budget (None: no time bound; `default_budget`: the server's default, the call sent no deadline), or None to admit it.
     """
 
 def next_run(*, in_flight: int, wide_running: bool, on_lanes: int, pending: int, queued: bool, engine_concurrency: int, lanes: int, has_narrow: bool, queue_behind_at: int) -> str | None:
@@ -445,7 +445,7 @@ class NativeBatcherSettings:
     Every batching setting, built from service/config.Settings (batcher_settings()).
     """
 
-    def __init__(self, *, max_batch_size: int, max_queue_delay_s: float, max_padding_ratio: float, batch_overhead_tokens: int, max_batch_tokens: int, sort_window: int, max_queue_items: int, max_queue_wait_s: float, engine_concurrency: int) -> None: ...
+    def __init__(self, *, max_batch_size: int, max_queue_delay_s: float, max_padding_ratio: float, batch_overhead_tokens: int, max_batch_tokens: int, sort_window: int, max_queue_items: int, default_timeout_s: float, engine_concurrency: int) -> None: ...
 
     @property
     def policy(self) -> NativeBatchPolicy: ...
@@ -454,7 +454,7 @@ class NativeBatcherSettings:
     def max_queue_items(self) -> int: ...
 
     @property
-    def max_queue_wait_s(self) -> float: ...
+    def default_timeout_s(self) -> float: ...
 
     @property
     def engine_concurrency(self) -> int: ...

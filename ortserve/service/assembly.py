@@ -27,6 +27,9 @@ from ortserve.service.errors import ServiceError
 from ortserve.service.instance import ModelInstance, instance_options
 from ortserve.service.tokenization import TokenizerChoice
 
+CHECK_DEADLINE_S = 3600.0
+"""Each load-time check call's deadline: the server's own call, never refused by the callers' default budget."""
+
 
 class OutputsDiffer(Exception):
     """The version's answers to its reference texts differ from the stored ones (verify_outputs=enforce)."""
@@ -116,13 +119,15 @@ class VersionFactory:
             verdict = verify.unreadable(str(e))
         else:
             # One call per text, one after another: a version not yet routed has its queue to itself, so each call
-            # finds it idle and runs at once, whatever the admission settings; as light on memory as a call can be,
-            # and int8's per-batch activation scales see each text alone, as the gate ran it too.
+            # finds it idle and runs at once, whatever the admission settings (its own deadline, CHECK_DEADLINE_S,
+            # not the budget default_timeout_ms gives callers); as light on memory as a call can be, and int8's
+            # per-batch activation scales see each text alone, as the gate ran it too.
             outputs = []
             for n, text in enumerate(refs.texts):
                 pairs = None if refs.pairs is None else [refs.pairs[n]]  # a bundle of pairs: its second text
                 try:
-                    answer = (await batcher.infer([text], pairs=pairs)).outputs[0]
+                    answer = (await batcher.infer([text], pairs=pairs,
+                                                  deadline=time.monotonic() + CHECK_DEADLINE_S)).outputs[0]
                     if refs.per_token:  # its tokens' rows (the batcher's row holds them first, zeros after)
                         answer = answer[:refs.tokens[n] * refs.outputs.shape[1]].reshape(refs.tokens[n], -1)
                     outputs.append(answer)

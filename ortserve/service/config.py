@@ -67,16 +67,17 @@ class Settings:
     )
     max_queue_items: int = _doc(
         "Most texts queued per version (tokenized, in memory) before RESOURCE_EXHAUSTED, whatever the deadlines. "
-        "Within it, a call with a deadline is admitted when the queued and running work plus its own (its tokens "
-        "after truncation, as its runs pad them) should finish within three quarters of the time it has left "
-        "(estimated from the engine's recent padded tokens/s), and refused at once otherwise.",
+        "Within it, a call is admitted when the queued and running work plus its own (its tokens after truncation, "
+        "as its runs pad them) should finish within three quarters of the time left of its budget (its deadline, "
+        "else default_timeout_ms; estimated from the engine's recent padded tokens/s), and refused at once "
+        "otherwise (with Retry-After / grpc-retry-pushback-ms).",
         default=4096,
     )
-    max_queue_wait_ms: float = _doc(
-        "For calls without a deadline: refuse (RESOURCE_EXHAUSTED, with a grpc-retry-pushback-ms trailer) when the "
-        "queued work would take longer than this to clear, estimated from the engine's recent tokens/s; 0 turns it "
-        "off. Lower trades throughput under overload for admitted latency (docs/benchmarks.md).",
-        default=250.0,
+    default_timeout_ms: float = _doc(
+        "The time budget of a call that sends none (no gRPC deadline, V2 'timeout' parameter or "
+        "x-request-timeout-ms header), sized for batch clients: it is admitted by it and answered "
+        "DEADLINE_EXCEEDED (504) if still queued when it runs out; 0: no time bound (max_queue_items alone).",
+        default=30000.0,
     )
     max_batch_tokens: int = _doc("Most padded tokens (texts x longest) in one batch.", default=1024)
     sort_window: int = _doc(
@@ -217,7 +218,7 @@ class Settings:
             ("max_queue_delay_ms", self.max_queue_delay_ms >= 0, ">= 0"),
             ("max_padding_ratio", self.max_padding_ratio >= 1.0, ">= 1.0"),
             ("max_queue_items", self.max_queue_items >= 1, ">= 1"),
-            ("max_queue_wait_ms", self.max_queue_wait_ms >= 0, ">= 0"),
+            ("default_timeout_ms", self.default_timeout_ms >= 0, ">= 0"),
             ("max_batch_tokens", self.max_batch_tokens >= 1, ">= 1"),
             ("sort_window", self.sort_window >= 0, ">= 0"),
             ("batch_overhead_tokens", self.batch_overhead_tokens >= 0, ">= 0"),

@@ -46,7 +46,7 @@ def batcher_settings(settings: Settings) -> engine_ext.NativeBatcherSettings:
         max_batch_tokens=settings.max_batch_tokens,
         sort_window=settings.sort_window,
         max_queue_items=settings.max_queue_items,
-        max_queue_wait_s=settings.max_queue_wait_ms / 1000,
+        default_timeout_s=settings.default_timeout_ms / 1000,
         engine_concurrency=settings.engine_concurrency,
     )
 

@@ -14,7 +14,8 @@ each followed by its bytes); an output with `binary_data: true` (or the request 
 answered the same way. Errors map as the protocol maps them, with `{"error": message}`: 400 bad request, 404 unknown
 model or version, 413 past `max_message_bytes`, 415 a body labelled as neither JSON nor binary, 429 (queue full,
 deadline unmeetable) and 503 (loading, shutting down) with `Retry-After`, 504 past the deadline, 500 with the
-request id.
+request id. A call's deadline: the header `x-request-timeout-ms` or the V2 `timeout` parameter (the shorter), else
+the server's `default_timeout_ms` (the batcher's; the same budget a gRPC call without a deadline gets).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from ortserve.service.manager import ModelManager
 
 log = structlog.get_logger("ortserve.http")
 HEADER_LENGTH = "Inference-Header-Content-Length"
+TIMEOUT_HEADER = "x-request-timeout-ms"
+"""A call's deadline over HTTP, in milliseconds from its arrival (the V2 body's `timeout` parameter also works)."""
 STATUS = {"INVALID_ARGUMENT": 400, "NOT_FOUND": 404, "RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503,
           "DEADLINE_EXCEEDED": 504, "CANCELLED": 499, "INTERNAL": 500}
 _LEN = struct.Struct("<I")
@@ -224,12 +227,30 @@ def parse_infer(model: str, version: str, body: bytes, headers: Mapping[str, str
     if timeout_us is not None and (not isinstance(timeout_us, int) or isinstance(timeout_us, bool) or timeout_us < 1):
         raise InvalidArgument(f"request parameter 'timeout' must be a positive integer of microseconds, got "
                               f"{json.dumps(timeout_us)}")
+    budgets = [timeout_us / 1e6] if timeout_us is not None else []
+    budgets += header_timeout_s(headers)
     call = InferCall(model=model, version=version, id=str(doc.get("id", "")), inputs=inputs, outputs=outputs,
                      raw_input_contents=raw_contents, scores=_param(parameters, "scores"),
                      routing_key=_param(parameters, "routing_key"), aggregation=_param(parameters, "aggregation"),
                      headers=headers,
-                     deadline=None if timeout_us is None else started + timeout_us / 1e6, transport="http")
+                     deadline=started + min(budgets) if budgets else None, transport="http")
     return call, binary_outputs
+
+
+def header_timeout_s(headers: Mapping[str, str]) -> list[float]:
+    """The call's time budget from TIMEOUT_HEADER, in seconds ([] when absent): a stock HTTP client's way to send a
+    deadline (the V2 body's `timeout` parameter is the other; the shorter wins)."""
+    raw = headers.get(TIMEOUT_HEADER)
+    if raw is None:
+        return []
+    try:
+        ms = int(raw.strip())
+    except ValueError:
+        ms = 0
+    if ms < 1:
+        raise InvalidArgument(f"header '{TIMEOUT_HEADER}' must be a positive integer of milliseconds, got "
+                              f"{raw[:40]!r}")
+    return [ms / 1000]
 
 
 def write_reply(reply: InferReply, binary_outputs: set[str] | bool) -> web.Response:

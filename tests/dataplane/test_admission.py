@@ -19,7 +19,7 @@ from ortserve.engine_ext import (
 )
 
 EXAMPLES = settings(max_examples=400, deadline=None)
-LIMITS = {"max_queue_items": 64, "max_queue_wait_s": 0.0}
+LIMITS = {"max_queue_items": 64}
 # 10 texts (100 tokens) queued and 100 padded tokens running at 1,000 tokens/s: 200 ms of work ahead.
 BUSY: dict[str, Any] = {"closed": False, "queued_texts": 10, "queued_tokens": 100, "running_tokens": 100,
                         "tokens_per_s": 1000.0}
@@ -89,23 +89,31 @@ def test_a_call_that_cannot_finish_alone_is_refused_on_an_idle_engine() -> None:
     assert "about 1000 ms of work including this call's, which has 1300 ms left" in message
 
 
-def test_a_deadline_overrides_the_wait_bound() -> None:
-    assert admit(BUSY, 1, 10, 10.0, max_queue_wait_s=0.01) is None
-
-
-def test_without_a_deadline_the_wait_bound_holds_once_something_is_queued() -> None:
-    assert admit(BUSY, 1, 10, None, max_queue_wait_s=0.25) is None
-    code, message, _ = admit(BUSY, 1, 10, None, max_queue_wait_s=0.1)
+def test_the_server_s_default_budget_is_judged_by_the_same_rule() -> None:
+    """A call that sent no deadline has the server's default budget (the batcher resolves it): the same share of the
+    time left, and a message that says the budget was the server's, so the caller knows to send a deadline."""
+    assert admit(BUSY, 10, 100, 0.4, default_budget=True) is None
+    code, message, retry_after_s = admit(BUSY, 10, 100, 0.39, default_budget=True)
     assert (code, message) == ("RESOURCE_EXHAUSTED", "server busy: 10 texts queued for this model version, about "
-                                                     "200 ms of work (limit 100 ms); retry with backoff")
-    assert admit(BUSY, 1, 10, None, max_queue_wait_s=0.0) is None  # 0: no bound
-    assert admit({**IDLE, "running_tokens": 10_000}, 1, 10, None, max_queue_wait_s=0.1) is None  # nothing queued
+                                                     "300 ms of work including this call's, which has 390 ms left of "
+                                                     "the server's default time budget (it sent no deadline); retry "
+                                                     "with backoff, or send a longer deadline")
+    assert retry_after_s == pytest.approx(0.2)
+    assert admit(BUSY, 10, 100, 0.39) == (code, message.replace(
+        " of the server's default time budget (it sent no deadline); retry with backoff, or send a longer deadline",
+        "; retry with backoff or a longer deadline"), retry_after_s)
+
+
+def test_no_time_bound_leaves_the_memory_bound_alone() -> None:
+    """default_timeout_ms 0 and no deadline: no time bound, however much work is ahead; the queue bound holds."""
+    assert admit({**BUSY, "running_tokens": 10**9}, 1, 10, None) is None
+    assert admit(BUSY, 55, 55, None)[0] == "RESOURCE_EXHAUSTED"
 
 
 def test_no_measured_rate_no_refusal_by_time() -> None:
     unmeasured = {**BUSY, "tokens_per_s": 0.0}
     assert admit(unmeasured, 10, 10_000, 0.001) is None
-    assert admit(unmeasured, 10, 10_000, None, max_queue_wait_s=0.001) is None
+    assert admit(unmeasured, 10, 10_000, 0.001, default_budget=True) is None
 
 
 queues = st.fixed_dictionaries({
@@ -116,10 +124,10 @@ queues = st.fixed_dictionaries({
 @EXAMPLES
 @given(queue=queues, texts=st.integers(0, 128), tokens=st.integers(0, 100_000),
        left_s=st.none() | st.floats(-1, 100), items=st.integers(1, 256),
-       wait_s=st.sampled_from([0.0]) | st.floats(0.001, 10), more_s=st.floats(0, 100), fewer=st.integers(0, 100_000))
+       default_budget=st.booleans(), more_s=st.floats(0, 100), fewer=st.integers(0, 100_000))
 def test_admission_properties(queue: dict[str, Any], texts: int, tokens: int, left_s: float | None, items: int,
-                              wait_s: float, more_s: float, fewer: int) -> None:
-    limits = {"max_queue_items": items, "max_queue_wait_s": wait_s}
+                              default_budget: bool, more_s: float, fewer: int) -> None:
+    limits = {"max_queue_items": items, "default_budget": default_budget}
     refusal = admit(queue, texts, tokens, left_s, **limits)
     rate, queued = queue["tokens_per_s"], queue["queued_texts"]
     ahead_s = (queue["queued_tokens"] + queue["running_tokens"]) / rate if rate else 0.0

@@ -87,7 +87,7 @@ POLICY: dict[str, Any] = {"max_batch_size": 32, "max_queue_delay_s": 0.010, "max
 
 def make_version(model: Model, lanes: NativeLanes, events: EventSink, *, narrow: bool = True,
                  wide: Engine | None = None, labels: int | None = None, **overrides: Any) -> NativeVersion:
-    options: dict[str, Any] = {**POLICY, "max_queue_items": 256, "max_queue_wait_s": 0.0, "engine_concurrency": 2}
+    options: dict[str, Any] = {**POLICY, "max_queue_items": 256, "default_timeout_s": 0.0, "engine_concurrency": 2}
     options.update(overrides)
     text_model = NativeTextModel(
         wide=wide if wide is not None else model.classifier.engine,
@@ -290,19 +290,44 @@ def test_refusal_tells_what_submit_would_answer(model: Model) -> None:
         assert version.refusal(1, None)[0] == "UNAVAILABLE"
 
 
-def test_queue_wait_bound_refuses_with_the_expected_work(model: Model) -> None:
+def test_a_call_without_a_deadline_is_admitted_by_the_default_budget(model: Model) -> None:
+    """default_timeout_s is the budget of a call that sends no deadline: with more queued work than three quarters
+    of it (at the batcher's measured rate), such a call is refused at once, saying the budget was the server's."""
+    budget_s = 0.02
     with running_lanes() as lanes:
-        version = make_version(model, lanes, EventSink(), max_queue_wait_s=1e-9)
+        version = make_version(model, lanes, EventSink(), default_timeout_s=budget_s, max_queue_items=512)
         check_ok(model, ["warm"], version.infer(["warm"]))  # gives the batcher a measured rate
         blocker = hold_engine(version, lanes)
-        queued = version.submit(["queued"])
+        long_text = " ".join(["the movie was long and the popcorn was cold"] * 40)  # past max_seq_len
+        backlog = [version.submit([long_text] * 100, timeout_s=60.0) for _ in range(2)]
+        ahead_s = 2 * 100 * model.classifier.manifest.max_seq_len / version.tokens_per_s
+        assert ahead_s > ADMISSION_DEADLINE_SHARE * budget_s, f"{ahead_s} s ahead: the arrangement needs more work"
         code, message, _, timings = version.submit(["refused"]).wait(0)
         assert code == "RESOURCE_EXHAUSTED"
-        assert re.fullmatch(r"server busy: 1 texts queued for this model version, about \d+ ms of work "
-                            r"\(limit 0 ms\); retry with backoff", message), message
+        assert re.fullmatch(r"server busy: \d+ texts queued for this model version, about \d+ ms of work including "
+                            r"this call's, which has \d+ ms left of the server's default time budget \(it sent no "
+                            r"deadline\); retry with backoff, or send a longer deadline", message), message
         assert timings["retry_after_s"] > 0
         lanes.resume()
-        check_ok(model, ["queued"], queued.wait(WAIT))
+        for ticket in backlog:
+            assert ticket.wait(WAIT)[0] == "OK"
+        blocker.wait(WAIT)
+
+
+def test_the_default_budget_expires_a_queued_call(model: Model) -> None:
+    """An admitted call without a deadline that is still queued when the server's default budget runs out is
+    answered DEADLINE_EXCEEDED, naming that budget, and never reaches the engine."""
+    with running_lanes() as lanes:
+        version = make_version(model, lanes, EventSink(), default_timeout_s=0.05)
+        check_ok(model, ["warm"], version.infer(["warm"]))
+        blocker = hold_engine(version, lanes)
+        queued = version.submit(["queued"])  # admitted: a few tokens ahead, far within the budget
+        time.sleep(0.1)  # past its budget while the lanes are paused
+        lanes.resume()
+        code, message, _, _ = queued.wait(WAIT)
+        assert (code, message) == ("DEADLINE_EXCEEDED", "the server's default time budget for a call without a "
+                                   "deadline (default_timeout_ms) ran out while queued; the request never reached the "
+                                   "engine: send a longer deadline")
         blocker.wait(WAIT)
 
 

@@ -183,7 +183,7 @@ def _native(bundle: Path, version: str = "1") -> Native:
     sink = EventSink()
     settings = NativeBatcherSettings(
         max_batch_size=32, max_queue_delay_s=0.002, max_padding_ratio=1.3, batch_overhead_tokens=0,
-        max_batch_tokens=1024, sort_window=24, max_queue_items=256, max_queue_wait_s=0.0, engine_concurrency=2,
+        max_batch_tokens=1024, sort_window=24, max_queue_items=256, default_timeout_s=0.0, engine_concurrency=2,
     )
     native = NativeVersion(MODEL, version, text_model=classifier.text_model, settings=settings, lanes=lanes,
                            events=sink)

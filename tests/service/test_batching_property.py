@@ -28,7 +28,7 @@ call = st.lists(text, min_size=1, max_size=8)
 def batching_server(tiny_bundle: Path, frontend: str) -> Iterator[ServerProcess]:
     # Small batches and a generous queue: many calls get split across and merged into batches.
     with running_server(["--bundle", str(tiny_bundle), "--frontend", frontend, "--max-batch-size", "4",
-                         "--max-queue-items", "4096", "--max-queue-wait-ms", "0", "--max-padding-ratio", "1.5"]) as s:
+                         "--max-queue-items", "4096", "--default-timeout-ms", "0", "--max-padding-ratio", "1.5"]) as s:
         yield s
 
 

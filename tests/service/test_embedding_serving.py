@@ -41,7 +41,7 @@ def embedding_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def search(embedding_bundle: Path, frontend: str) -> Iterator[ServerProcess]:
     # Small batches and a generous queue, so that concurrent calls are split across and merged into batches.
     with running_server(["--bundle", str(embedding_bundle), "--model-name", "search", "--frontend", frontend,
-                         "--max-batch-size", "4", "--max-queue-items", "4096", "--max-queue-wait-ms", "0",
+                         "--max-batch-size", "4", "--max-queue-items", "4096", "--default-timeout-ms", "0",
                          "--max-padding-ratio", "1.5"]) as s:
         yield s
 

@@ -208,7 +208,7 @@ def test_sigterm_under_load_fails_no_accepted_call(tmp_path: Path, frontend: str
                       max_seq_len=128)
     text = "word " * 100
     with running_server(["--bundle", str(bundle), "--frontend", frontend, "--intra-op-threads", "1",
-                         "--max-queue-items", "256", "--max-queue-wait-ms", "0",
+                         "--max-queue-items", "256", "--default-timeout-ms", "0",
                          "--shutdown-grace-s", "20"]) as server:
         results: list[tuple[float, str]] = []  # (sent at, outcome)
         stop = threading.Event()

@@ -21,13 +21,13 @@ def test_the_native_structs_default_to_the_settings() -> None:
 
 def test_the_batcher_gets_every_setting_from_the_settings() -> None:
     settings = config.Settings(max_batch_size=7, max_queue_delay_ms=3, max_padding_ratio=1.5, batch_overhead_tokens=9,
-                               max_batch_tokens=700, sort_window=5, max_queue_items=11, max_queue_wait_ms=40,
+                               max_batch_tokens=700, sort_window=5, max_queue_items=11, default_timeout_ms=40,
                                engine_concurrency=3)
     native = batcher_settings(settings)
     policy = native.policy
     assert (policy.max_batch_size, policy.max_queue_delay_s, policy.max_padding_ratio, policy.batch_overhead_tokens,
             policy.max_batch_tokens, policy.sort_window) == (7, pytest.approx(0.003), 1.5, 9, 700, 5)
-    assert (native.max_queue_items, native.max_queue_wait_s, native.engine_concurrency) == (11, 0.04, 3)
+    assert (native.max_queue_items, native.default_timeout_s, native.engine_concurrency) == (11, 0.04, 3)
 
 
 @pytest.mark.skipif(not engine_ext.HAS_FRONTEND, reason=f"native front end not built: {engine_ext.FRONTEND_MISSING}")

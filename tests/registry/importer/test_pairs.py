@@ -91,7 +91,7 @@ def served(bundles: dict[str, tuple[Path, ImportResult]], tmp_path_factory: pyte
     bundle_dirs = {name: result.path for name, (_, result) in bundles.items()}
     # Small batches: the property's concurrent calls get split across and merged into batches.
     with serving_published(tmp_path_factory.mktemp("pairs-store"), bundle_dirs,
-                           ["--frontend", frontend, "--max-batch-size", "4", "--max-queue-wait-ms", "0",
+                           ["--frontend", frontend, "--max-batch-size", "4", "--default-timeout-ms", "0",
                             "--max-padding-ratio", "1.5"], http=True) as server:
         yield server
 
@@ -313,13 +313,13 @@ def test_pairs_batched_together_answer_as_one_by_one(served: ServerProcess, ce_r
     async def send_all() -> list[Any]:
         async with grpc.aio.insecure_channel(served.address) as channel:
             stub = pb_grpc.GRPCInferenceServiceStub(channel)
-            requests_ = [pair_request("ce-bert", [a for a, _ in c], [b for _, b in c]) for c in calls]
+            requests_ = [pair_request("ce-bert", [p for _, p in c], [q for q, _ in c]) for c in calls]
             for request in requests_:
                 request.outputs.add(name="LOGITS")
             return await asyncio.gather(*(stub.ModelInfer(r, timeout=60) for r in requests_))
 
     for pairs, reply in zip(calls, asyncio.run(send_all()), strict=True):
-        expected = ce_reference.pair_logits([a for a, _ in pairs], [b for _, b in pairs])
+        expected = ce_reference.pair_logits([q for q, _ in pairs], [p for _, p in pairs])
         np.testing.assert_allclose(logits_of(reply), expected, atol=1e-5, rtol=0)
 
 

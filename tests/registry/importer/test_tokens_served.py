@@ -75,7 +75,7 @@ def served(bundles: dict[str, tuple[Path, ImportResult]], tmp_path_factory: pyte
     bundle_dirs = {name: result.path for name, (_, result) in bundles.items()}
     # Small batches: the concurrent calls below get split across and merged into batches.
     with serving_published(tmp_path_factory.mktemp("tokens-store"), bundle_dirs,
-                           ["--frontend", frontend, "--max-batch-size", "4", "--max-queue-wait-ms", "0",
+                           ["--frontend", frontend, "--max-batch-size", "4", "--default-timeout-ms", "0",
                             "--max-padding-ratio", "1.5"], http=True) as server:
         yield server
 

@@ -37,7 +37,9 @@ std::optional<Refusal> Admission(const QueueSnapshot& queue, const CallWork& cal
                                  const AdmissionLimits& limits) {
   if (queue.closed) return Refusal{Code::kUnavailable, kShuttingDown, 0};
   if (call.texts == 0) return std::nullopt;
-  if (left_s && *left_s <= 0) return Refusal{Code::kDeadlineExceeded, kExpiredBefore, 0};
+  if (left_s && *left_s <= 0) {
+    return Refusal{Code::kDeadlineExceeded, call.default_budget ? kBudgetSpentBefore : kExpiredBefore, 0};
+  }
   const double ahead_s = DrainS(queue.queued_tokens + queue.running_tokens, queue.tokens_per_s);
   Refusal refusal;
   refusal.retry_after_s = ahead_s;
@@ -47,22 +49,16 @@ std::optional<Refusal> Admission(const QueueSnapshot& queue, const CallWork& cal
     refusal.message = queued + " (limit " + std::to_string(limits.max_queue_items) + "); retry with backoff";
     return refusal;
   }
-  if (left_s) {
-    const double done_s = ahead_s + DrainS(call.tokens, queue.tokens_per_s);
-    if (done_s <= kDeadlineShare * *left_s) return std::nullopt;
-    refusal.message = queued + ", " +
-                      Format("about %.0f ms of work including this call's, which has %.0f ms left", done_s * 1000,
-                             *left_s * 1000) +
-                      "; retry with backoff or a longer deadline";
-    return refusal;
-  }
-  if (queue.queued_texts > 0 && limits.max_queue_wait_s != 0 && ahead_s > limits.max_queue_wait_s) {
-    refusal.message = queued + ", " +
-                      Format("about %.0f ms of work (limit %.0f ms)", ahead_s * 1000, limits.max_queue_wait_s * 1000) +
-                      "; retry with backoff";
-    return refusal;
-  }
-  return std::nullopt;
+  if (!left_s) return std::nullopt;
+  const double done_s = ahead_s + DrainS(call.tokens, queue.tokens_per_s);
+  if (done_s <= kDeadlineShare * *left_s) return std::nullopt;
+  refusal.message = queued + ", " +
+                    Format("about %.0f ms of work including this call's, which has %.0f ms left", done_s * 1000,
+                           *left_s * 1000) +
+                    (call.default_budget ? std::string(" of the server's default time budget (it sent no deadline); "
+                                                       "retry with backoff, or send a longer deadline")
+                                         : std::string("; retry with backoff or a longer deadline"));
+  return refusal;
 }
 
 }  // namespace ortserve

@@ -11,9 +11,11 @@
 // - a deadline already passed: DEADLINE_EXCEEDED, before any work.
 // - max_queue_items bounds the queued texts (memory), unless nothing is queued: what one call may send is bounded by
 //   max_texts_per_request and the message size, not by the queue.
-// - a call with a deadline: admitted when the queued and running work plus its own should finish within
-//   kDeadlineShare of the time it has left, refused at once (RESOURCE_EXHAUSTED) otherwise, an idle engine included.
-// - a call without one: refused when something is queued and the work ahead is over max_queue_wait_s (0: no bound).
+// - every call has a time budget: the deadline it sent (a gRPC deadline, the V2 `timeout` parameter, the HTTP
+//   x-request-timeout-ms header), else the server's default_timeout_s from its arrival (CallWork::default_budget;
+//   sized for batch clients, 30 s). One rule for both: admitted when the queued and running work plus its own should
+//   finish within kDeadlineShare of the time it has left, refused at once (RESOURCE_EXHAUSTED) otherwise, an idle
+//   engine included. With default_timeout_s 0 a call without a deadline has no time bound, only the memory bound.
 // Every RESOURCE_EXHAUSTED carries the work ahead's drain time as its retry hint.
 #pragma once
 
@@ -43,13 +45,13 @@ struct QueueSnapshot {
 
 struct AdmissionLimits {
   int max_queue_items = 4096;
-  double max_queue_wait_s = 0.25;  // 0: no bound
 };
 
 // A call's work.
 struct CallWork {
   int texts = 0;
   int64_t tokens = 0;  // CallTokens of its rows; a lower bound (one a text) before they are tokenized
+  bool default_budget = false;  // its time left is the server's default budget: it sent no deadline
 };
 
 struct Refusal {
@@ -62,7 +64,7 @@ struct Refusal {
 // longest row and up to the ladder (BucketShape): what the engine will run for them alone.
 int64_t CallTokens(const std::vector<int>& lengths, const BatchPolicy& policy, const ShapeBuckets& buckets);
 
-// nullopt: admit. `left_s`: the call's time to its deadline (none: no deadline).
+// nullopt: admit. `left_s`: the call's time left of its budget (none: no time bound).
 std::optional<Refusal> Admission(const QueueSnapshot& queue, const CallWork& call, std::optional<double> left_s,
                                  const AdmissionLimits& limits);
 

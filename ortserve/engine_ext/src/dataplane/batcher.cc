@@ -37,6 +37,13 @@ std::optional<double> LeftS(std::optional<Clock::time_point> deadline, Clock::ti
   return std::chrono::duration<double>(*deadline - now).count();
 }
 
+// A call's time budget: the deadline it sent, else `default_s` from now (0: none). One rule for every transport.
+std::optional<Clock::time_point> Budget(std::optional<Clock::time_point> deadline, double default_s,
+                                        Clock::time_point now) {
+  if (deadline || default_s <= 0) return deadline;
+  return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(default_s));
+}
+
 std::vector<int> Lengths(const std::vector<std::vector<int64_t>>& ids) {
   std::vector<int> lengths;
   lengths.reserve(ids.size());
@@ -77,10 +84,11 @@ struct Batcher::State {
 
   bool Idle() const { return in_flight == 0 && submitting == 0 && delivering == 0; }
 
+  // `deadline`: the call's budget (Budget); `default_budget`: it is the server's default.
   std::optional<ortserve::Refusal> Check(int texts, int64_t tokens, std::optional<Clock::time_point> deadline,
-                                         Clock::time_point now) const {
+                                         bool default_budget, Clock::time_point now) const {
     const QueueSnapshot queue{closed, queued_texts, queued_tokens, running_tokens, throughput.per_s()};
-    return Admission(queue, CallWork{texts, tokens}, LeftS(deadline, now), limits);
+    return Admission(queue, CallWork{texts, tokens, default_budget}, LeftS(deadline, now), limits);
   }
 
   std::optional<Session> Next(bool queued) const {
@@ -137,7 +145,7 @@ struct Batcher::State {
         expired.push_back(item.call);
       }
     }
-    for (const CallHandle& call : expired) Fail(call, Code::kDeadlineExceeded, kExpiredQueued, answers);
+    for (const CallHandle& call : expired) Fail(call, Code::kDeadlineExceeded, call->ExpiredQueued(), answers);
   }
 
   void Event(int texts, int padded, int real, double engine_s, bool narrow) {
@@ -223,7 +231,7 @@ struct Batcher::State {
       std::lock_guard<std::mutex> lock(mutex);
       const Clock::time_point now = Clock::now();
       for (const Item& item : batch.items) {
-        if (item.call->Expired(now)) Fail(item.call, Code::kDeadlineExceeded, kExpiredQueued, answers);
+        if (item.call->Expired(now)) Fail(item.call, Code::kDeadlineExceeded, item.call->ExpiredQueued(), answers);
       }
       for (const Item& item : batch.items) {
         if (!item.call->finished) kept.push_back(&item);
@@ -312,7 +320,7 @@ Batcher::Batcher(std::string model, std::string version, TextModel text_model, B
   settings.policy.Validate();
   if (settings.engine_concurrency < 1) throw OptionError("engine_concurrency must be >= 1");
   if (settings.max_queue_items < 1) throw OptionError("max_queue_items must be >= 1");
-  if (settings.max_queue_wait_s < 0) throw OptionError("max_queue_wait_s must be >= 0");
+  if (settings.default_timeout_s < 0) throw OptionError("default_timeout_s must be >= 0");
   if (text_model.wide == nullptr) throw OptionError("a native batcher needs a wide engine");
   if (text_model.columns < 1) throw OptionError("columns must be >= 1");
   if (text_model.output.empty()) throw OptionError("a native batcher needs the name of the model's output");
@@ -322,7 +330,7 @@ Batcher::Batcher(std::string model, std::string version, TextModel text_model, B
   s.version_name = version_;
   s.model = std::move(text_model);
   s.settings = settings;
-  s.limits = AdmissionLimits{settings.max_queue_items, settings.max_queue_wait_s};
+  s.limits = AdmissionLimits{settings.max_queue_items};
   s.lane_config.engine_concurrency = settings.engine_concurrency;
   // Lanes only pay when runs go side by side; with one at a time the wide session does everything.
   s.lane_config.has_narrow = s.model.narrow != nullptr && settings.engine_concurrency > 1;
@@ -350,11 +358,13 @@ CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::opti
     return nullptr;
   }
   const int n = static_cast<int>(texts.size());
+  const bool default_budget = !deadline && s.settings.default_timeout_s > 0;
+  deadline = Budget(deadline, s.settings.default_timeout_s, Clock::now());
   std::optional<ortserve::Refusal> refusal;
   {
     // At one token a text: under overload a refused call costs no tokenizing.
     std::lock_guard<std::mutex> lock(s.mutex);
-    refusal = s.Check(n, n, deadline, Clock::now());
+    refusal = s.Check(n, n, deadline, default_budget, Clock::now());
     if (!refusal) ++s.submitting;
   }
   if (refusal) {
@@ -371,8 +381,8 @@ CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::opti
     for (size_t i = 0; i < texts.size(); ++i) seconds[i] = s.model.tokenizer->EncodePair(texts[i], pairs[i], ids[i]);
   }
   const double tokenize_s = std::chrono::duration<double>(Clock::now() - started).count();
-  return Enqueue(std::move(ids), std::move(seconds), deadline, std::move(done), tokenize_s, may_run_here,
-                 /*submitting=*/true);
+  return Enqueue(std::move(ids), std::move(seconds), deadline, default_budget, std::move(done), tokenize_s,
+                 may_run_here, /*submitting=*/true);
 }
 
 CallHandle Batcher::SubmitIds(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
@@ -385,13 +395,15 @@ CallHandle Batcher::SubmitIds(std::vector<std::vector<int64_t>> ids, std::option
   for (auto& row : ids) {
     if (row.empty()) row.push_back(state_->model.pad_id);  // the engine needs one token per row
   }
-  return Enqueue(std::move(ids), std::move(seconds), deadline, std::move(done), tokenize_s, /*may_run_here=*/false,
-                 /*submitting=*/false);
+  const bool default_budget = !deadline && state_->settings.default_timeout_s > 0;
+  deadline = Budget(deadline, state_->settings.default_timeout_s, Clock::now());
+  return Enqueue(std::move(ids), std::move(seconds), deadline, default_budget, std::move(done), tokenize_s,
+                 /*may_run_here=*/false, /*submitting=*/false);
 }
 
 CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds,
-                            std::optional<Clock::time_point> deadline, InferDone done, double tokenize_s,
-                            bool may_run_here, bool submitting) {
+                            std::optional<Clock::time_point> deadline, bool default_budget, InferDone done,
+                            double tokenize_s, bool may_run_here, bool submitting) {
   State& s = *state_;
   const int n = static_cast<int>(ids.size());
   const std::vector<int> lengths = Lengths(ids);
@@ -399,13 +411,14 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
   auto call = std::make_shared<Call>();
   call->done = std::move(done);
   call->deadline = deadline;
+  call->default_budget = default_budget;
   const Clock::time_point now = Clock::now();
 
   Answers answers;
   std::unique_lock<std::mutex> lock(s.mutex);
   if (submitting) --s.submitting;
   std::optional<InferResult> answer;
-  if (std::optional<ortserve::Refusal> refusal = s.Check(n, tokens, deadline, now)) {
+  if (std::optional<ortserve::Refusal> refusal = s.Check(n, tokens, deadline, default_budget, now)) {
     answer = Answered(*refusal);
   } else if (n == 0) {
     answer = InferResult{};  // nothing to run: an empty OK answer
@@ -465,8 +478,10 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
 std::optional<InferResult> Batcher::Refusal(int n, std::optional<Clock::time_point> deadline) const {
   std::optional<ortserve::Refusal> refusal;
   {
+    const Clock::time_point now = Clock::now();
+    const bool default_budget = !deadline && state_->settings.default_timeout_s > 0;
     std::lock_guard<std::mutex> lock(state_->mutex);
-    refusal = state_->Check(n, n, deadline, Clock::now());
+    refusal = state_->Check(n, n, Budget(deadline, state_->settings.default_timeout_s, now), default_budget, now);
   }
   if (!refusal) return std::nullopt;
   return Answered(*refusal);

@@ -38,7 +38,7 @@ namespace ortserve {
 struct BatcherSettings {
   BatchPolicy policy;
   int max_queue_items = 4096;
-  double max_queue_wait_s = 0.25;  // 0: no bound on expected wait
+  double default_timeout_s = 30;  // the time budget of a call that sends no deadline; 0: none (admission.h)
   int engine_concurrency = 2;
 };
 
@@ -83,9 +83,10 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
 
   // Admits `ids` (their tokens counted) and queues them or runs them alone, or answers at once. `submitting`: the
   // call was counted in State::submitting while it tokenized.
+  // `deadline`: the call's budget (Budget), `default_budget` whether it is the server's default.
   CallHandle Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds,
-                     std::optional<Clock::time_point> deadline, InferDone done, double tokenize_s, bool may_run_here,
-                     bool submitting);
+                     std::optional<Clock::time_point> deadline, bool default_budget, InferDone done,
+                     double tokenize_s, bool may_run_here, bool submitting);
 
   const std::string model_;
   const std::string version_;

@@ -23,7 +23,7 @@ void BindBatcherSettings(nb::module_& m) {
         defaults["max_batch_tokens"] = batcher.policy.max_batch_tokens;
         defaults["sort_window"] = batcher.policy.sort_window;
         defaults["max_queue_items"] = batcher.max_queue_items;
-        defaults["max_queue_wait_ms"] = batcher.max_queue_wait_s * 1000;
+        defaults["default_timeout_ms"] = batcher.default_timeout_s * 1000;
         defaults["engine_concurrency"] = batcher.engine_concurrency;
         return defaults;
       },
@@ -35,19 +35,19 @@ void BindBatcherSettings(nb::module_& m) {
           "__init__",
           [](BatcherSettings* self, int max_batch_size, double max_queue_delay_s, double max_padding_ratio,
              int batch_overhead_tokens, int max_batch_tokens, int sort_window, int max_queue_items,
-             double max_queue_wait_s, int engine_concurrency) {
+             double default_timeout_s, int engine_concurrency) {
             BatcherSettings settings;
             settings.policy = MakePolicy(max_batch_size, max_queue_delay_s, max_padding_ratio, batch_overhead_tokens,
                                          max_batch_tokens, sort_window);
             settings.max_queue_items = max_queue_items;
-            settings.max_queue_wait_s = max_queue_wait_s;
+            settings.default_timeout_s = default_timeout_s;
             settings.engine_concurrency = engine_concurrency;
             new (self) BatcherSettings(settings);
           },
           nb::kw_only(), "max_batch_size"_a, "max_queue_delay_s"_a, "max_padding_ratio"_a, "batch_overhead_tokens"_a,
-          "max_batch_tokens"_a, "sort_window"_a, "max_queue_items"_a, "max_queue_wait_s"_a, "engine_concurrency"_a)
+          "max_batch_tokens"_a, "sort_window"_a, "max_queue_items"_a, "default_timeout_s"_a, "engine_concurrency"_a)
       .def_prop_ro("policy", [](const BatcherSettings& self) { return self.policy; })
       .def_ro("max_queue_items", &BatcherSettings::max_queue_items)
-      .def_ro("max_queue_wait_s", &BatcherSettings::max_queue_wait_s)
+      .def_ro("default_timeout_s", &BatcherSettings::default_timeout_s)
       .def_ro("engine_concurrency", &BatcherSettings::engine_concurrency);
 }

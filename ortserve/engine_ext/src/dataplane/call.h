@@ -20,6 +20,13 @@ namespace ortserve {
 constexpr char kShuttingDown[] = "model version is shutting down; retry";
 constexpr char kExpiredQueued[] = "deadline exceeded while queued; the request never reached the engine";
 constexpr char kExpiredBefore[] = "deadline exceeded before the request reached the engine";
+// A call without a deadline has the server's default budget (default_timeout_ms): its messages say so.
+constexpr char kBudgetSpentBefore[] =
+    "the server's default time budget for a call without a deadline (default_timeout_ms) ran out before the request "
+    "reached the engine; send a longer deadline";
+constexpr char kBudgetSpentQueued[] =
+    "the server's default time budget for a call without a deadline (default_timeout_ms) ran out while queued; the "
+    "request never reached the engine: send a longer deadline";
 constexpr char kCancelled[] = "call cancelled by the client";
 
 // One call's answer: its status, or the model's output for each text in call order.
@@ -40,13 +47,15 @@ using InferDone = std::function<void(InferResult&&)>;
 // One Submit: its deadline, its answer as it fills in, and who to tell.
 struct Call {
   InferDone done;
-  std::optional<Clock::time_point> deadline;
+  std::optional<Clock::time_point> deadline;  // the caller's, else its arrival + the server's default budget
+  bool default_budget = false;                // `deadline` is the server's default, not the caller's
   // Guarded by the batcher's mutex.
   bool finished = false;  // done() was called or is about to be: nothing more may touch `result`
   int remaining = 0;      // texts not answered yet
   InferResult result;
 
   bool Expired(Clock::time_point now) const { return deadline && now >= *deadline; }
+  const char* ExpiredQueued() const { return default_budget ? kBudgetSpentQueued : kExpiredQueued; }
 };
 
 // What the front ends hold to cancel a call (Batcher::Cancel).
