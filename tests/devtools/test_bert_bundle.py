@@ -107,9 +107,10 @@ def test_tiny_bundle_is_byte_identical_per_seed(tmp_path: Path) -> None:
 
 
 def test_tiny_build_takes_under_two_seconds(tmp_path: Path) -> None:
-    started = time.perf_counter()
+    """Of this process's CPU time, which a loaded machine does not stretch as it does the wall clock's."""
+    started = time.process_time()
     build_tiny_bundle(tmp_path / "bundle")
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
 
 
 @pytest.mark.parametrize("level", [ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
