@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ortserve.registry import importer
-from ortserve.registry.accuracy import GateSettings
+from ortserve.registry.accuracy import BOUND_METHOD, GateSettings, decisive_needed
 from ortserve.registry.address import (
     FileAddress,
     parse_registry_url,
@@ -142,9 +142,11 @@ def _gate_flags(s: argparse.ArgumentParser) -> None:
     s.add_argument("--min-margin", type=_fraction, metavar="P",
                    help=f"texts whose source top-1 probability leads the runner-up by >= P are decisive "
                         f"(default {d.min_margin:g})")
+    # %% in help: argparse %-formats it.
     s.add_argument("--min-agreement", type=_fraction, metavar="F",
-                   help=f"refuse when argmax agreement over the decisive texts is below F "
-                        f"(default {d.min_agreement:g})")
+                   help=f"refuse when the one-sided {d.confidence:.0%}% {BOUND_METHOD} lower bound on argmax "
+                        f"agreement over the decisive texts is below F (default {d.min_agreement:g}, which takes at "
+                        f"least {decisive_needed(d.min_agreement, d.confidence)} decisive texts)")
     s.add_argument("--max-accuracy-drop", type=_points, metavar="POINTS",
                    help=f"with labelled eval texts: refuse when accuracy falls by more than POINTS percentage points "
                         f"(default {d.max_accuracy_drop:g})")

@@ -29,11 +29,14 @@ from ortserve_devtools.bert_bundle import build_tiny_bundle
 from ortserve.registry import cli
 from ortserve.registry.accuracy import (
     BUILTIN_NAME,
+    Comparison,
     EvalSet,
     EvalSetError,
     GateSettings,
+    agreement_lower_bound,
     builtin_eval_set,
     compare,
+    decisive_needed,
     load_eval_set,
     make_batches,
     margins,
@@ -136,14 +139,93 @@ def test_compare_with_labels_reports_accuracy_before_and_after() -> None:
 def test_refusals_say_which_threshold_and_by_how_much() -> None:
     c = compare(SOURCE, CANDIDATE, min_margin=0.1, labels=[0, 1, 0, 1])
     assert refusals(c, min_agreement=0.99, max_accuracy_drop=1.0) == (
-        "decisive agreement 0.6667 (2/3 texts with a source margin >= 0.1) is below --min-agreement 0.99",
+        "too few decisive texts to prove --min-agreement 0.99: decisive agreement 0.6667, 2/3 texts with a source "
+        "margin >= 0.1, whose one-sided 95% Clopper-Pearson lower bound is at most 0.3684 even with no "
+        "disagreement; the eval set needs at least 299 decisive texts, more to tolerate any disagreement",
         "accuracy fell 50.00 points (100.00% -> 50.00%), more than --max-accuracy-drop 1",
     )
-    assert refusals(c, min_agreement=0.6, max_accuracy_drop=50.0) == ()  # a drop of exactly the limit passes
-    # Near-ties only: nothing is decisive, so agreement cannot refuse (and is reported as n/a).
+    # --min-agreement 0 asks for no agreement; then a drop of exactly the limit passes.
+    assert refusals(c, min_agreement=0.0, max_accuracy_drop=50.0) == ()
+    # Near-ties only: nothing is decisive, so nothing is proven (agreement is reported as n/a).
     ties = compare(SOURCE[2:3], CANDIDATE[2:3], min_margin=0.1)
     assert ties.decisive == 0 and ties.decisive_agreement is None and ties.agree == 0
-    assert refusals(ties, min_agreement=0.99, max_accuracy_drop=1.0) == ()
+    (reason,) = refusals(ties, min_agreement=0.99, max_accuracy_drop=1.0)
+    assert reason.startswith("too few decisive texts to prove --min-agreement 0.99: 0/0 texts") and "299" in reason
+    assert refusals(ties, min_agreement=0.0, max_accuracy_drop=1.0) == ()
+
+
+# -- the lower bound: Clopper-Pearson, one-sided ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(("agree", "texts", "low", "high"), [
+    # Newcombe (1998), "Two-sided confidence intervals for the single proportion", Stat. Med. 17:857, table I,
+    # method 5 (exact, Clopper-Pearson), 95% two-sided: each end is a one-sided bound at 97.5%.
+    (81, 263, 0.2527, 0.3676),
+    (15, 148, 0.0578, 0.1617),
+    (0, 20, 0.0, 0.1684),
+    (1, 29, 0.0009, 0.1776),
+])
+def test_the_lower_bound_gives_the_textbook_exact_intervals(agree: int, texts: int, low: float,
+                                                             high: float) -> None:
+    assert agreement_lower_bound(agree, texts, 0.975) == pytest.approx(low, abs=5e-5)
+    assert 1.0 - agreement_lower_bound(texts - agree, texts, 0.975) == pytest.approx(high, abs=5e-5)
+
+
+def test_the_lower_bound_in_closed_form_and_at_its_edges() -> None:
+    # All agree: the p at which n of n has probability 5%, i.e. 0.05 ** (1 / n).
+    assert agreement_lower_bound(10, 10) == pytest.approx(0.05 ** 0.1, rel=1e-12)
+    assert agreement_lower_bound(309, 309) == pytest.approx(0.990352, abs=1e-6)
+    # The rule of three: n of n at 95% leaves about 3 / n for the disagreement rate.
+    assert 1.0 - agreement_lower_bound(3000, 3000) == pytest.approx(3.0 / 3000, rel=0.01)
+    # One disagreement: 1 - L solves (1 - p) ** n + n p (1 - p) ** (n - 1) = 0.05.
+    q = 1.0 - agreement_lower_bound(99, 100)
+    assert ((1 - q) ** 100 + 100 * q * (1 - q) ** 99) == pytest.approx(0.05, abs=1e-9)
+    assert agreement_lower_bound(0, 50) == 0.0 and agreement_lower_bound(0, 0) == 0.0
+    # Below the point estimate, and rising with the evidence.
+    bounds = [agreement_lower_bound(n - n // 200, n) for n in (200, 1000, 5000, 20000)]
+    assert bounds == sorted(bounds) and all(b < 0.995 for b in bounds) and bounds[-1] > 0.9935
+    assert agreement_lower_bound(990, 1000) < agreement_lower_bound(990, 1000, 0.9) < 0.99
+    for agree, texts, confidence, pattern in ((5, 4, 0.95, "0 <= agree <= texts"), (-1, 4, 0.95, "agree"),
+                                              (1, 4, 1.0, "confidence"), (1, 4, 0.0, "confidence")):
+        with pytest.raises(ValueError, match=pattern):
+            agreement_lower_bound(agree, texts, confidence)
+
+
+def test_decisive_needed_is_the_first_count_that_can_pass() -> None:
+    # log(0.05) / log(0.99) = 298.07: 298 of 298 prove 0.98999..., 299 of 299 prove 0.99003.
+    assert decisive_needed(0.99) == 299
+    assert agreement_lower_bound(298, 298) < 0.99 <= agreement_lower_bound(299, 299)
+    assert (decisive_needed(0.95), decisive_needed(0.999), decisive_needed(0.99, 0.99)) == (59, 2995, 459)
+    assert decisive_needed(0.0) == 0
+    with pytest.raises(ValueError, match=r"min_agreement must be in \[0, 1\)"):
+        decisive_needed(1.0)
+
+
+def _decisive(agree: int, texts: int) -> Comparison:
+    """Counts alone: `texts` decisive texts of which `agree` keep their label, nothing else wrong."""
+    return Comparison(texts=texts, agree=agree, decisive=texts, decisive_agree=agree, min_margin=0.1,
+                      max_abs_delta_logit=0.5, mean_abs_delta_logit=0.1, max_abs_delta_prob=0.1,
+                      mean_abs_delta_prob=0.02)
+
+
+def test_the_gate_judges_the_bound_not_the_point_estimate() -> None:
+    limits = {"min_agreement": 0.99, "max_accuracy_drop": 1.0}
+    # Too few to prove 0.99 even with no disagreement: the line says how many it takes.
+    (reason,) = refusals(_decisive(298, 298), **limits)
+    assert reason == ("too few decisive texts to prove --min-agreement 0.99: decisive agreement 1.0000, 298/298 "
+                      "texts with a source margin >= 0.1, whose one-sided 95% Clopper-Pearson lower bound is at most "
+                      "0.9900 even with no disagreement; the eval set needs at least 299 decisive texts, more to "
+                      "tolerate any disagreement")
+    assert refusals(_decisive(299, 299), **limits) == ()
+    # The point estimate passes (0.995), its bound does not (0.9895): refused, both figures named.
+    (reason,) = refusals(_decisive(995, 1000), **limits)
+    assert reason == ("decisive agreement 0.9950 (995/1000 texts with a source margin >= 0.1): its one-sided 95% "
+                      "Clopper-Pearson lower bound 0.9895 is below --min-agreement 0.99")
+    # The same rate on twice the texts proves it (bound 0.9915), and so does a perfect 1,000 (0.9970).
+    assert refusals(_decisive(1990, 2000), **limits) == ()
+    assert refusals(_decisive(1000, 1000), **limits) == ()
+    # The confidence is a setting: at 90%, 995 of 1,000 prove 0.99.
+    assert refusals(_decisive(995, 1000), **limits, confidence=0.9) == ()
 
 
 def test_non_finite_logits_are_a_refusal_not_a_nan_report() -> None:
@@ -167,7 +249,9 @@ def test_margins_and_shapes() -> None:
 
 @pytest.mark.parametrize(("kwargs", "pattern"), [
     ({"min_margin": 1.0}, r"min_margin must be in \[0, 1\)"),
-    ({"min_agreement": 1.5}, r"min_agreement must be in \[0, 1\]"),
+    ({"min_agreement": 1.5}, r"min_agreement must be in \[0, 1\)"),
+    ({"min_agreement": 1.0}, "a lower bound on agreement from a finite eval set never reaches 1"),
+    ({"confidence": 1.0}, r"confidence must be in \[0.5, 1\)"),
     ({"max_accuracy_drop": -1.0}, "max_accuracy_drop must be >= 0"),
     ({"batch_size": 0}, "batch_size and threads must be >= 1"),
 ])
@@ -253,17 +337,23 @@ def test_each_level_passes_a_meaningful_gate(balanced: Path, optimized: dict[str
     c = report.comparison
     assert report.passed and report.refusals == () and not report.accepted_loss
     # Meaningful: most texts decisive but not all, both classes among them, and the decisive ones kept: all of
-    # them by float levels; by int8 within the gate's tolerance (7-bit weights flip 2 of this random model's 313
-    # on every CPU class alike: the same integer products everywhere).
+    # them by float levels; by int8 within the gate's bound (7-bit weights flip 7 of this random model's 1,573 in
+    # batches, 6 alone, on every CPU class alike: the same integer products everywhere; the bound passes up to 9).
     source = _logits_of(balanced / "model.onnx", balanced, builtin_eval_set().texts)
     decisive = margins(source) >= 0.1
     assert 0.8 * c.texts < c.decisive == decisive.sum() < c.texts
     assert set(source[decisive].argmax(axis=1)) == {0, 1}
     assert c.non_finite == 0
     if level == "int8":
-        assert c.decisive_agreement is not None and c.decisive_agreement >= GateSettings().min_agreement
+        assert c.decisive_lower_bound(0.95) >= GateSettings().min_agreement
     else:
         assert c.decisive_agree == c.decisive
+    bound = report.to_dict()["decisive_agreement_bound"]
+    assert bound == {"lower": round(c.decisive_lower_bound(0.95), 6), "method": "Clopper-Pearson", "one_sided": True,
+                     "confidence": 0.95, "decisive_needed": 299}
+    assert report.to_dict()["counts"]["decisive_agree"] == c.decisive_agree
+    assert any(line.split()[:4] == ["its", "lower", "bound", "(one-sided"] and "Clopper-Pearson" in line
+               for line in report.table())
     assert report.speed is not None and report.speed.rounds == 1 and report.speed.texts == c.texts
     manifest = json.loads((result.path / "manifest.json").read_text())
     assert manifest["optimization"]["accuracy"] == report.manifest_entry()
@@ -279,10 +369,13 @@ def test_a_damaged_model_is_refused_for_its_decisive_flips(balanced: Path, optim
     c = report.comparison
     assert not report.passed and c.non_finite == 0
     assert c.decisive_agreement is not None and c.decisive_agreement < 0.95
-    (reason,) = report.refusals
-    assert re.fullmatch(r"decisive agreement 0\.\d{4} \(\d+/\d+ texts with a source margin >= 0\.1\) is below "
-                        r"--min-agreement 0\.99", reason), reason
-    assert report.table()[-1] == f"verdict: refused: {reason}"
+    # Batched, and (int8: its activations scale per batch, so other counts) one text at a time: the same rule.
+    pattern = (r"decisive agreement 0\.\d{4} \(\d+/\d+ texts with a source margin >= 0\.1\): its one-sided 95% "
+               r"Clopper-Pearson lower bound 0\.\d{4} is below --min-agreement 0\.99")
+    reason, *alone = report.refusals
+    assert re.fullmatch(pattern, reason), reason
+    assert all(re.fullmatch("one text at a time: " + pattern, line) for line in alone), alone
+    assert report.table()[-len(report.refusals):] == [f"verdict: refused: {r}" for r in report.refusals]
     # The faithful model of the same level, same texts and settings: no refusal.
     faithful = run_gate(balanced / "model.onnx", (optimized[level].path / "model.onnx").read_bytes(),
                         balanced / "tokenizer.json", 32, builtin_eval_set(), NO_TIMING, level=level)
@@ -299,7 +392,14 @@ def test_labels_add_accuracy_and_its_own_refusal(balanced: Path, optimized: dict
     bundle = _bundle_with(tmp_path, balanced, {"eval.jsonl": "".join(json.dumps(r) + "\n" for r in rows)})
     evals = load_eval_set(bundle, LABELS)
     candidate = (optimized["int8"].path / "model.onnx").read_bytes()
-    report = run_gate(bundle / "model.onnx", candidate, bundle / "tokenizer.json", 32, evals, NO_TIMING, level="int8")
+    # 120 decisive texts cannot prove 0.99 whatever the model does (299 can): the gate says so, and how many it takes.
+    small = run_gate(bundle / "model.onnx", candidate, bundle / "tokenizer.json", 32, evals, NO_TIMING, level="int8")
+    assert small.refusals[0].startswith("too few decisive texts to prove --min-agreement 0.99: ")
+    assert small.refusals[0].endswith("the eval set needs at least 299 decisive texts, more to tolerate any "
+                                      "disagreement")
+    # They can prove 0.9 (29 would), with a few flips to spare: 118 of 120 still bound it at 0.95.
+    report = run_gate(bundle / "model.onnx", candidate, bundle / "tokenizer.json", 32, evals,
+                      GateSettings(min_agreement=0.9, speed_rounds=0), level="int8")
     assert report.passed and report.comparison.accuracy_before == report.comparison.accuracy_after == 0.9
     assert any(line.split()[:2] == ["accuracy", "(labels)"] and "90.00% -> 90.00%" in line for line in report.table())
 
@@ -370,7 +470,7 @@ def test_publish_refuses_a_damaged_model_and_leaves_the_store_as_it_was(
                         r".* is below --min-agreement 0\.99; nothing written \(--accept-accuracy-loss writes it "
                         r"anyway\)", line), line
     assert "damaged the weights (test step)" in out and "accuracy gate: int8 against its source" in out
-    assert out.splitlines()[-1].startswith("verdict: refused: decisive agreement")
+    assert "verdict: refused: decisive agreement" in out  # and one text at a time, below it (int8)
     assert _snapshot(store) == before and not list((tmp_path / "scratch").iterdir())
 
     code, out, err = run_cli(*publish, "--accept-accuracy-loss", "--json")

@@ -28,7 +28,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ortserve_devtools.bert_bundle import build_tiny_bundle as build_bert_bundle
 from tokenizers import Tokenizer
 
-from ortserve.registry.accuracy import GateSettings
+from ortserve.registry.accuracy import GateSettings, builtin_eval_set
 from ortserve.registry.artifacts import ArtifactCache
 from ortserve.registry.bundle import BundleError, BundleManifest, Optimization, load_manifest, parse_manifest
 from ortserve.registry.optimize import (
@@ -438,11 +438,12 @@ def test_cli_optimize_reports_each_step_and_a_summary(cli: Cli, sources: dict[st
     assert lines[0].startswith("read ") and "4 heads x 16 (hidden 64)" in lines[0]
     assert lines[1].startswith("fused: Attention x 2")
     assert lines[2].startswith("converted to fp16")
-    assert lines[3] == "gate: 334 texts from built-in corpus, 21 length-sorted batches of <= 16"
+    corpus = len(builtin_eval_set().texts)
+    assert lines[3] == f"gate: {corpus} texts from built-in corpus, {-(-corpus // 16)} length-sorted batches of <= 16"
     assert lines[4].startswith("gate: source logits") and lines[5].startswith("gate: fp16 logits")
     assert lines[6].startswith("gate: fp16 logits one text at a time")
     assert lines[7].startswith("gate: timed both models")
-    assert lines[8] == "accuracy gate: fp16 against its source on 334 texts from built-in corpus"
+    assert lines[8] == f"accuracy gate: fp16 against its source on {corpus} texts from built-in corpus"
     assert "verdict: pass" in lines and lines[-2].startswith("wrote ")
     assert "level fp16, precision fp16" in lines[-1] and "Attention x 0 -> 2" in lines[-1]
     assert "SkipLayerNormalization x 0 -> 4" in lines[-1] and "model.onnx" in lines[-1] and "KiB" in lines[-1]
@@ -458,7 +459,7 @@ def test_cli_optimize_reports_each_step_and_a_summary(cli: Cli, sources: dict[st
     assert summary["optimization"]["source_sha256"] == _sha256(sources["tiny"] / "model.onnx")
     gate = summary["gate"]
     assert gate["level"] == "fuse" and gate["passed"] is True and gate["refusals"] == []
-    assert gate["speed"]["texts"] == 334 and gate["speed"]["source_texts_per_s"] > 0
+    assert gate["speed"]["texts"] == corpus and gate["speed"]["source_texts_per_s"] > 0
     assert summary["optimization"]["accuracy"] == {k: gate[k] for k in summary["optimization"]["accuracy"]}
 
     result = cli("optimize", "--bundle", str(sources["tiny"]), "--out", str(tmp_path / "int8"), "--optimize", "int8",
