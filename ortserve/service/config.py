@@ -37,8 +37,9 @@ class Settings:
     metrics_host: str = _doc("Address the Prometheus metrics port binds to.", default="0.0.0.0")
     metrics_port: int = _doc("HTTP port for /metrics (0 picks a free port).", default=8002)
     metrics: bool = _doc("Serve Prometheus metrics.", default=True)
-    max_message_bytes: int = _doc("Largest gRPC message, or REST request body, accepted or sent.",
-                                  default=8 * 1024 * 1024)
+    max_message_bytes: int = _doc("Largest gRPC message, or REST request body, accepted or sent (16 MiB: a call of "
+                                  "2,048 texts, or its 2,048 embeddings of 1,024 floats).",
+                                  default=16 * 1024 * 1024)
     max_header_bytes: int = _doc(
         "Largest header block (gRPC metadata) a call may send; above Envoy's default 60 KiB, so that what a mesh"
         " forwards is never refused here.", default=64 * 1024
@@ -57,7 +58,10 @@ class Settings:
     model_version: str = _doc("Version name for a local --bundle.", default="1")
     bundle: str = _doc("Serve this local bundle directory instead of a registry.", default="")
     # -- requests and batching
-    max_texts_per_request: int = _doc("Most texts one ModelInfer call may carry.", default=128)
+    max_texts_per_request: int = _doc(
+        "Most texts one call may carry (2,048: OpenAI's limit; LangChain sends 1,000 a call). The batcher runs a big "
+        "call in batches of max_batch_size, so its memory is its texts and answers, never all its activations.",
+        default=2048)
     max_batch_size: int = _doc("Most texts in one engine run.", default=32)
     max_queue_delay_ms: float = _doc("Longest a text may be passed over by length-bucketing.", default=10.0)
     max_padding_ratio: float = _doc(

@@ -39,9 +39,9 @@ static_assert(std::size(kPassthroughReasons) == static_cast<size_t>(Passthrough:
 struct FrontendOptions {
   std::string address;  // "host:port" to listen on
   std::string backend;  // the Python server, e.g. "unix:/run/ortserve/backend.sock"
-  int max_message_bytes = 8 << 20;  // defaults: service/config.Settings' (tests/service/test_settings_defaults.py)
+  int max_message_bytes = 16 << 20;  // defaults: service/config.Settings' (tests/service/test_settings_defaults.py)
   int max_header_bytes = 64 << 10;
-  long long max_texts_per_request = 128;
+  long long max_texts_per_request = 2048;
   std::string tls_cert, tls_key;  // PEM; both empty = plaintext
   std::string tls_client_ca;      // PEM; set = clients must present a certificate it signed
 };
