@@ -1,4 +1,4 @@
-"""Token classification's entities (dataplane/entities.h; issue 31 item 2, a rule not yet served) held to
+"""Token classification's entities (dataplane/entities.h, a token classifier's ENTITIES) held to
 transformers' TokenClassificationPipeline: for generated token logits, spans and word boundaries, every aggregation
 (none, simple, first, average, max) gives the entities the pipeline's own postprocess steps give (its softmax,
 `aggregate` with `aggregate_words` and `group_entities`, the "O" filter): the same labels and spans in the same

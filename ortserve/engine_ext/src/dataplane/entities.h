@@ -1,7 +1,7 @@
-// Token classification's entities (issue 31 item 2; a rule in place, not yet served): per token its logits over the
-// labels, its character span and whether it continues the previous token's word -> the entities transformers'
-// TokenClassificationPipeline reports (postprocess, gather_pre_entities' output onwards), so both front ends will
-// answer an `aggregation` as that pipeline does:
+// Token classification's entities: per token its logits over the labels, its character span and whether it
+// continues the previous token's word -> the entities transformers' TokenClassificationPipeline reports
+// (postprocess, gather_pre_entities' output onwards), so both front ends answer an `aggregation` as that pipeline
+// does (a token classifier's ENTITIES, EncodeOutputs in wire_encode.cc):
 //
 //   scores  softmax per token in float (the max subtracted, exp, summed left to right, divided), as its numpy float32
 //   none    one entity per token that is not special: its best label (the first of equal scores) and that score
