@@ -128,9 +128,6 @@ class ArtifactStore:
             raise ValueError(f"artifact root {url!r}: no path")
         return cls(Path(path))
 
-    def uri_for(self, sha256: str) -> str:
-        return (self.root / "sha256" / f"{sha256}.tar").as_uri()
-
     def upload(self, bundle_dir: str | Path, *,
                before_rename: Callable[[], None] | None = None) -> ArtifactRef:
         """Packs and stores the bundle; returns its reference. Identical bytes are stored once."""

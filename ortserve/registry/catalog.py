@@ -67,11 +67,6 @@ def read_model_state(store: Store, model: str) -> ModelState:
     return model_state_from_entries(model, store.list(model_prefix(model)))
 
 
-def read_model(store: Store, model: str) -> tuple[dict[str, VersionRecord], Routing | None]:
-    state = read_model_state(store, model)
-    return state.versions, state.routing
-
-
 def list_models(store: Store) -> list[str]:
     names = set()
     for entry in store.list(MODELS_PREFIX):

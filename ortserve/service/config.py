@@ -7,7 +7,6 @@ bad value came from, so a misconfigured pod fails at start with a message an ope
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import itertools
 import os
 import tomllib
@@ -390,7 +389,3 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def flags_from(namespace: argparse.Namespace) -> dict[str, Any]:
     return {f.name: getattr(namespace, f.name, None) for f in fields(Settings)}
-
-
-def as_dict(settings: Settings) -> dict[str, Any]:
-    return dataclasses.asdict(settings)

@@ -144,10 +144,9 @@ class ModelInstance:
         first (zeros after)."""
         if self.output not in {t.name for t in engine.outputs}:
             raise ModelFormatError(f"model has no '{self.output}' output (outputs: {[t.name for t in engine.outputs]})")
-        self._wants_token_types = "token_type_ids" in names
         self.text_model = NativeTextModel(
             wide=engine, narrow=narrow, tokenizer=tokenizer.native, output=self.output, columns=self.columns,
-            pad_id=tokenizer.pad_id, token_types=self._wants_token_types, bucket_rows=list(self.ladder.rows),
+            pad_id=tokenizer.pad_id, token_types="token_type_ids" in names, bucket_rows=list(self.ladder.rows),
             bucket_tokens=list(self.ladder.tokens), token_columns=manifest.columns if manifest.per_token else 0,
         )
         """The sessions, tokenizer and padding rule the C++ batcher runs this version's batches with."""
@@ -161,11 +160,6 @@ class ModelInstance:
         if self.manifest.score_activation:
             return "reranker"
         return "classifier of pairs" if self.manifest.pairs else self.kind
-
-    @property
-    def wants_token_types(self) -> bool:
-        """Whether the graph takes token_type_ids (fed as zeros)."""
-        return self._wants_token_types
 
     @classmethod
     def load(

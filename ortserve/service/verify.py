@@ -36,7 +36,6 @@ import numpy as np
 from ortserve.registry.bundle import BundleManifest
 from ortserve.registry.references import ReferenceSet
 
-MODES = ("enforce", "warn", "off")
 RESULTS = ("passed", "failed", "unverified", "skipped")
 FP32_CPU_RELATIVE, FP32_GPU_RELATIVE = 1e-3, 2e-2
 GATE_FACTOR = 1.5
