@@ -56,17 +56,28 @@ class _OneLineParser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _OneLineParser(prog="registry", description="Publish model bundles and steer traffic between versions.")
-    p.add_argument("--registry", metavar="URL",
+def _store_flags(p: argparse.ArgumentParser, default: object) -> None:
+    p.add_argument("--registry", metavar="URL", default=default,
                    help="file:///path, file://./path or consul://host:8500?prefix=ortserve/ "
                         "(default: $ORTSERVE_REGISTRY or file://./model-store)")
-    p.add_argument("--artifacts", metavar="URL",
+    p.add_argument("--artifacts", metavar="URL", default=default,
                    help="file:// root of the artifact store (default: $ORTSERVE_ARTIFACTS, or "
                         "<file store root>/artifacts; required for Consul)")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    s = sub.add_parser("publish", help="validate a bundle (or import a checkpoint), upload it, record the version")
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _OneLineParser(prog="registry", description="Publish model bundles and steer traffic between versions.")
+    _store_flags(p, None)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # The store flags are taken after the command too (`registry publish --registry URL ...`): a command's, when
+    # given, overrides the one before it; SUPPRESS keeps an absent one from erasing it.
+    store = argparse.ArgumentParser(add_help=False)
+    _store_flags(store, argparse.SUPPRESS)
+
+    def command(name: str, **kw: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[store], **kw)
+
+    s = command("publish", help="validate a bundle (or import a checkpoint), upload it, record the version")
     s.add_argument("--model", required=True)
     s.add_argument("--version", required=True)
     source = s.add_mutually_exclusive_group(required=True)
@@ -81,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     _gate_flags(s)
     s.add_argument("--json", action="store_true", help="print only a JSON summary (with the gate's report)")
 
-    s = sub.add_parser("optimize", help="write an optimised copy of a bundle (fuse: fused FP32, int8: INT8 for "
+    s = command("optimize", help="write an optimised copy of a bundle (fuse: fused FP32, int8: INT8 for "
                                         "CPUs, fp16: fused FP16 for GPUs), gated by an accuracy report; no registry "
                                         "needed")
     s.add_argument("--bundle", required=True, metavar="IN")
@@ -91,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     _gate_flags(s)
     s.add_argument("--json", action="store_true", help="print only a JSON summary (with the gate's report)")
 
-    s = sub.add_parser("import", help="write a bundle from a Hugging Face checkpoint directory (transformers or "
+    s = command("import", help="write a bundle from a Hugging Face checkpoint directory (transformers or "
                                       "sentence-transformers), proven against PyTorch; no registry needed")
     s.add_argument("--from", required=True, metavar="DIR", dest="source",
                    help="the checkpoint directory: config.json, the weights, the tokenizer (or a sentence-transformers "
@@ -100,21 +111,21 @@ def build_parser() -> argparse.ArgumentParser:
     _import_flags(s)
     s.add_argument("--json", action="store_true", help="print only a JSON summary (with the parity report)")
 
-    s = sub.add_parser("route", help="set traffic weights: registry route M v1=95 v2=5")
+    s = command("route", help="set traffic weights: registry route M v1=95 v2=5")
     s.add_argument("model")
     s.add_argument("weights", nargs="+", metavar="VERSION=PERCENT")
 
-    s = sub.add_parser("rollback", help="restore the previous routing")
+    s = command("rollback", help="restore the previous routing")
     s.add_argument("model")
 
-    s = sub.add_parser("list", help="models, their versions and routing")
+    s = command("list", help="models, their versions and routing")
     s.add_argument("--json", action="store_true")
 
-    s = sub.add_parser("show", help="one model's versions and routing")
+    s = command("show", help="one model's versions and routing")
     s.add_argument("model")
     s.add_argument("--json", action="store_true")
 
-    s = sub.add_parser("retire", help="delete a version record (refused while it has traffic)")
+    s = command("retire", help="delete a version record (refused while it has traffic)")
     s.add_argument("model")
     s.add_argument("version")
     return p

@@ -286,6 +286,24 @@ def test_default_registry_is_model_store_in_cwd_and_env_overrides(cli: Cli, tmp_
     assert result.returncode == 0 and json.loads(result.stdout) == []
 
 
+def test_the_store_flags_are_taken_after_the_command_too(cli: Cli, tmp_path: Path,
+                                                         bundles: dict[str, Path]) -> None:
+    """Issue 45's friction: `registry publish --registry file:///...` exited 2 ("unrecognized arguments"). Both store
+    flags are taken before or after the command; after it, the command's wins; neither, $ORTSERVE_REGISTRY."""
+    named, art, other = tmp_path / "named", tmp_path / "art", tmp_path / "other"
+    result = cli("publish", "--registry", named.as_uri(), "--artifacts", art.as_uri(), "--model", "m", "--version",
+                 "v1", "--bundle", str(bundles["a"]), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (named / "kv" / "models" / "m" / "versions" / "v1.json").is_file()
+    assert len(list((art / "sha256").glob("*.tar"))) == 1
+    assert not (tmp_path / "model-store").exists()
+    result = cli("--registry", other.as_uri(), "list", "--registry", named.as_uri(), "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert [m["model"] for m in json.loads(result.stdout)] == ["m"]
+    result = cli("show", "m", "--json", cwd=tmp_path, env={"ORTSERVE_REGISTRY": named.as_uri()})
+    assert result.returncode == 0, result.stderr
+
+
 def test_cas_conflict_is_retried_without_losing_the_other_write(cli: Cli, registry: Registry,
                                                                 bundles: dict[str, Path]) -> None:
     """A publishes and pauses after reading routing; B changes routing; A's write must fail its
