@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
+from ortserve.service import openai_api
 from ortserve.service.assembly import ArtifactFetcher, VersionFactory
 from ortserve.service.config import Settings
 from ortserve.service.data_plane import DataPlane
@@ -32,7 +33,9 @@ from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
 from ortserve.service.native_frontend import NativeFrontend, resolve_frontend
 from ortserve.service.os_threads import name_os_thread
+from ortserve.service.request_log import LogSampling
 from ortserve.service.rest import RestServer, server_tls
+from ortserve.service.text_calls import TextCalls
 from ortserve.service.tracing import Tracing
 
 log = structlog.get_logger("ortserve.server")
@@ -42,6 +45,8 @@ ADMIN_STATUS_METHOD = "/ortserve.admin.v1.Admin/Status"
 LIVENESS_SERVICE = "liveness"
 """Health service name that stays SERVING while the process runs (for liveness probes);
 the overall "" entry means ready (for readiness probes)."""
+CLIENT_APIS = (openai_api,)
+"""The client APIs served on the HTTP port beside V2 (docs/client_apis.md)."""
 
 # A desired-state source runs until cancelled, handing each new DesiredState to `apply`.
 StateSource = Callable[[Callable[[DesiredState], None], Metrics], Awaitable[None]]
@@ -76,7 +81,9 @@ class Server:
                                                  initializer=name_os_thread)
         self.tracing = Tracing(settings.otlp_endpoint, sample_ratio=settings.trace_sample_ratio) \
             if settings.otlp_endpoint else None
-        self.plane = DataPlane(settings, self.metrics, tokenize_pool=self._tokenize_pool, tracing=self.tracing)
+        sampling = LogSampling(share=settings.request_log_sample, slow_s=settings.latency_slo_p99_ms / 1000)
+        self.plane = DataPlane(settings, self.metrics, tokenize_pool=self._tokenize_pool, tracing=self.tracing,
+                               sampling=sampling)
         # Long-lived, so that its malloc arena is reused by every load (a thread per load grew memory).
         self._opener_pool = ThreadPoolExecutor(1, thread_name_prefix="ortserve-opener")
         factory = VersionFactory(settings, self.plane, fetch=fetch, opener=self._opener_pool)
@@ -97,12 +104,17 @@ class Server:
             data_path=self.native,
         )
         self.inference = Inference(self.manager, self.metrics, max_texts_per_request=settings.max_texts_per_request,
-                                   tracing=self.tracing)
+                                   tracing=self.tracing, sampling=sampling)
         self.servicer = InferenceServicer(self.manager, self.inference)
         self.rest = RestServer(self.manager, self.inference, host=settings.host, port=settings.http_port,
                                max_body_bytes=settings.max_message_bytes, shutdown_grace_s=settings.shutdown_grace_s,
                                tls=server_tls(*tls_pem(settings)) if settings.tls_cert else None) \
             if settings.http_port else None
+        if self.rest is not None:  # the client APIs on the same port: each call a V2 ModelInfer (text_calls.py)
+            calls = TextCalls(self.rest, self.inference, self.manager, settings=settings,
+                              tokenize_pool=self._tokenize_pool)
+            for api in CLIENT_APIS:
+                api.add_routes(self.rest.app, calls)
         self.health = health.aio.HealthServicer()
         self._server: grpc.aio.Server | None = None
         self._source_task: asyncio.Task[None] | None = None

@@ -1,0 +1,332 @@
+"""A call of texts from a client API (OpenAI, Cohere/Jina, TEI) run as a KServe V2 ModelInfer.
+
+The client APIs on the HTTP port (`openai_api`, `cohere_api`, `tei_api`) only translate: each reads its own JSON,
+names the model, and hands the texts here, where they become an `inference.InferCall` (TEXT, and TEXT_PAIR for a
+reranker) run by `Inference.infer`, the one Python path every V2 call takes:
+
+    client JSON  ->  TextCalls.choose (the model)  ->  TextCalls.run: InferCall -> Inference.infer (wire rules,
+      routing by x-routing-key, lease, admission and deadline, the batcher, the `request` line, metrics, trace)
+      ->  the reply's tensor as numpy  ->  client JSON
+
+So a client API's call is routed, admitted, batched, timed out, logged and traced as a V2 call is, and is refused
+with the same status (rest.STATUS, the one map from a call's status to HTTP); each API only words the error in its
+own shape (`ApiError`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+import structlog
+from aiohttp import web
+
+from ortserve.service.config import Settings
+from ortserve.service.errors import ResourceExhausted, ServiceError, Unavailable
+from ortserve.service.inference import INPUT_NAME, PAIR_INPUT, CallFailed, InferCall, Inference, ServedOutput
+from ortserve.service.instance import ModelInstance
+from ortserve.service.manager import ModelManager
+from ortserve.service.rest import STATUS, RestServer, header_timeout_s
+
+log = structlog.get_logger("ortserve.http")
+
+KINDS = {"INVALID_ARGUMENT": "invalid_request", "NOT_FOUND": "not_found", "RESOURCE_EXHAUSTED": "overloaded",
+         "UNAVAILABLE": "unavailable", "DEADLINE_EXCEEDED": "timeout", "CANCELLED": "cancelled",
+         "INTERNAL": "internal"}
+"""A call's status as the kind of error every API words in its own shape (`ApiError.kind`); "too_large" too."""
+
+
+class ApiError(Exception):
+    """A client API call that ends with an HTTP error: its status (rest.STATUS's, or 413 for a body past
+    max_message_bytes), the message, the kind (KINDS) and the request field it names, if any."""
+
+    def __init__(self, status: int, message: str, *, kind: str = "invalid_request", param: str | None = None,
+                 retry_after_s: float | None = None, request_id: str = "") -> None:
+        super().__init__(message)
+        self.status, self.message, self.kind, self.param = status, message, kind, param
+        self.retry_after_s = retry_after_s
+        self.request_id = request_id
+
+    @classmethod
+    def invalid(cls, message: str, param: str | None = None) -> ApiError:
+        return cls(400, message, param=param)
+
+    @classmethod
+    def of(cls, error: ServiceError, request_id: str = "", param: str | None = None) -> ApiError:
+        """The V2 call's error, with the status a V2 REST call gets for it."""
+        retry = error.retry_after_s if isinstance(error, ResourceExhausted) else None
+        return cls(STATUS.get(error.code.name, 500), error.message, kind=KINDS.get(error.code.name, "internal"),
+                   param=param, retry_after_s=retry, request_id=request_id)
+
+    def headers(self) -> dict[str, str]:
+        """Retry-After as V2 REST sends it (whole seconds, at least 1; 1 for 503), and the request id."""
+        headers = {"x-request-id": self.request_id} if self.request_id else {}
+        if self.retry_after_s is not None:
+            headers["Retry-After"] = str(max(1, math.ceil(self.retry_after_s)))
+        elif self.status == 503:
+            headers["Retry-After"] = "1"
+        return headers
+
+    def response(self, body: Any) -> web.Response:
+        return json_response(body, self.status, self.headers())
+
+
+def json_response(doc: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
+    """`doc` as JSON; numpy arrays in it are written as arrays of numbers (float32 in its shortest form)."""
+    return web.Response(body=orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY), status=status,
+                        content_type="application/json", headers=headers)
+
+
+Handler = Callable[..., Awaitable[web.Response]]
+
+
+def api_route(error_body: Callable[[ApiError], Any]) -> Callable[[Handler], Handler]:
+    """A client API's handler (a function or method whose last argument is the request): an ApiError is answered in
+    that API's shape (`error_body`); a bug is logged with its trace and answered 500 in that shape, never with the
+    trace."""
+
+    def wrap(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def handle(*args: Any) -> web.Response:
+            request: web.Request = args[-1]
+            try:
+                return await handler(*args)
+            except ApiError as e:
+                return e.response(error_body(e))
+            except web.HTTPException:
+                raise
+            except Exception:
+                log.exception("http_request_failed", method=request.method, path=request.path)
+                e = ApiError(500, "internal error", kind="internal")
+                return e.response(error_body(e))
+
+        return handle
+
+    return wrap
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What a client API needs to know of a served model (its first routed version's manifest)."""
+
+    name: str
+    output: ServedOutput
+    max_seq_len: int
+    precision: str
+    instance: ModelInstance
+
+    @property
+    def reranker(self) -> bool:
+        return bool(self.output.score)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A V2 call's answer: the output's values (float32 [texts, columns]), who answered, and the request id."""
+
+    values: np.ndarray
+    model: str
+    version: str
+    request_id: str
+
+
+class TextCalls:
+    """Texts to a served model through `Inference.infer`; owned by the event loop (every method runs on it)."""
+
+    def __init__(self, rest: RestServer, inference: Inference, manager: ModelManager, *, settings: Settings,
+                 tokenize_pool: Executor) -> None:
+        self._rest = rest
+        self._inference = inference
+        self._manager = manager
+        self._pool = tokenize_pool
+        self.settings = settings
+        self._first_served: dict[str, int] = {}
+        """Unix time each model was first seen served here (OpenAI's `created`); guarded by the loop."""
+
+    # ---- the request ------------------------------------------------------------------------------------
+
+    async def read_json(self, request: web.Request) -> dict[str, Any]:
+        """The body as a JSON object, or ApiError: 503 while shutting down, 413 past max_message_bytes, 400 not a
+        JSON object."""
+        if not self._rest.accepting:
+            raise ApiError.of(Unavailable("the server is shutting down; retry on another replica"))
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            limit = self.settings.max_message_bytes
+            raise ApiError(413, f"request body is larger than max_message_bytes ({limit} bytes)",
+                           kind="too_large") from None
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError as e:
+            raise ApiError.invalid(f"the request body is not JSON ({e})") from None
+        if not isinstance(doc, dict):
+            raise ApiError.invalid("the request body must be a JSON object")
+        return doc
+
+    # ---- models -----------------------------------------------------------------------------------------
+
+    def served_names(self) -> list[str]:
+        """The models with a routable version, by name; each one's first-seen time recorded."""
+        names = sorted(self._manager.route_table.models)
+        now = int(time.time())
+        for name in names:
+            self._first_served.setdefault(name, now)
+        return names
+
+    def first_served(self, name: str) -> int:
+        return self._first_served.get(name, int(time.time()))
+
+    def choose(self, named: Any, *, param: str = "model") -> ServedModel:
+        """The model a call names (a string), or, when it names none, the one model this server serves. ApiError:
+        404 an unknown name, 503 one still loading, 400 none named where several are served (listing them)."""
+        if named is not None and not isinstance(named, str):
+            raise ApiError.invalid(f"'{param}' must be a string, the served model's name", param)
+        served = self.served_names()
+        wanted = sorted(set(self._manager.wanted_models()) | set(served))
+        listing = ", ".join(repr(n) for n in wanted) or "none yet"
+        if named:
+            if named in served:
+                return self.describe(named)
+            if named in wanted:
+                raise ApiError.of(Unavailable(self._manager.not_ready_reason(named)), param=param)
+            raise ApiError(404, f"model '{named}' is not served here; served models: {listing}", kind="not_found",
+                           param=param)
+        if len(wanted) == 1:
+            return self.choose(wanted[0], param=param)
+        if not wanted:
+            raise ApiError.of(Unavailable("no model is loaded yet; retry shortly"), param=param)
+        raise ApiError.invalid(f"this server serves several models ({listing}): name one in '{param}'", param)
+
+    def describe(self, name: str, version: str = "") -> ServedModel:
+        """The served model by its version `version` (else its first routed one). ApiError 503 when it has none
+        left (retired between the table read and here)."""
+        route = self._manager.route_table.models.get(name)
+        loaded = None if route is None else (route.versions.get(version) or next(iter(route.versions.values()),
+                                                                                  None))
+        instance = None if loaded is None else loaded.instance
+        if instance is None:
+            raise ApiError.of(Unavailable(self._manager.not_ready_reason(name)))
+        manifest = instance.manifest
+        return ServedModel(name=name, output=ServedOutput.of(manifest), max_seq_len=manifest.max_seq_len,
+                           precision=manifest.precision, instance=instance)
+
+    # ---- the call ---------------------------------------------------------------------------------------
+
+    async def run(self, request: web.Request, model: str, texts: Sequence[str], *,
+                  pairs: Sequence[str] | None = None, output: str | None = None) -> Answer:
+        """`texts` (with `pairs`: TEXT_PAIR, [1] or one per text) as one V2 call to `model`, with the request's
+        x-request-id, x-routing-key, trace headers and x-request-timeout-ms; its `output` (else the model's
+        default one) as float32 [texts, columns]."""
+        started = time.monotonic()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        try:
+            budgets = header_timeout_s(headers)
+        except ServiceError as e:
+            raise ApiError.of(e) from None
+        inputs = [(INPUT_NAME, "BYTES", [len(texts)], True, _utf8(texts))]
+        if pairs is not None:
+            inputs.append((PAIR_INPUT, "BYTES", [len(pairs)], True, _utf8(pairs)))
+        call = InferCall(model=model, inputs=inputs, outputs=[] if output is None else [(output, None, None)],
+                         headers=headers, deadline=started + min(budgets) if budgets else None, transport="http")
+        try:
+            reply = await self._inference.infer(call)
+        except CallFailed as failed:
+            raise ApiError.of(failed.error, failed.request_id) from None
+        _, _, shape, raw, payload = reply.tensors[0]
+        values = np.frombuffer(payload, dtype="<f4") if raw else np.asarray(payload, dtype=np.float32)
+        return Answer(values=values.reshape(shape[0], -1), model=reply.model, version=reply.version,
+                      request_id=reply.request_id)
+
+    async def count_tokens(self, answer: Answer, texts: Sequence[str]) -> int:
+        """The tokens the model read for `texts` (special tokens included, after truncation to max_seq_len), by
+        the tokenizer of the version that answered: the batcher does not report them, so they are counted again,
+        on the loop where that is cheaper than a thread hop (the C++ WordPiece), else on the tokenizer pool."""
+        instance = self.describe(answer.model, answer.version).instance
+        if instance.tokenizes_inline(texts):
+            ids = instance.tokenize(texts)
+        else:
+            ids = await asyncio.get_running_loop().run_in_executor(self._pool, instance.tokenize, texts)
+        return sum(len(row) for row in ids)
+
+
+def texts_of(value: Any, param: str, *, allow_empty_text: bool = True) -> tuple[list[str], bool]:
+    """A string or an array of strings as the texts, and whether it was one string. ApiError 400 otherwise (token
+    ids included: the server tokenizes), or for no texts at all."""
+    if isinstance(value, str):
+        texts, single = [value], True
+    elif isinstance(value, list) and all(isinstance(t, str) for t in value):
+        texts, single = value, False
+    elif isinstance(value, list) and value and all(
+            isinstance(t, int) or (isinstance(t, list) and all(isinstance(i, int) for i in t)) for t in value):
+        raise ApiError.invalid(f"'{param}' holds token ids, which this server does not take: send the texts (it "
+                               "tokenizes them with the model's own tokenizer; LangChain's OpenAIEmbeddings: "
+                               "check_embedding_ctx_length=False)", param)
+    else:
+        raise ApiError.invalid(f"'{param}' must be a string or an array of strings", param)
+    if not texts:
+        raise ApiError.invalid(f"'{param}' is empty: send at least one text", param)
+    if not allow_empty_text:
+        for i, text in enumerate(texts):
+            if not text:
+                raise ApiError.invalid(f"'{param}' holds an empty string" + ("" if single else f" at index {i}"),
+                                       param)
+    return texts, single
+
+
+def boolean(doc: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = doc.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ApiError.invalid(f"'{key}' must be true or false", key)
+    return value
+
+
+def positive_int(doc: Mapping[str, Any], key: str) -> int | None:
+    value = doc.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ApiError.invalid(f"'{key}' must be a positive integer", key)
+    return value
+
+
+def refuse_unsupported(doc: Mapping[str, Any], served: ServedModel) -> None:
+    """`dimensions` (Matryoshka truncation) and `prompt_name` are refused with a message saying why; `dimensions`
+    equal to the model's width is no truncation and is taken."""
+    dimensions = doc.get("dimensions")
+    if dimensions is not None and dimensions != served.output.columns:
+        raise ApiError.invalid(f"'dimensions' {dimensions!r} is refused: model '{served.name}' answers "
+                               f"{served.output.columns} dimensions and its bundle does not say it was trained to "
+                               "be truncated (Matryoshka); leave 'dimensions' out", "dimensions")
+    if doc.get("prompt_name") is not None:
+        raise ApiError.invalid("'prompt_name' is not supported: this server applies no prompts; put the prompt "
+                               "in front of each text", "prompt_name")
+
+
+def normalized(values: np.ndarray) -> np.ndarray:
+    """Each row at unit L2 length (a zero row stays zero)."""
+    norms = np.linalg.norm(values, axis=1, keepdims=True)
+    return values / np.where(norms > 0, norms, 1.0)
+
+
+def probabilities(logits: np.ndarray, served: ServedOutput) -> np.ndarray:
+    """A classifier's probabilities as the classification extension's `scores=probabilities` gives them: a sigmoid
+    per label for a multi-label classifier or a single label, else the softmax over the labels."""
+    if served.multi_label or logits.shape[1] == 1:
+        return 1.0 / (1.0 + np.exp(-logits))
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+def _utf8(texts: Sequence[str]) -> list[bytes]:
+    return [t.encode("utf-8", "surrogatepass") for t in texts]

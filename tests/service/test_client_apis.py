@@ -1,0 +1,212 @@
+"""The client APIs on the HTTP port (issue 39), called by the real clients from PyPI over real HTTP, against a server
+of three imported checkpoints (a sentence-transformers embedder, a CrossEncoder reranker, a classifier) on a file
+registry, and a server of the embedder alone (a call that names no model):
+
+- OpenAI: `openai` sync and async `embeddings.create` (base64, the SDK's default, and float), LangChain's
+  `OpenAIEmbeddings`, `models.list`/`retrieve`: the embeddings equal the V2 path's and sentence-transformers'
+  `encode`, `usage` counts the tokens the model read (sentence-transformers' own tokenizer says how many);
+- every API's bad calls (bad JSON, wrong types, unknown model, empty input, ...) get that API's error shape and the V2
+  REST status, never a trace; a call is a V2 call: its `request` line, its x-request-id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import requests
+from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN, OFFLINE, make_checkpoint, make_sentence_transformer
+from support.server_process import ServerProcess, running_server, serving_published
+
+from ortserve.registry.importer import import_checkpoint
+
+os.environ.update(OFFLINE)
+TEXTS = ["The battery died after two days.", "ok", "Das Akku hält eine Woche, sagt der Test.", "最高の電池でした 🎉",
+         "a long one: " + " ".join(["the battery kept going, day after day, and nobody could believe it"] * 4)]
+EMBED_MAX_SEQ_LEN = 32
+MODELS = ("embed", "rerank", "classify")
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """What users load: a sentence-transformers directory, a CrossEncoder directory, a classifier checkpoint."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("client-apis")
+    embed = make_sentence_transformer(root / "st", "bert", pooling="mean", normalize=True,
+                                      max_seq_length=EMBED_MAX_SEQ_LEN, seed=21)
+    scorer = make_checkpoint(root / "ce-ck", "bert", labels=("score",), seed=22)
+    CrossEncoder(str(scorer), device="cpu").save(str(root / "ce"))  # the CrossEncoder layout (sigmoid)
+    classify = make_checkpoint(root / "cls", "bert", labels=("negative", "positive"), seed=23)
+    return {"embed": embed, "rerank": root / "ce", "classify": classify}
+
+
+@pytest.fixture(scope="module")
+def bundles(sources: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("client-api-bundles")
+    return {name: import_checkpoint(source, root / name,
+                                    max_seq_len=EMBED_MAX_SEQ_LEN if name == "embed" else IMPORT_MAX_SEQ_LEN).path
+            for name, source in sources.items()}
+
+
+@pytest.fixture(scope="module")
+def served(bundles: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    with serving_published(tmp_path_factory.mktemp("client-api-store"), bundles, ["--frontend", "python"],
+                           http=True) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def url(served: ServerProcess) -> str:
+    return f"http://127.0.0.1:{served.http_port}"
+
+
+@pytest.fixture(scope="module")
+def solo(bundles: dict[str, Path]) -> Iterator[str]:
+    """A server of the embedder alone: calls that name no model get it."""
+    with running_server(["--bundle", str(bundles["embed"]), "--model-name", "solo"], http=True) as server:
+        yield f"http://127.0.0.1:{server.http_port}"
+
+
+@pytest.fixture(scope="module")
+def st_embeddings(sources: dict[str, Path]) -> tuple[np.ndarray, int]:
+    """sentence-transformers' `encode` of TEXTS, and the tokens its tokenizer gives the model for them."""
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(sources["embed"]), device="cpu")
+    tokens = int(model.tokenize(TEXTS)["attention_mask"].sum())
+    return model.encode(TEXTS, convert_to_numpy=True, show_progress_bar=False), tokens
+
+
+def v2_embeddings(url: str, model: str, texts: list[str]) -> np.ndarray:
+    doc = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [len(texts)], "data": texts}]}
+    reply = requests.post(f"{url}/v2/models/{model}/infer", json=doc, timeout=30)
+    reply.raise_for_status()
+    out = reply.json()["outputs"][0]
+    return np.asarray(out["data"], dtype=np.float32).reshape(out["shape"])
+
+
+def assert_same_embeddings(got: Any, url: str, texts: list[str], expected: np.ndarray) -> None:
+    """Equal to the V2 path's answer, and to sentence-transformers' within the importer's parity."""
+    got = np.asarray(got, dtype=np.float32)
+    np.testing.assert_allclose(got, v2_embeddings(url, "embed", texts), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-4)
+
+
+# ---- OpenAI ------------------------------------------------------------------------------------------------------
+
+
+def test_openai_sdk_embeddings_equal_v2_and_sentence_transformers(url: str, st_embeddings: tuple[np.ndarray, int],
+                                                                  served: ServerProcess) -> None:
+    from openai import OpenAI
+
+    expected, tokens = st_embeddings
+    client = OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+    # The SDK's default asks for base64 (little-endian float32 bytes) and decodes it; "float" asks for numbers.
+    for kw in ({}, {"encoding_format": "float"}):
+        reply = client.embeddings.create(model="embed", input=TEXTS, **kw)  # type: ignore[arg-type]
+        assert reply.model == "embed" and [d.index for d in reply.data] == list(range(len(TEXTS)))
+        assert_same_embeddings([d.embedding for d in reply.data], url, TEXTS, expected)
+        assert reply.usage.prompt_tokens == reply.usage.total_tokens == tokens
+    asked = client.embeddings.create(model="embed", input=TEXTS, encoding_format="base64")  # left to the caller
+    decoded = [np.frombuffer(base64.b64decode(d.embedding), dtype="<f4") for d in asked.data]  # type: ignore[arg-type]
+    assert_same_embeddings(decoded, url, TEXTS, expected)
+    raw = client.embeddings.with_raw_response.create(model="embed", input="ok", extra_headers={
+        "x-request-id": "openai-call-1"})
+    assert raw.headers["x-request-id"] == "openai-call-1" and raw.headers["x-model-version"] == "v1"
+    line = served.wait_event("request", request_id="openai-call-1")
+    assert (line["model"], line["status"], line["transport"], line["texts"]) == ("embed", "OK", "http", 1)
+
+
+def test_openai_async_sdk(url: str, st_embeddings: tuple[np.ndarray, int]) -> None:
+    from openai import AsyncOpenAI
+
+    async def embed_each() -> list[list[float]]:
+        client = AsyncOpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+        replies = await asyncio.gather(*(client.embeddings.create(model="embed", input=text) for text in TEXTS))
+        await client.close()
+        return [r.data[0].embedding for r in replies]
+
+    assert_same_embeddings(asyncio.run(embed_each()), url, TEXTS, st_embeddings[0])
+
+
+def test_langchain_openai_embeddings(url: str, st_embeddings: tuple[np.ndarray, int]) -> None:
+    from langchain_openai import OpenAIEmbeddings
+
+    embeddings = OpenAIEmbeddings(base_url=f"{url}/v1", api_key="x", model="embed",  # type: ignore[arg-type]
+                                  check_embedding_ctx_length=False, max_retries=0)
+    assert_same_embeddings(embeddings.embed_documents(TEXTS), url, TEXTS, st_embeddings[0])
+    assert_same_embeddings([embeddings.embed_query(TEXTS[1])], url, TEXTS[1:2], st_embeddings[0][1:2])
+
+
+def test_openai_models(url: str) -> None:
+    from openai import NotFoundError, OpenAI
+
+    client = OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+    listed = client.models.list().data
+    assert sorted(m.id for m in listed) == sorted(MODELS)
+    assert all(m.object == "model" and m.owned_by == "ortserve" and m.created > 0 for m in listed)
+    assert client.models.retrieve("rerank").id == "rerank"
+    with pytest.raises(NotFoundError) as err:
+        client.models.retrieve("nope")
+    assert "'nope' is not served here" in str(err.value) and "'embed'" in str(err.value)
+
+
+def test_a_call_naming_no_model_gets_the_one_served(solo: str) -> None:
+    reply = requests.post(f"{solo}/v1/embeddings", json={"input": ["ok", "fine"]}, timeout=30)
+    assert reply.status_code == 200 and reply.json()["model"] == "solo" and len(reply.json()["data"]) == 2
+
+
+OPENAI_BAD = [
+    ("not JSON", b"{nope", 400, None, "not JSON"),
+    ("not an object", b"[1]", 400, None, "JSON object"),
+    ("input a number", {"model": "embed", "input": 3}, 400, "input", "a string or an array of strings"),
+    ("input empty", {"model": "embed", "input": []}, 400, "input", "is empty"),
+    ("empty text", {"model": "embed", "input": ["a", ""]}, 400, "input", "empty string at index 1"),
+    ("token ids", {"model": "embed", "input": [[101, 2023]]}, 400, "input", "token ids"),
+    ("unknown model", {"model": "nope", "input": "x"}, 404, "model", "model 'nope' is not served here"),
+    ("no model of several", {"input": "x"}, 400, "model", "serves several models"),
+    ("a classifier", {"model": "classify", "input": "x"}, 400, "model", "not an embedding model"),
+    ("encoding", {"model": "embed", "input": "x", "encoding_format": "int8"}, 400, "encoding_format", "'float'"),
+    ("dimensions", {"model": "embed", "input": "x", "dimensions": 8}, 400, "dimensions", "Matryoshka"),
+    ("prompt_name", {"model": "embed", "input": "x", "prompt_name": "query"}, 400, "prompt_name", "no prompts"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "status", "param", "message"), OPENAI_BAD, ids=[c[0] for c in OPENAI_BAD])
+def test_openai_bad_calls_get_openai_errors(url: str, case: str, body: Any, status: int, param: str | None,
+                                            message: str) -> None:
+    kw: dict[str, Any] = {"data": body} if isinstance(body, bytes) else {"json": body}
+    reply = requests.post(f"{url}/v1/embeddings", timeout=30, **kw)
+    assert reply.status_code == status, reply.text
+    error = reply.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
+    assert error["param"] == param and message in error["message"]
+    assert "Traceback" not in reply.text
+
+
+def test_openai_sdk_raises_by_status(url: str) -> None:
+    from openai import BadRequestError, NotFoundError, OpenAI
+
+    client = OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+    with pytest.raises(NotFoundError):
+        client.embeddings.create(model="nope", input="x")
+    with pytest.raises(BadRequestError, match="not an embedding model"):
+        client.embeddings.create(model="classify", input="x")
+
+
+def test_the_deadline_header_is_read(url: str) -> None:
+    ok = requests.post(f"{url}/v1/embeddings", json={"model": "embed", "input": "x"},
+                       headers={"x-request-timeout-ms": "30000"}, timeout=30)
+    assert ok.status_code == 200
+    bad = requests.post(f"{url}/v1/embeddings", json={"model": "embed", "input": "x"},
+                        headers={"x-request-timeout-ms": "soon"}, timeout=30)
+    assert bad.status_code == 400 and "x-request-timeout-ms" in bad.json()["error"]["message"]
