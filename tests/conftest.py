@@ -20,6 +20,8 @@ from support.server_process import ServerProcess, running_server
 # source tree they happen to run in: without this, `-m` and `-c` put the working directory (the repo
 # root, which has no compiled engine) first on sys.path.
 os.environ["PYTHONSAFEPATH"] = "1"
+# Tests read every call's `request` line (served.events("request")); servers sample them by default.
+os.environ["ORTSERVE_REQUEST_LOG_SAMPLE"] = "1"
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,7 @@ from ortserve.service.config import Settings
 from ortserve.service.errors import Cancelled, DeadlineExceeded, Internal, ResourceExhausted, ServiceError, Unavailable
 from ortserve.service.instance import ModelInstance
 from ortserve.service.metrics import Metrics
-from ortserve.service.request_log import log_call
+from ortserve.service.request_log import EVERY_CALL, LogSampling, log_call
 from ortserve.service.tokenization import TokenEncoding
 
 server_log = structlog.get_logger("ortserve.server")
@@ -84,8 +84,10 @@ _Answer = tuple[str, str, np.ndarray | None, dict[str, float]]
 class DataPlane:
     """The process's batching resources and the loop's side of them. Built before the loop runs; `start` on it."""
 
-    def __init__(self, settings: Settings, metrics: Metrics, *, tokenize_pool: Executor, tracing: Any = None) -> None:
+    def __init__(self, settings: Settings, metrics: Metrics, *, tokenize_pool: Executor, tracing: Any = None,
+                 sampling: LogSampling = EVERY_CALL) -> None:
         self._metrics = metrics
+        self._sampling = sampling
         self.tracing = tracing
         """tracing.Tracing when spans are exported; the native front end's calls are traced here."""
         self.tokenize_pool = tokenize_pool
@@ -183,7 +185,7 @@ class DataPlane:
 
     def _log_request(self, event: Any) -> None:
         # A RequestEvent has CallRecord's fields.
-        log_call(self._metrics, event, frontend="native", tracing=self.tracing)
+        log_call(self._metrics, event, frontend="native", tracing=self.tracing, sampling=self._sampling)
 
 
 class VersionBatcher:

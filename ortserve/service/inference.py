@@ -26,7 +26,7 @@ from ortserve.registry.bundle import BundleManifest
 from ortserve.service.errors import InvalidArgument, NotFound, ServiceError, Unavailable
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
-from ortserve.service.request_log import CallRecord, log_call
+from ortserve.service.request_log import EVERY_CALL, CallRecord, LogSampling, log_call
 from ortserve.service.tokenization import TokenEncoding
 
 log = structlog.get_logger("ortserve.request")
@@ -125,9 +125,10 @@ class ModelDescription:
 
 class Inference:
     def __init__(self, manager: ModelManager, metrics: Metrics, *, max_texts_per_request: int,
-                 tracing: Any = None) -> None:
+                 tracing: Any = None, sampling: LogSampling = EVERY_CALL) -> None:
         self._manager = manager
         self._metrics = metrics
+        self._sampling = sampling
         self._max_texts = max_texts_per_request
         self._tracing = tracing
 
@@ -172,7 +173,7 @@ class Inference:
 
     def _finish(self, record: CallRecord, started: float, status: str, transport: str, error: str = "") -> None:
         record.status, record.error, record.total_s = status, error, time.monotonic() - started
-        log_call(self._metrics, record, transport=transport, tracing=self._tracing)
+        log_call(self._metrics, record, transport=transport, tracing=self._tracing, sampling=self._sampling)
 
     def describe(self, name: str, version: str = "") -> ModelDescription:
         """ModelMetadata: the model's versions, input and output (the version's, else the first routed one's)."""

@@ -7,6 +7,7 @@ them); `log_call` turns either into the line, the series and, with tracing on, t
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -79,11 +80,30 @@ class CallRecord:
         self.queue_s, self.tokenize_s, self.engine_s = result.queue_s, result.tokenize_s, result.engine_s
 
 
+@dataclass(frozen=True, slots=True)
+class LogSampling:
+    """Which calls get a `request` line (settings request_log_sample, latency_slo_p99_ms): every failed one, every
+    one that took `slow_s` or more, and of the rest the share `share`, chosen by request id, so that a call's line is
+    there or not whoever looks. A line per call cost tens of MB a minute under load; metrics and traces still count
+    every call."""
+
+    share: float = 1.0
+    slow_s: float = 0.0
+
+    def keeps(self, call: CallFields) -> bool:
+        if call.status != "OK" or call.total_s >= self.slow_s or self.share >= 1.0:
+            return True
+        return zlib.crc32(call.request_id.encode()) < self.share * 2**32
+
+
+EVERY_CALL = LogSampling()
+
+
 def log_call(metrics: Metrics, call: CallFields, *, frontend: str = "", transport: str = "grpc",
-             tracing: CallTracer | None = None) -> None:
-    """Count the call (its texts on OK), export its spans (`tracing`), and write its line: request_id, model, version,
-    route, texts, the batch's timings on OK, status, total_ms, frontend (native), transport (grpc or http),
-    then trace_id and error where set."""
+             tracing: CallTracer | None = None, sampling: LogSampling = EVERY_CALL) -> None:
+    """Count the call (its texts on OK), export its spans (`tracing`), and, when `sampling` keeps it, write its line:
+    request_id, model, version, route, texts, the batch's timings on OK, status, total_ms, frontend (native),
+    transport (grpc or http), then trace_id and error where set."""
     model = call.model or "none"
     version = call.version or "none"
     if call.status == "OK":
@@ -95,6 +115,9 @@ def log_call(metrics: Metrics, call: CallFields, *, frontend: str = "", transpor
         m.tokenize_seconds.observe(call.tokenize_s)
     else:
         metrics.requests.labels(model, version, call.status).inc()
+    trace_id = tracing.export(call, transport=transport, frontend=frontend) if tracing is not None else call.trace_id
+    if not sampling.keeps(call):
+        return
     fields: dict[str, Any] = {"request_id": call.request_id, "model": call.model, "version": call.version or None}
     if call.route:
         fields["route"] = call.route
@@ -107,7 +130,6 @@ def log_call(metrics: Metrics, call: CallFields, *, frontend: str = "", transpor
     if frontend:
         fields["frontend"] = frontend
     fields["transport"] = transport
-    trace_id = tracing.export(call, transport=transport, frontend=frontend) if tracing is not None else call.trace_id
     if trace_id:
         fields["trace_id"] = trace_id
     if call.error:

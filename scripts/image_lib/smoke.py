@@ -6,7 +6,8 @@
      registry on the host
   3. the server container: the Deployment's user, read-only root, dropped capabilities, args, environment and
      volumes (the ConfigMap's ortserve.toml at /etc/ortserve, artifacts read-only, the cache and /tmp as emptyDirs);
-     the one addition is the file registry, mounted read-only, named by ORTSERVE_REGISTRY instead of Consul
+     the additions are the file registry, mounted read-only, named by ORTSERVE_REGISTRY instead of Consul, and a
+     request line for every call (ORTSERVE_REQUEST_LOG_SAMPLE=1: step 6 reads them)
   4. the probes' health services, a tritonclient call with labels and a routing key, the same over REST, a
      Prometheus scrape,
      `ortserve status` from the host
@@ -97,7 +98,8 @@ def smoke(log: Log, *, image: str, workdir: Path | None, port_offset: int, keep:
     grpc_port = server.ports["grpc"] + port_offset
     metrics_port = server.ports["http-metrics"] + port_offset
     http_port = server.ports["http"] + port_offset if "http" in server.ports else 0
-    env = {"ORTSERVE_REGISTRY": f"file://{REGISTRY_PATH}"}
+    # Step 6 reads every call's `request` line to know which were in flight; the server samples them by default.
+    env = {"ORTSERVE_REGISTRY": f"file://{REGISTRY_PATH}", "ORTSERVE_REQUEST_LOG_SAMPLE": "1"}
     if port_offset:
         env |= {"ORTSERVE_PORT": str(grpc_port), "ORTSERVE_METRICS_PORT": str(metrics_port)}
         if http_port:
