@@ -246,16 +246,20 @@ class TextCalls:
         return Answer(values=values.reshape(shape[0], -1), model=reply.model, version=reply.version,
                       request_id=reply.request_id)
 
-    async def count_tokens(self, answer: Answer, texts: Sequence[str]) -> int:
-        """The tokens the model read for `texts` (special tokens included, after truncation to max_seq_len), by
-        the tokenizer of the version that answered: the batcher does not report them, so they are counted again,
-        on the loop where that is cheaper than a thread hop (the C++ WordPiece), else on the tokenizer pool."""
+    async def count_tokens(self, answer: Answer, texts: Sequence[str], pairs: Sequence[str] | None = None) -> int:
+        """The tokens the model read for `texts` (with `pairs`: each text's pair, one row each), special tokens
+        included, after truncation to max_seq_len, by the tokenizer of the version that answered: the batcher does
+        not report them, so they are counted again, on the loop where that is cheaper than a thread hop (the C++
+        WordPiece), else on the tokenizer pool."""
         instance = self.describe(answer.model, answer.version).instance
-        if instance.tokenizes_inline(texts):
-            ids = instance.tokenize(texts)
-        else:
-            ids = await asyncio.get_running_loop().run_in_executor(self._pool, instance.tokenize, texts)
-        return sum(len(row) for row in ids)
+
+        def count() -> int:
+            ids = instance.tokenize(texts) if pairs is None else instance.tokenize_pairs(texts, pairs)[0]
+            return sum(len(row) for row in ids)
+
+        if instance.tokenizes_inline(texts if pairs is None else [*texts, *pairs]):
+            return count()
+        return await asyncio.get_running_loop().run_in_executor(self._pool, count)
 
 
 def texts_of(value: Any, param: str, *, allow_empty_text: bool = True) -> tuple[list[str], bool]:

@@ -5,6 +5,8 @@ registry, and a server of the embedder alone (a call that names no model):
 - OpenAI: `openai` sync and async `embeddings.create` (base64, the SDK's default, and float), LangChain's
   `OpenAIEmbeddings`, `models.list`/`retrieve`: the embeddings equal the V2 path's and sentence-transformers'
   `encode`, `usage` counts the tokens the model read (sentence-transformers' own tokenizer says how many);
+- Cohere/Jina rerank: `cohere.ClientV2.rerank` (/v2/rerank) and /v1/rerank: results sorted, scores equal to the V2
+  path's SCORE and to CrossEncoder.predict([(query, text)]), the tokens counted;
 - every API's bad calls (bad JSON, wrong types, unknown model, empty input, ...) get that API's error shape and the V2
   REST status, never a trace; a call is a V2 call: its `request` line, its x-request-id.
 """
@@ -210,3 +212,91 @@ def test_the_deadline_header_is_read(url: str) -> None:
     bad = requests.post(f"{url}/v1/embeddings", json={"model": "embed", "input": "x"},
                         headers={"x-request-timeout-ms": "soon"}, timeout=30)
     assert bad.status_code == 400 and "x-request-timeout-ms" in bad.json()["error"]["message"]
+
+
+# ---- Cohere / Jina rerank ----------------------------------------------------------------------------------------
+
+QUERY = "Which phone has the longest battery life?"
+
+
+@pytest.fixture(scope="module")
+def ce_scores(sources: dict[str, Path]) -> tuple[np.ndarray, int]:
+    """CrossEncoder.predict([(QUERY, text)]) for TEXTS (its sigmoid), and the tokens its tokenizer gives the model."""
+    from sentence_transformers import CrossEncoder
+
+    model = CrossEncoder(str(sources["rerank"]), device="cpu", max_length=IMPORT_MAX_SEQ_LEN)
+    pairs = [(QUERY, text) for text in TEXTS]
+    encoded = model.tokenizer([QUERY] * len(TEXTS), TEXTS, truncation=True, max_length=IMPORT_MAX_SEQ_LEN,
+                              padding=True)
+    tokens = int(np.asarray(encoded["attention_mask"]).sum())
+    return np.asarray(model.predict(pairs, show_progress_bar=False), dtype=np.float32), tokens
+
+
+def v2_scores(url: str, query: str, texts: list[str], output: str = "SCORE") -> np.ndarray:
+    doc = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [len(texts)], "data": texts},
+                      {"name": "TEXT_PAIR", "datatype": "BYTES", "shape": [1], "data": [query]}],
+           "outputs": [{"name": output}]}
+    reply = requests.post(f"{url}/v2/models/rerank/infer", json=doc, timeout=30)
+    reply.raise_for_status()
+    return np.asarray(reply.json()["outputs"][0]["data"], dtype=np.float32)
+
+
+def test_cohere_sdk_rerank_equals_v2_and_cross_encoder(url: str, ce_scores: tuple[np.ndarray, int]) -> None:
+    import cohere
+
+    expected, tokens = ce_scores
+    client = cohere.ClientV2(api_key="x", base_url=url)
+    reply = client.rerank(model="rerank", query=QUERY, documents=TEXTS, top_n=3)
+    best_first = sorted(range(len(TEXTS)), key=lambda i: -expected[i])
+    assert [r.index for r in reply.results] == best_first[:3]
+    got = np.asarray([r.relevance_score for r in reply.results], dtype=np.float32)
+    np.testing.assert_allclose(got, v2_scores(url, QUERY, TEXTS)[best_first[:3]], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got, expected[best_first[:3]], rtol=0, atol=1e-4)
+    assert reply.meta is not None and reply.meta.tokens is not None and reply.meta.tokens.input_tokens == tokens
+
+
+def test_jina_shape_rerank_with_documents(url: str, ce_scores: tuple[np.ndarray, int]) -> None:
+    """/v1/rerank, documents as objects with "text", every result with its document, all of them sorted."""
+    body = {"model": "rerank", "query": QUERY, "documents": [{"text": t} for t in TEXTS], "return_documents": True}
+    reply = requests.post(f"{url}/v1/rerank", json=body, timeout=30, headers={"x-request-id": "rerank-1"})
+    assert reply.status_code == 200, reply.text
+    doc = reply.json()
+    assert doc["id"] == "rerank-1" and doc["model"] == "rerank" and doc["usage"]["total_tokens"] == ce_scores[1]
+    scores = [r["relevance_score"] for r in doc["results"]]
+    assert scores == sorted(scores, reverse=True) and sorted(r["index"] for r in doc["results"]) == list(
+        range(len(TEXTS)))
+    assert all(r["document"] == {"text": TEXTS[r["index"]]} for r in doc["results"])
+    np.testing.assert_allclose(scores, ce_scores[0][[r["index"] for r in doc["results"]]], rtol=0, atol=1e-4)
+
+
+RERANK_BAD = [
+    ("not JSON", b"{", 400, "not JSON"),
+    ("no query", {"model": "rerank", "documents": ["a"]}, 400, "'query' must be a non-empty string"),
+    ("documents a string", {"model": "rerank", "query": "q", "documents": "a"}, 400, "'documents' must be an array"),
+    ("documents empty", {"model": "rerank", "query": "q", "documents": []}, 400, "'documents' is empty"),
+    ("a document a number", {"model": "rerank", "query": "q", "documents": ["a", 3]}, 400, "documents[1]"),
+    ("top_n zero", {"model": "rerank", "query": "q", "documents": ["a"], "top_n": 0}, 400, "'top_n'"),
+    ("unknown model", {"model": "nope", "query": "q", "documents": ["a"]}, 404, "model 'nope' is not served"),
+    ("an embedder", {"model": "embed", "query": "q", "documents": ["a"]}, 400, "not a reranker"),
+    ("no model of several", {"query": "q", "documents": ["a"]}, 400, "serves several models"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "status", "message"), RERANK_BAD, ids=[c[0] for c in RERANK_BAD])
+def test_rerank_bad_calls_get_cohere_errors(url: str, case: str, body: Any, status: int, message: str) -> None:
+    kw: dict[str, Any] = {"data": body} if isinstance(body, bytes) else {"json": body}
+    for path in ("/v1/rerank", "/v2/rerank"):
+        reply = requests.post(url + path, timeout=30, **kw)
+        assert reply.status_code == status, reply.text
+        assert set(reply.json()) == {"message"} and message in reply.json()["message"]
+
+
+def test_cohere_sdk_raises_by_status(url: str) -> None:
+    import cohere
+    from cohere.errors import BadRequestError, NotFoundError
+
+    client = cohere.ClientV2(api_key="x", base_url=url)
+    with pytest.raises(NotFoundError):
+        client.rerank(model="nope", query=QUERY, documents=TEXTS)
+    with pytest.raises(BadRequestError):
+        client.rerank(model="classify", query=QUERY, documents=TEXTS)
