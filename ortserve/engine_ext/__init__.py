@@ -18,12 +18,12 @@ C++ ones both front ends and both transports use; ``classification_top_k`` is th
 (a softmax, or for a multi-label classifier a sigmoid per label).
 ``Frontend`` (when ``HAS_FRONTEND``) is the native gRPC front end: ModelInfer served natively, the rest
 proxied to the Python server.
-``NativeVersion`` is one version on the batcher (every ModelInfer, both front ends), built from a
-``NativeTextModel`` (sessions, tokenizer, output) and ``NativeBatcherSettings``; its batches run on
-``NativeLanes``, are reported through an ``EventSink`` (``BatchEvent``, ``RequestEvent``) and answer the event
-loop through ``NativeCompletions``. ``native_choose_batch``, ``split_rows``, ``bucket_shape``, ``NativeThroughput``,
-``admission_refusal``, ``call_tokens``, ``next_run`` and ``pick_lane`` are the batcher's pure decisions, bound for
-their tests.
+``ServedVersion`` is one version on the batcher (every ModelInfer, both front ends), built from a ``TextModel``
+(sessions, tokenizer, output) and ``BatcherSettings``; its batches run on ``Lanes``, are reported through an
+``EventSink`` (``BatchEvent``, ``RequestEvent``) and answer the event loop through ``Completions`` (a
+``SubmittedCall`` each) or a blocking caller through a ``Ticket``. ``choose_batch`` (over a ``BatchPolicy``),
+``split_rows``, ``bucket_shape``, ``Throughput``, ``admission_refusal``, ``call_tokens``, ``next_run`` and
+``pick_lane`` are the batcher's pure decisions, bound for their tests.
 """
 
 from __future__ import annotations
@@ -107,18 +107,18 @@ TOKEN_OFFSETS_OUTPUT: str = _engine.TOKEN_OFFSETS_OUTPUT
 CHARS_READ_OUTPUT: str = _engine.CHARS_READ_OUTPUT
 MAX_REQUEST_ID_BYTES: int = _engine.MAX_REQUEST_ID_BYTES
 EventSink = _engine.EventSink
-NativeLanes = _engine.NativeLanes
-NativeVersion = _engine.NativeVersion
-NativeTextModel = _engine.NativeTextModel
-NativeBatcherSettings = _engine.NativeBatcherSettings
-NativeCompletions = _engine.NativeCompletions
-NativeCall = _engine.NativeCall
+Lanes = _engine.Lanes
+ServedVersion = _engine.ServedVersion
+TextModel = _engine.TextModel
+BatcherSettings = _engine.BatcherSettings
+Completions = _engine.Completions
+SubmittedCall = _engine.SubmittedCall
 BatchEvent = _engine.BatchEvent
 RequestEvent = _engine.RequestEvent
-NativeTicket = _engine.NativeTicket
-NativeBatchPolicy = _engine.NativeBatchPolicy
-NativeThroughput = _engine.NativeThroughput
-native_choose_batch = _engine.native_choose_batch
+Ticket = _engine.Ticket
+BatchPolicy = _engine.BatchPolicy
+Throughput = _engine.Throughput
+choose_batch = _engine.choose_batch
 bucket_shape = _engine.bucket_shape
 split_rows = _engine.split_rows
 admission_refusal = _engine.admission_refusal
@@ -152,6 +152,9 @@ __all__ = [
     "TOKEN_LOGITS_OUTPUT",
     "TOKEN_OFFSETS_OUTPUT",
     "BatchEvent",
+    "BatchPolicy",
+    "BatcherSettings",
+    "Completions",
     "DecodedCall",
     "Engine",
     "EngineClosedError",
@@ -159,21 +162,18 @@ __all__ = [
     "EngineOptions",
     "EventSink",
     "InputError",
+    "Lanes",
     "ModelLoadError",
-    "NativeBatchPolicy",
-    "NativeBatcherSettings",
-    "NativeCall",
-    "NativeCompletions",
-    "NativeLanes",
-    "NativeTextModel",
-    "NativeThroughput",
-    "NativeTicket",
-    "NativeVersion",
     "NonFiniteOutputError",
     "OutOfMemoryError",
     "RequestEvent",
+    "ServedVersion",
     "Split",
+    "SubmittedCall",
     "TensorInfo",
+    "TextModel",
+    "Throughput",
+    "Ticket",
     "UnsupportedTokenizer",
     "WireError",
     "WordPiece",
@@ -182,6 +182,7 @@ __all__ = [
     "bucket_shape",
     "call_tokens",
     "check_outputs",
+    "choose_batch",
     "choose_request_id",
     "choose_routing_key",
     "classification_top_k",
@@ -191,7 +192,6 @@ __all__ = [
     "library_path",
     "load_wordpiece",
     "longest_first",
-    "native_choose_batch",
     "next_run",
     "ort_version",
     "parse_trace_context",

@@ -233,7 +233,7 @@ class WordPiece:
 
     def __repr__(self) -> str: ...
 
-class NativeBatchPolicy:
+class BatchPolicy:
     """The batch policy's settings (batch_policy.h; for the tests)."""
 
     def __init__(self, *, max_batch_size: int = 32, max_queue_delay_s: float = 0.01, max_padding_ratio: float = 1.05, batch_overhead_tokens: int = 0, max_batch_tokens: int = 1024, sort_window: int = 48) -> None: ...
@@ -256,12 +256,12 @@ class NativeBatchPolicy:
     @property
     def sort_window(self) -> int: ...
 
-def native_choose_batch(pending: Sequence[tuple[int, float]], now: float, policy: NativeBatchPolicy) -> list[int]:
+def choose_batch(pending: Sequence[tuple[int, float]], now: float, policy: BatchPolicy) -> list[int]:
     """
     ChooseBatch over (length, enqueued_at) pairs: the indices of the next batch, shortest first.
     """
 
-def split_rows(lengths: Sequence[int], policy: NativeBatchPolicy) -> list[tuple[int, int]]:
+def split_rows(lengths: Sequence[int], policy: BatchPolicy) -> list[tuple[int, int]]:
     """
     A lone call's rows (token counts, in order) as [begin, end) runs within max_batch_size rows and max_batch_tokens padded tokens: the batcher's one rule for a lone call's runs.
     """
@@ -271,7 +271,7 @@ def bucket_shape(rows: int, tokens: int, bucket_rows: Sequence[int], bucket_toke
     (rows, tokens) padded up to the shape ladder's smallest rungs that hold them; a value past the top rung stays as it is. The one padding rule of every run.
     """
 
-class NativeThroughput:
+class Throughput:
     """
     The rate the queue drains at, which admission turns queued work into a wait with (batch_policy.h; the batcher observes padded tokens; for the tests).
     """
@@ -287,7 +287,7 @@ class NativeThroughput:
 
 ADMISSION_DEADLINE_SHARE: float = 0.75
 
-def call_tokens(lengths: Sequence[int], policy: NativeBatchPolicy, bucket_rows: Sequence[int] = [], bucket_tokens: Sequence[int] = []) -> int:
+def call_tokens(lengths: Sequence[int], policy: BatchPolicy, bucket_rows: Sequence[int] = [], bucket_tokens: Sequence[int] = []) -> int:
     """
     The padded tokens the engine runs for rows of these token counts alone: SplitRows' runs, each padded to its longest row and up to the shape ladder. A call's work as admission counts it.
     """
@@ -417,8 +417,8 @@ class EventSink:
     @property
     def closed(self) -> bool: ...
 
-class NativeLanes:
-    """Lane threads shared by every native version, plus wide-run threads."""
+class Lanes:
+    """Lane threads shared by every version, plus wide-run threads."""
 
     def __init__(self, lanes: int, wide_threads: int) -> None: ...
 
@@ -435,12 +435,12 @@ class NativeLanes:
 
     def resume(self) -> None: ...
 
-def native_defaults() -> dict:
+def batcher_defaults() -> dict:
     """
     The C++ structs' own defaults, under service/config.Settings' names and units (a test holds them equal).
     """
 
-class NativeBatcherSettings:
+class BatcherSettings:
     """
     Every batching setting, built from service/config.Settings (batcher_settings()).
     """
@@ -448,7 +448,7 @@ class NativeBatcherSettings:
     def __init__(self, *, max_batch_size: int, max_queue_delay_s: float, max_padding_ratio: float, batch_overhead_tokens: int, max_batch_tokens: int, sort_window: int, max_queue_items: int, default_timeout_s: float, engine_concurrency: int) -> None: ...
 
     @property
-    def policy(self) -> NativeBatchPolicy: ...
+    def policy(self) -> BatchPolicy: ...
 
     @property
     def max_queue_items(self) -> int: ...
@@ -459,7 +459,7 @@ class NativeBatcherSettings:
     @property
     def engine_concurrency(self) -> int: ...
 
-class NativeTextModel:
+class TextModel:
     """What one version's batches run on: sessions, tokenizer, output."""
 
     def __init__(self, *, wide: Engine, narrow: Engine | None, tokenizer: WordPiece | None, output: str, columns: int, pad_id: int, token_types: bool, bucket_rows: Sequence[int] = [], bucket_tokens: Sequence[int] = [], token_columns: int = 0) -> None: ...
@@ -487,7 +487,7 @@ class NativeTextModel:
         Whether the batcher tokenizes texts itself (the C++ WordPiece) or takes token ids.
         """
 
-class NativeCompletions:
+class Completions:
     """
     Answers for an event loop: watch `fd` with loop.add_reader, then drain().
     """
@@ -502,7 +502,7 @@ class NativeCompletions:
         Every answer queued so far: [(token, (code name, message, output float32 [n, columns] | None, timings))], oldest first.
         """
 
-class NativeCall:
+class SubmittedCall:
     """A call submitted with a completion token."""
 
     def cancel(self) -> None:
@@ -510,8 +510,8 @@ class NativeCall:
         The caller went away: its queued texts leave the queue; answers CANCELLED unless done already.
         """
 
-class NativeTicket:
-    """One submitted call of a NativeVersion."""
+class Ticket:
+    """One submitted call of a ServedVersion."""
 
     def cancel(self) -> None:
         """
@@ -526,17 +526,17 @@ class NativeTicket:
     @property
     def done(self) -> bool: ...
 
-class NativeVersion:
+class ServedVersion:
     """One loaded version on the batcher."""
 
-    def __init__(self, model: str, version: str, *, text_model: NativeTextModel, settings: NativeBatcherSettings, lanes: NativeLanes, events: EventSink) -> None: ...
+    def __init__(self, model: str, version: str, *, text_model: TextModel, settings: BatcherSettings, lanes: Lanes, events: EventSink) -> None: ...
 
-    def submit_async(self, texts: object, timeout_s: float | None, completions: NativeCompletions, token: int, pairs: object | None = None) -> NativeCall:
+    def submit_async(self, texts: object, timeout_s: float | None, completions: Completions, token: int, pairs: object | None = None) -> SubmittedCall:
         """
         Tokenize (GIL released) and queue; the answer arrives in `completions` under `token`. `pairs`: one second text per text (a cross-encoder's), or None.
         """
 
-    def submit_ids_async(self, ids: object, timeout_s: float | None, completions: NativeCompletions, token: int, tokenize_s: float = 0.0, seconds: Sequence[int] = []) -> NativeCall:
+    def submit_ids_async(self, ids: object, timeout_s: float | None, completions: Completions, token: int, tokenize_s: float = 0.0, seconds: Sequence[int] = []) -> SubmittedCall:
         """
         Queue texts tokenized by the caller (one int64 array per text; `seconds`: per pair where its second text begins, or empty); the answer arrives in `completions`.
         """
@@ -546,9 +546,9 @@ class NativeVersion:
         Blocking: (code name, message, output float32 [n, columns] | None, {tokenize_s, queue_s, engine_s, batch_size, retry_after_s}).
         """
 
-    def submit(self, texts: object, timeout_s: float | None = None, run_here: bool = False, pairs: object | None = None) -> NativeTicket:
+    def submit(self, texts: object, timeout_s: float | None = None, run_here: bool = False, pairs: object | None = None) -> Ticket:
         """
-        Queue the call and return its NativeTicket at once; run_here: a lone call on the wide session runs on this thread first (GIL released), as the gRPC front end's calls do.
+        Queue the call and return its Ticket at once; run_here: a lone call on the wide session runs on this thread first (GIL released), as the gRPC front end's calls do.
         """
 
     def refusal(self, texts: int, timeout_s: float | None) -> object:
@@ -737,7 +737,7 @@ class Frontend:
 
     def set_routes(self, routes: dict) -> None:
         """
-        Replace the native route table: {model: (split order, split upper, {version: NativeVersion}[, {version: (kind, output, labels[, multi_label])}])}.
+        Replace the native route table: {model: (split order, split upper, {version: ServedVersion}[, {version: (kind, output, labels[, multi_label])}])}.
         """
 
     def set_health(self, service: str, serving: bool) -> None:

@@ -5,10 +5,10 @@ record per engine run and per natively answered call, turned into metrics and lo
 the completion queue through which answers reach the event loop (an eventfd the loop watches, so no C++ thread
 ever takes the GIL). `VersionBatcher` is one loaded version's handle: the Python front end's calls submit through
 it, texts when the C++ tokenizer runs the version and token ids otherwise (the HF tokenizer tokenizes here, in the
-tokenizer pool when the texts are long); the native front end submits into the same `NativeVersion` directly.
+tokenizer pool when the texts are long); the native front end submits into the same `ServedVersion` directly.
 
-    ModelInfer ─► VersionBatcher.infer ─► NativeVersion.submit_async ─► [C++: admit, tokenize, queue, batch, run]
-        ◄── future resolved on the loop ◄── NativeCompletions (eventfd, loop.add_reader) ◄── done callback
+    ModelInfer ─► VersionBatcher.infer ─► ServedVersion.submit_async ─► [C++: admit, tokenize, queue, batch, run]
+        ◄── future resolved on the loop ◄── Completions (eventfd, loop.add_reader) ◄── done callback
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from ortserve.service.tokenization import TokenEncoding
 server_log = structlog.get_logger("ortserve.server")
 
 
-def batcher_settings(settings: Settings) -> engine_ext.NativeBatcherSettings:
+def batcher_settings(settings: Settings) -> engine_ext.BatcherSettings:
     """The batcher's settings, from their one definition (`config.Settings`)."""
-    return engine_ext.NativeBatcherSettings(
+    return engine_ext.BatcherSettings(
         max_batch_size=settings.max_batch_size,
         max_queue_delay_s=settings.max_queue_delay_ms / 1000,
         max_padding_ratio=settings.max_padding_ratio,
@@ -94,9 +94,9 @@ class DataPlane:
         self.settings = batcher_settings(settings)
         # One lane thread per unit of engine_concurrency, shared by every version (a canary's two versions take
         # turns on the cores), plus a thread per loadable version for lone calls on the wide session.
-        self.lanes = engine_ext.NativeLanes(settings.engine_concurrency, settings.max_loaded_versions + 1)
+        self.lanes = engine_ext.Lanes(settings.engine_concurrency, settings.max_loaded_versions + 1)
         self.events = engine_ext.EventSink()
-        self.completions = engine_ext.NativeCompletions()
+        self.completions = engine_ext.Completions()
         self._waiting: dict[int, asyncio.Future[_Answer]] = {}  # loop thread only
         self._tokens = itertools.count(1)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -112,7 +112,7 @@ class DataPlane:
 
     def version(self, model: str, version: str, instance: ModelInstance) -> VersionBatcher:
         """The version's batcher over its sessions and tokenizer (on the loop, once it is warm)."""
-        native = engine_ext.NativeVersion(model, version, text_model=instance.text_model, settings=self.settings,
+        native = engine_ext.ServedVersion(model, version, text_model=instance.text_model, settings=self.settings,
                                           lanes=self.lanes, events=self.events)
         return VersionBatcher(self, native, instance)
 
@@ -194,7 +194,7 @@ class VersionBatcher:
     def __init__(self, plane: DataPlane, native: Any, instance: ModelInstance) -> None:
         self._plane = plane
         self.native = native
-        """The engine_ext.NativeVersion: the native front end routes to it, leases included."""
+        """The engine_ext.ServedVersion: the native front end routes to it, leases included."""
         self._instance = instance
         self._tokenizes = instance.tokenizer.native is not None
 

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ortserve.engine_ext import Engine, EngineOptions, NativeTextModel
+from ortserve.engine_ext import Engine, EngineOptions, TextModel
 from ortserve.registry.bundle import BundleManifest, load_manifest
 from ortserve.registry.cpu import CpuInfo, cpu_info
 from ortserve.service.config import Settings
@@ -144,7 +144,7 @@ class ModelInstance:
         first (zeros after)."""
         if self.output not in {t.name for t in engine.outputs}:
             raise ModelFormatError(f"model has no '{self.output}' output (outputs: {[t.name for t in engine.outputs]})")
-        self.text_model = NativeTextModel(
+        self.text_model = TextModel(
             wide=engine, narrow=narrow, tokenizer=tokenizer.native, output=self.output, columns=self.columns,
             pad_id=tokenizer.pad_id, token_types="token_type_ids" in names, bucket_rows=list(self.ladder.rows),
             bucket_tokens=list(self.ladder.tokens), token_columns=manifest.columns if manifest.per_token else 0,

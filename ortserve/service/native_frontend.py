@@ -6,7 +6,7 @@ model whose versions all run on the C++ tokenizer, submitting into the version's
 and any call the wire rules refuse, which the Python server answers with the same rules' message) to the Python
 server on a private unix socket. This class is the seam between the two:
 `publish` (manager hook, on the loop) turns each new route table into one immutable C++ snapshot of the versions'
-`NativeVersion`s. Its calls' records go to the data plane's event sink, which logs and counts them. Both front ends
+`ServedVersion`s. Its calls' records go to the data plane's event sink, which logs and counts them. Both front ends
 decode, route and encode by the same C++ wire rules.
 """
 

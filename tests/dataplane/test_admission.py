@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ortserve.engine_ext import (
     ADMISSION_DEADLINE_SHARE,
-    NativeBatchPolicy,
+    BatchPolicy,
     admission_refusal,
     bucket_shape,
     call_tokens,
@@ -159,7 +159,7 @@ def test_admission_properties(queue: dict[str, Any], texts: int, tokens: int, le
 ])
 def test_call_tokens_examples(lengths: list[int], size: int, tokens: int, buckets: tuple[list[int], list[int]],
                               expected: int) -> None:
-    policy = NativeBatchPolicy(max_batch_size=size, max_batch_tokens=tokens)
+    policy = BatchPolicy(max_batch_size=size, max_batch_tokens=tokens)
     assert call_tokens(lengths, policy, *buckets) == expected
 
 
@@ -168,7 +168,7 @@ def test_call_tokens_examples(lengths: list[int], size: int, tokens: int, bucket
        rows=st.lists(st.integers(1, 64), max_size=4).map(sorted), widths=st.lists(st.integers(1, 600), max_size=4))
 def test_call_tokens_is_what_the_runs_pad_to(lengths: list[int], size: int, tokens: int, rows: list[int],
                                               widths: list[int]) -> None:
-    policy = NativeBatchPolicy(max_batch_size=size, max_batch_tokens=tokens)
+    policy = BatchPolicy(max_batch_size=size, max_batch_tokens=tokens)
     widths = sorted(widths)
     counted = call_tokens(lengths, policy, rows, widths)
     expected = 0

@@ -1,5 +1,5 @@
-"""The batch policy's pure functions (batch_policy.cc, bound as native_choose_batch, split_rows and
-NativeThroughput) over plain values: the batching decision without a batcher, a thread or a model."""
+"""The batch policy's pure functions (batch_policy.cc, bound as choose_batch, split_rows and
+Throughput) over plain values: the batching decision without a batcher, a thread or a model."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ortserve.engine_ext import NativeBatchPolicy, NativeThroughput, native_choose_batch, split_rows
+from ortserve.engine_ext import BatchPolicy, Throughput, choose_batch, split_rows
 
 EXAMPLES = settings(max_examples=400, deadline=None)
-POLICY = NativeBatchPolicy(max_batch_size=4, max_queue_delay_s=0.010, max_padding_ratio=1.3,
+POLICY = BatchPolicy(max_batch_size=4, max_queue_delay_s=0.010, max_padding_ratio=1.3,
                            batch_overhead_tokens=0, max_batch_tokens=1024, sort_window=48)
 
 
@@ -19,8 +19,8 @@ def texts(*lengths: int, at: float = 0.0) -> list[tuple[int, float]]:
     return [(n, at + i * 1e-6) for i, n in enumerate(lengths)]
 
 
-def choose(pending: list[tuple[int, float]], now: float, policy: NativeBatchPolicy = POLICY) -> list[int]:
-    return native_choose_batch(pending, now, policy)
+def choose(pending: list[tuple[int, float]], now: float, policy: BatchPolicy = POLICY) -> list[int]:
+    return choose_batch(pending, now, policy)
 
 
 def test_nothing_pending_nothing_chosen() -> None:
@@ -53,12 +53,12 @@ def test_overdue_oldest_text_is_included() -> None:
 
 def test_run_overhead_pays_for_some_padding() -> None:
     # 10 and 40 tokens: 30 wasted. Worth it when a run costs more than 30 tokens' worth of work.
-    assert sorted(choose(texts(10, 40), 0.0, NativeBatchPolicy(batch_overhead_tokens=32))) == [0, 1]
-    assert len(choose(texts(10, 40), 0.0, NativeBatchPolicy(batch_overhead_tokens=16))) == 1
+    assert sorted(choose(texts(10, 40), 0.0, BatchPolicy(batch_overhead_tokens=32))) == [0, 1]
+    assert len(choose(texts(10, 40), 0.0, BatchPolicy(batch_overhead_tokens=16))) == 1
 
 
 def test_padded_tokens_are_capped() -> None:
-    policy = NativeBatchPolicy(max_batch_size=64, max_padding_ratio=2.0, max_batch_tokens=100)
+    policy = BatchPolicy(max_batch_size=64, max_padding_ratio=2.0, max_batch_tokens=100)
     assert len(choose(texts(*[20] * 10), 0.0, policy)) == 5  # 5 x 20 = 100 padded tokens
     assert choose(texts(300), 0.0, policy) == [0]  # one over-long text still runs, alone
 
@@ -66,10 +66,10 @@ def test_padded_tokens_are_capped() -> None:
 def test_only_the_oldest_texts_are_sorted() -> None:
     # Six texts of length 10 arrived last; the window holds the 3 oldest (lengths 40, 41, 90).
     pending = texts(40, 41, 90, 10, 10, 10, 10, 10, 10)
-    window = NativeBatchPolicy(max_batch_size=4, max_queue_delay_s=1.0, max_padding_ratio=1.3, sort_window=3)
+    window = BatchPolicy(max_batch_size=4, max_queue_delay_s=1.0, max_padding_ratio=1.3, sort_window=3)
     assert sorted(choose(pending, 0.0, window)) == [0, 1]
     # Sorting the whole queue would have taken the four short newcomers instead.
-    whole = NativeBatchPolicy(max_batch_size=4, max_queue_delay_s=1.0, max_padding_ratio=1.3, sort_window=0)
+    whole = BatchPolicy(max_batch_size=4, max_queue_delay_s=1.0, max_padding_ratio=1.3, sort_window=0)
     assert sorted(choose(pending, 0.0, whole)) == [3, 4, 5, 6]
 
 
@@ -80,7 +80,7 @@ def test_ties_go_to_the_shorter_then_older_window() -> None:
 
 
 def test_throughput_turns_queue_depth_into_wait() -> None:
-    rate = NativeThroughput()
+    rate = Throughput()
     assert rate.wait_s(10) == 0.0  # nothing measured yet: no basis to refuse anyone
     rate.observe(10, 0.5)
     assert rate.texts_per_s == pytest.approx(20) and rate.wait_s(10) == pytest.approx(0.5)
@@ -92,7 +92,7 @@ def test_throughput_turns_queue_depth_into_wait() -> None:
 def test_throughput_is_texts_over_busy_time_not_a_mean_of_run_rates() -> None:
     # Two lanes finishing in turn: one run 100 ms after the last, the other 1 ms after that. The queue drains 16
     # texts per 101 ms; the mean of the two runs' rates (80 and 8000 texts/s) would be 50 times that.
-    rate = NativeThroughput()
+    rate = Throughput()
     for _ in range(20):
         rate.observe(8, 0.100)
         rate.observe(8, 0.001)
@@ -102,7 +102,7 @@ def test_throughput_is_texts_over_busy_time_not_a_mean_of_run_rates() -> None:
 
 
 def test_throughput_follows_a_change_within_its_window() -> None:
-    rate = NativeThroughput()
+    rate = Throughput()
     for _ in range(100):
         rate.observe(10, 0.1)  # 100 texts/s for 10 s of busy time
     for _ in range(5):
@@ -123,7 +123,7 @@ def test_throughput_follows_a_change_within_its_window() -> None:
 ])
 def test_policy_rejects_nonsense_naming_the_field(field: str, value: float, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        NativeBatchPolicy(**{field: value})
+        BatchPolicy(**{field: value})
 
 
 @EXAMPLES
@@ -138,7 +138,7 @@ def test_policy_rejects_nonsense_naming_the_field(field: str, value: float, mess
     st.integers(0, 30),
 )
 def test_always_a_valid_nonempty_batch(items, max_batch, ratio, now, max_tokens, overhead, window) -> None:
-    policy = NativeBatchPolicy(max_batch_size=max_batch, max_queue_delay_s=0.01, max_padding_ratio=ratio,
+    policy = BatchPolicy(max_batch_size=max_batch, max_queue_delay_s=0.01, max_padding_ratio=ratio,
                                max_batch_tokens=max_tokens, batch_overhead_tokens=overhead, sort_window=window)
     chosen = choose(items, now, policy)
     if window:  # nothing younger than the window's youngest text is ever taken
@@ -164,13 +164,13 @@ def test_always_a_valid_nonempty_batch(items, max_batch, ratio, now, max_tokens,
     ([8] * 5, 32, 1024, [(0, 5)]),
 ])
 def test_split_rows_examples(lengths: list[int], size: int, tokens: int, expected: list[tuple[int, int]]) -> None:
-    assert split_rows(lengths, NativeBatchPolicy(max_batch_size=size, max_batch_tokens=tokens)) == expected
+    assert split_rows(lengths, BatchPolicy(max_batch_size=size, max_batch_tokens=tokens)) == expected
 
 
 @EXAMPLES
 @given(lengths=st.lists(st.integers(1, 600), max_size=200), size=st.integers(1, 64), tokens=st.integers(1, 4096))
 def test_split_rows_covers_every_row_in_order_within_the_limits(lengths: list[int], size: int, tokens: int) -> None:
-    runs = split_rows(lengths, NativeBatchPolicy(max_batch_size=size, max_batch_tokens=tokens))
+    runs = split_rows(lengths, BatchPolicy(max_batch_size=size, max_batch_tokens=tokens))
     assert [i for begin, end in runs for i in range(begin, end)] == list(range(len(lengths)))
     for begin, end in runs:
         rows = lengths[begin:end]

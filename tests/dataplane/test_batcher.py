@@ -2,7 +2,7 @@
 own texts, queued calls share batches, and admission, deadlines, cancellation, close and drain behave as
 docs/architecture.md states.
 
-Tests that need "the engine is busy" pause the lanes (`NativeLanes.pause`: no thread starts a new task) with one
+Tests that need "the engine is busy" pause the lanes (`Lanes.pause`: no thread starts a new task) with one
 blocker call taken by a thread, so what queues behind it never depends on how long a run takes.
 """
 
@@ -27,15 +27,15 @@ from support.instances import options
 
 from ortserve.engine_ext import (
     ADMISSION_DEADLINE_SHARE,
+    BatcherSettings,
     BatchEvent,
+    BatchPolicy,
     Engine,
     EventSink,
-    NativeBatcherSettings,
-    NativeBatchPolicy,
-    NativeLanes,
-    NativeTextModel,
-    NativeTicket,
-    NativeVersion,
+    Lanes,
+    ServedVersion,
+    TextModel,
+    Ticket,
     WordPiece,
     call_tokens,
     load_wordpiece,
@@ -85,11 +85,11 @@ POLICY: dict[str, Any] = {"max_batch_size": 32, "max_queue_delay_s": 0.010, "max
                           "batch_overhead_tokens": 0, "max_batch_tokens": 1024, "sort_window": 24}
 
 
-def make_version(model: Model, lanes: NativeLanes, events: EventSink, *, narrow: bool = True,
-                 wide: Engine | None = None, labels: int | None = None, **overrides: Any) -> NativeVersion:
+def make_version(model: Model, lanes: Lanes, events: EventSink, *, narrow: bool = True,
+                 wide: Engine | None = None, labels: int | None = None, **overrides: Any) -> ServedVersion:
     options: dict[str, Any] = {**POLICY, "max_queue_items": 256, "default_timeout_s": 0.0, "engine_concurrency": 2}
     options.update(overrides)
-    text_model = NativeTextModel(
+    text_model = TextModel(
         wide=wide if wide is not None else model.classifier.engine,
         narrow=model.classifier.narrow if narrow else None,
         tokenizer=model.tokenizer,
@@ -98,13 +98,13 @@ def make_version(model: Model, lanes: NativeLanes, events: EventSink, *, narrow:
         pad_id=model.classifier.tokenizer.pad_id,
         token_types=model.token_types,
     )
-    return NativeVersion("classifier", "1", text_model=text_model, settings=NativeBatcherSettings(**options),
+    return ServedVersion("classifier", "1", text_model=text_model, settings=BatcherSettings(**options),
                          lanes=lanes, events=events)
 
 
 @contextmanager
-def running_lanes(lanes: int = 2, wide_threads: int = 2) -> Iterator[NativeLanes]:
-    pool = NativeLanes(lanes, wide_threads)
+def running_lanes(lanes: int = 2, wide_threads: int = 2) -> Iterator[Lanes]:
+    pool = Lanes(lanes, wide_threads)
     try:
         yield pool
     finally:
@@ -129,7 +129,7 @@ def check_ok(model: Model, texts: list[str], reply: Reply) -> None:
     assert timings["engine_s"] > 0
 
 
-def hold_engine(version: NativeVersion, lanes: NativeLanes) -> NativeTicket:
+def hold_engine(version: ServedVersion, lanes: Lanes) -> Ticket:
     """Pause the lanes and take the engine with one lone call: what is submitted next queues behind it."""
     lanes.pause()
     blocker = version.submit(["the blocker call"])
@@ -347,8 +347,8 @@ def test_admission_counts_a_call_s_tokens_not_its_texts(model: Model) -> None:
         texts = [" ".join(["unbelievable acting"] * 2000)] * 128  # 4,000 words each
         lengths = [len(ids) for ids in model.tokenizer.encode(texts)]
         assert set(lengths) == {model.classifier.manifest.max_seq_len}  # truncated
-        own = call_tokens(lengths, NativeBatchPolicy(**POLICY))
-        ahead = call_tokens([len(model.tokenizer.encode(["the blocker call"])[0])], NativeBatchPolicy(**POLICY))
+        own = call_tokens(lengths, BatchPolicy(**POLICY))
+        ahead = call_tokens([len(model.tokenizer.encode(["the blocker call"])[0])], BatchPolicy(**POLICY))
         need_s = (ahead + own) / tokens_per_s / ADMISSION_DEADLINE_SHARE
         as_texts_s = (ahead + 128 * len(model.tokenizer.encode([short])[0])) / tokens_per_s / ADMISSION_DEADLINE_SHARE
         assert as_texts_s < need_s / 2  # counted as texts, the refused call below would have fit
@@ -477,7 +477,7 @@ def test_event_sink_is_bounded() -> None:
 
 def test_objects_dropped_without_stop(model: Model) -> None:
     """Dropping the last references (no close, no stop) closes the version and joins the lanes' threads."""
-    lanes = NativeLanes(2, 1)
+    lanes = Lanes(2, 1)
     version = make_version(model, lanes, EventSink())
     tickets = [version.submit(["good movie"]) for _ in range(4)]
     del version, lanes
@@ -500,7 +500,7 @@ def _engine_threads() -> dict[str, str]:
 def test_lane_threads_are_named() -> None:
     """`top -H`, perf and the bench's engine-thread CPU figure find the engine's threads by these names."""
     before = set(_engine_threads())  # other tests' lanes may still be alive, or ending meanwhile
-    lanes = NativeLanes(2, 1)
+    lanes = Lanes(2, 1)
     try:
         new = {tid: name for tid, name in _engine_threads().items() if tid not in before}
         assert Counter(new.values()) == Counter({"ortserve-lane0": 1, "ortserve-lane1": 1, "ortserve-wide0": 1})

@@ -1,6 +1,6 @@
 """The native gRPC front end (engine_ext.Frontend) in front of a Python grpc.aio backend on a unix socket.
 
-What it serves natively (ModelInfer on the tiny BERT bundle through a real NativeVersion, health, reflection)
+What it serves natively (ModelInfer on the tiny BERT bundle through a real ServedVersion, health, reflection)
 and what it proxies (every other method, and any ModelInfer the wire rules refuse, which the backend answers with the
 same rules' messages, through service/inference.py). Plus the wire rules themselves over plain values.
 """
@@ -42,11 +42,11 @@ if not _engine.HAS_FRONTEND:
     pytest.skip(f"native front end not built: {_engine.FRONTEND_MISSING}", allow_module_level=True)
 
 from ortserve.engine_ext import (
+    BatcherSettings,
     EventSink,
     Frontend,
-    NativeBatcherSettings,
-    NativeLanes,
-    NativeVersion,
+    Lanes,
+    ServedVersion,
     classification_top_k,
 )
 
@@ -179,13 +179,13 @@ class Native:
 
 def _native(bundle: Path, version: str = "1") -> Native:
     classifier = ModelInstance.load(bundle, options(intra_op_threads=1, narrow_engine=True), tokenizer="native")
-    lanes = NativeLanes(2, 1)
+    lanes = Lanes(2, 1)
     sink = EventSink()
-    settings = NativeBatcherSettings(
+    settings = BatcherSettings(
         max_batch_size=32, max_queue_delay_s=0.002, max_padding_ratio=1.3, batch_overhead_tokens=0,
         max_batch_tokens=1024, sort_window=24, max_queue_items=256, default_timeout_s=0.0, engine_concurrency=2,
     )
-    native = NativeVersion(MODEL, version, text_model=classifier.text_model, settings=settings, lanes=lanes,
+    native = ServedVersion(MODEL, version, text_model=classifier.text_model, settings=settings, lanes=lanes,
                            events=sink)
     return Native(classifier, lanes, sink, native)
 

@@ -12,9 +12,9 @@ from ortserve.service.instance import engine_options
 
 
 def test_the_native_structs_default_to_the_settings() -> None:
-    native = engine_ext._engine.native_defaults()
+    native = engine_ext._engine.batcher_defaults()
     assert native == pytest.approx({name: config.default(name) for name in native})
-    policy = engine_ext.NativeBatchPolicy()
+    policy = engine_ext.BatchPolicy()
     assert policy.max_padding_ratio == config.default("max_padding_ratio")
     assert policy.sort_window == config.default("sort_window")
 

@@ -12,7 +12,7 @@ using namespace ortserve;
 
 void BindBatcherSettings(nb::module_& m) {
   m.def(
-      "native_defaults",
+      "batcher_defaults",
       [] {
         const BatcherSettings batcher;
         nb::dict defaults;
@@ -29,7 +29,7 @@ void BindBatcherSettings(nb::module_& m) {
       },
       "The C++ structs' own defaults, under service/config.Settings' names and units (a test holds them equal).");
 
-  nb::class_<BatcherSettings>(m, "NativeBatcherSettings",
+  nb::class_<BatcherSettings>(m, "BatcherSettings",
                               "Every batching setting, built from service/config.Settings (batcher_settings()).")
       .def(
           "__init__",

@@ -13,7 +13,7 @@ using namespace nb::literals;
 using namespace ortserve;
 
 void BindCompletions(nb::module_& m) {
-  nb::class_<PyCompletions>(m, "NativeCompletions",
+  nb::class_<PyCompletions>(m, "Completions",
                             "Answers for an event loop: watch `fd` with loop.add_reader, then drain().")
       .def("__init__", [](PyCompletions* self) { new (self) PyCompletions{std::make_shared<Completions>()}; })
       .def_prop_ro("fd", [](const PyCompletions& self) { return self.completions->fd(); })

@@ -19,7 +19,7 @@
 
 namespace ortserve {
 
-// What one version's batches run on. Borrowed: the owner (Python's NativeTextModel object) keeps them alive
+// What one version's batches run on. Borrowed: the owner (Python's TextModel object) keeps them alive
 // until the batcher's Close() returned.
 struct TextModel {
   const Engine* wide = nullptr;

@@ -1,4 +1,4 @@
-// Python binding of what a version's batches run on (engine_run.h): NativeTextModel, and its run() for warm-up and
+// Python binding of what a version's batches run on (engine_run.h): TextModel, and its run() for warm-up and
 // tests, padded as the batcher pads every run.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -20,7 +20,7 @@ using namespace nb::literals;
 using namespace ortserve;
 
 void BindEngineRun(nb::module_& m) {
-  nb::class_<PyTextModel>(m, "NativeTextModel", "What one version's batches run on: sessions, tokenizer, output.")
+  nb::class_<PyTextModel>(m, "TextModel", "What one version's batches run on: sessions, tokenizer, output.")
       .def(
           "__init__",
           [](PyTextModel* self, const Engine& wide, const Engine* narrow, const WordPiece* tokenizer,

@@ -24,7 +24,7 @@ std::string Bytes(const std::optional<nb::bytes>& value) {
   return value ? std::string(value->c_str(), value->size()) : std::string();
 }
 
-// {model: (split order, split upper, {version: NativeVersion}[, {version: (kind, output, labels[, multi_label[,
+// {model: (split order, split upper, {version: ServedVersion}[, {version: (kind, output, labels[, multi_label[,
 // pairs, score]])}])}
 // -> one immutable RouteTable. The fourth element is what each version answers (inference.ServedOutput.native_entry);
 // without it (or for a version it does not list) a version answers LOGITS and sends classification requests to the
@@ -101,7 +101,7 @@ void BindFrontend(nb::module_& m) {
       .def(
           "set_routes", [](ortserve::Frontend& self, nb::dict routes) { self.SetRoutes(ToRouteTable(routes)); },
           "routes"_a,
-          "Replace the native route table: {model: (split order, split upper, {version: NativeVersion}[, {version: "
+          "Replace the native route table: {model: (split order, split upper, {version: ServedVersion}[, {version: "
           "(kind, output, labels[, multi_label])}])}.")
       .def("set_health", &ortserve::Frontend::SetHealth, "service"_a, "serving"_a,
            nb::call_guard<nb::gil_scoped_release>(),

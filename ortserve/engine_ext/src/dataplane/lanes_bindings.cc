@@ -1,4 +1,4 @@
-// Python binding of the lane threads (lanes.h): one NativeLanes per server, shared by every version.
+// Python binding of the lane threads (lanes.h): one Lanes per server, shared by every version.
 #include <nanobind/nanobind.h>
 
 #include <memory>
@@ -11,7 +11,7 @@ using namespace nb::literals;
 using namespace ortserve;
 
 void BindLanes(nb::module_& m) {
-  nb::class_<PyLanes>(m, "NativeLanes", "Lane threads shared by every native version, plus wide-run threads.")
+  nb::class_<PyLanes>(m, "Lanes", "Lane threads shared by every version, plus wide-run threads.")
       .def(
           "__init__",
           [](PyLanes* self, int lanes, int wide_threads) {

@@ -17,7 +17,7 @@ using namespace ortserve;
 
 void BindPolicy(nb::module_& m) {
   static const BatchPolicy kPolicyDefaults;
-  nb::class_<BatchPolicy>(m, "NativeBatchPolicy", "The batch policy's settings (batch_policy.h; for the tests).")
+  nb::class_<BatchPolicy>(m, "BatchPolicy", "The batch policy's settings (batch_policy.h; for the tests).")
       .def(
           "__init__",
           [](BatchPolicy* self, int max_batch_size, double max_queue_delay_s, double max_padding_ratio,
@@ -40,7 +40,7 @@ void BindPolicy(nb::module_& m) {
       .def_ro("sort_window", &BatchPolicy::sort_window);
 
   m.def(
-      "native_choose_batch",
+      "choose_batch",
       [](const std::vector<std::pair<int, double>>& pending, double now, const BatchPolicy& policy) {
         std::vector<PendingText> texts;
         texts.reserve(pending.size());
@@ -65,7 +65,7 @@ void BindPolicy(nb::module_& m) {
       "(rows, tokens) padded up to the shape ladder's smallest rungs that hold them; a value past the top rung "
       "stays as it is. The one padding rule of every run.");
 
-  nb::class_<Throughput>(m, "NativeThroughput",
+  nb::class_<Throughput>(m, "Throughput",
                          "The rate the queue drains at, which admission turns queued work into a wait with "
                          "(batch_policy.h; the batcher observes padded tokens; for the tests).")
       .def(nb::init<>())

@@ -23,17 +23,17 @@ struct PyEventSink {  // Python's EventSink
   std::shared_ptr<EventSink> sink;
 };
 
-struct PyLanes {  // Python's NativeLanes
+struct PyLanes {  // Python's Lanes
   std::shared_ptr<Lanes> lanes;
 };
 
-// Python's NativeTextModel: the engines and tokenizer a version's batches run on, borrowed from their Python
+// Python's TextModel: the engines and tokenizer a version's batches run on, borrowed from their Python
 // objects (nb::keep_alive).
 struct PyTextModel {
   TextModel model;
 };
 
-// Python's NativeVersion.
+// Python's ServedVersion.
 struct PyServedVersion {
   std::shared_ptr<ServedVersion> version;
   // The text model is borrowed from a Python object (kept alive by nb::keep_alive, released after this
@@ -43,12 +43,12 @@ struct PyServedVersion {
   }
 };
 
-struct PyCompletions {  // Python's NativeCompletions
+struct PyCompletions {  // Python's Completions
   std::shared_ptr<Completions> completions;
 };
 
-// The version a Python NativeVersion object holds (shared: the route table keeps copies). Throws
-// nanobind::cast_error when `object` is not a NativeVersion.
+// The version a Python ServedVersion object holds (shared: the route table keeps copies). Throws
+// nanobind::cast_error when `object` is not a ServedVersion.
 std::shared_ptr<ServedVersion> ServedVersionPtr(nanobind::handle object);
 
 // The sink a Python EventSink object holds (the front end pushes its request records there). Throws

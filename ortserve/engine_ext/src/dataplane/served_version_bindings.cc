@@ -1,5 +1,5 @@
-// Python binding of a served version (served_version.h): NativeVersion, the calls submitted through it (NativeCall
-// for the event loop's, NativeTicket for a blocking caller's), its lease and close. Every wait releases the GIL;
+// Python binding of a served version (served_version.h): ServedVersion, the calls submitted through it (SubmittedCall
+// for the event loop's, Ticket for a blocking caller's), its lease and close. Every wait releases the GIL;
 // the C++ side never takes it.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
@@ -91,7 +91,7 @@ std::shared_ptr<TicketState> Submit(PyServedVersion& self, nb::handle texts, std
 }  // namespace
 
 void BindServedVersion(nb::module_& m) {
-  nb::class_<PyCall>(m, "NativeCall", "A call submitted with a completion token.")
+  nb::class_<PyCall>(m, "SubmittedCall", "A call submitted with a completion token.")
       .def(
           "cancel",
           [](PyCall& self) {
@@ -100,7 +100,7 @@ void BindServedVersion(nb::module_& m) {
           },
           "The caller went away: its queued texts leave the queue; answers CANCELLED unless done already.");
 
-  nb::class_<PyTicket>(m, "NativeTicket", "One submitted call of a NativeVersion.")
+  nb::class_<PyTicket>(m, "Ticket", "One submitted call of a ServedVersion.")
       .def("cancel",
            [](PyTicket& self) {
              nb::gil_scoped_release release;
@@ -129,7 +129,7 @@ void BindServedVersion(nb::module_& m) {
         return self.state->result.has_value();
       });
 
-  nb::class_<PyServedVersion>(m, "NativeVersion", "One loaded version on the batcher.")
+  nb::class_<PyServedVersion>(m, "ServedVersion", "One loaded version on the batcher.")
       .def(
           "__init__",
           [](PyServedVersion* self, std::string model, std::string version, const PyTextModel& text_model,
@@ -197,7 +197,7 @@ void BindServedVersion(nb::module_& m) {
             return ticket;
           },
           "texts"_a, "timeout_s"_a = nb::none(), "run_here"_a = false, "pairs"_a = nb::none(),
-          "Queue the call and return its NativeTicket at once; run_here: a lone call on the wide session runs on "
+          "Queue the call and return its Ticket at once; run_here: a lone call on the wide session runs on "
           "this thread first (GIL released), as the gRPC front end's calls do.")
       .def(
           "refusal",
