@@ -22,7 +22,7 @@
 
 namespace ortserve {
 
-// Why a ModelInfer goes to the Python server instead of the native batcher; kPassthroughReasons names each.
+// Why a ModelInfer goes to the Python server instead of the native path; kPassthroughReasons names each.
 enum class Passthrough : size_t {
   kUnparsable,         // the body is not a ModelInferRequest (Python answers INVALID_ARGUMENT)
   kModelNotNative,     // unknown, still loading, or every version on the HF tokenizer
