@@ -23,7 +23,7 @@ from grpc_reflection.v1alpha import reflection
 
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
-from ortserve.service import cohere_api, openai_api
+from ortserve.service import cohere_api, openai_api, tei_api
 from ortserve.service.assembly import ArtifactFetcher, VersionFactory
 from ortserve.service.config import Settings
 from ortserve.service.data_plane import DataPlane
@@ -45,7 +45,7 @@ ADMIN_STATUS_METHOD = "/ortserve.admin.v1.Admin/Status"
 LIVENESS_SERVICE = "liveness"
 """Health service name that stays SERVING while the process runs (for liveness probes);
 the overall "" entry means ready (for readiness probes)."""
-CLIENT_APIS = (openai_api, cohere_api)
+CLIENT_APIS = (openai_api, cohere_api, tei_api)
 """The client APIs served on the HTTP port beside V2 (docs/client_apis.md)."""
 
 # A desired-state source runs until cancelled, handing each new DesiredState to `apply`.

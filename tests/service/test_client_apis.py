@@ -7,6 +7,9 @@ registry, and a server of the embedder alone (a call that names no model):
   `encode`, `usage` counts the tokens the model read (sentence-transformers' own tokenizer says how many);
 - Cohere/Jina rerank: `cohere.ClientV2.rerank` (/v2/rerank) and /v1/rerank: results sorted, scores equal to the V2
   path's SCORE and to CrossEncoder.predict([(query, text)]), the tokens counted;
+- TEI's /embed, /rerank, /predict, /tokenize, /info, and huggingface_hub's `InferenceClient.feature_extraction` and
+  `text_classification` (the HF Inference API's /models/{model}, and TEI's /embed): equal to the V2 path's, to
+  sentence-transformers' and CrossEncoder's, the tokens to transformers' tokenizer's;
 - every API's bad calls (bad JSON, wrong types, unknown model, empty input, ...) get that API's error shape and the V2
   REST status, never a trace; a call is a V2 call: its `request` line, its x-request-id.
 """
@@ -300,3 +303,166 @@ def test_cohere_sdk_raises_by_status(url: str) -> None:
         client.rerank(model="nope", query=QUERY, documents=TEXTS)
     with pytest.raises(BadRequestError):
         client.rerank(model="classify", query=QUERY, documents=TEXTS)
+
+
+# ---- TEI and huggingface_hub -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def inference_client(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """huggingface_hub's InferenceClient, let out of offline mode (it refuses every URL then, loopback included); the
+    tests still reach no hub: the client posts to the URL it is given."""
+    from huggingface_hub import InferenceClient, constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    return InferenceClient
+
+
+def test_hf_inference_client_feature_extraction(url: str, solo: str, st_embeddings: tuple[np.ndarray, int],
+                                                inference_client: Any) -> None:
+    InferenceClient = inference_client
+    expected = st_embeddings[0]
+    # The HF Inference API's URL of a model (several served), and TEI's /embed on a server of one model.
+    for base in (f"{url}/models/embed", f"{url}/models/embed/pipeline/feature-extraction", f"{solo}/embed"):
+        got = InferenceClient(base_url=base).feature_extraction(TEXTS[2])
+        assert got.shape == (1, expected.shape[1])
+        assert_same_embeddings(got, url, TEXTS[2:3], expected[2:3])
+
+
+def classifier_logits(url: str, texts: list[str]) -> np.ndarray:
+    doc = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [len(texts)], "data": texts}]}
+    out = requests.post(f"{url}/v2/models/classify/infer", json=doc, timeout=30).json()["outputs"][0]
+    return np.asarray(out["data"], dtype=np.float32).reshape(out["shape"])
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_hf_inference_client_text_classification(url: str, inference_client: Any) -> None:
+    client = inference_client(base_url=f"{url}/models/classify")
+    expected = softmax(classifier_logits(url, TEXTS[:1]))[0]
+    got = client.text_classification(TEXTS[0])
+    assert [g.label for g in got] == [("negative", "positive")[j] for j in np.argsort(-expected, kind="stable")]
+    np.testing.assert_allclose([g.score for g in got], np.sort(expected)[::-1], rtol=0, atol=1e-6)
+    assert len(client.text_classification(TEXTS[0], top_k=1)) == 1
+    raw = client.text_classification(TEXTS[0], function_to_apply="none")
+    np.testing.assert_allclose(sorted(g.score for g in raw), np.sort(classifier_logits(url, TEXTS[:1])[0]),
+                               rtol=0, atol=1e-6)
+
+
+def test_tei_embed(url: str, solo: str, st_embeddings: tuple[np.ndarray, int]) -> None:
+    expected = st_embeddings[0]
+    for body in ({"inputs": TEXTS}, {"inputs": TEXTS, "normalize": False, "truncate": True}):
+        reply = requests.post(f"{solo}/embed", json=body, timeout=30)
+        assert reply.status_code == 200, reply.text
+        assert_same_embeddings(reply.json(), url, TEXTS, expected)  # the model normalizes: the same either way
+    one = requests.post(f"{url}/embed", json={"model": "embed", "inputs": TEXTS[1]}, timeout=30).json()
+    assert_same_embeddings(one, url, TEXTS[1:2], expected[1:2])
+
+
+def test_tei_rerank(url: str, ce_scores: tuple[np.ndarray, int]) -> None:
+    body = {"model": "rerank", "query": QUERY, "texts": TEXTS, "return_text": True}
+    ranks = requests.post(f"{url}/rerank", json=body, timeout=30).json()
+    best_first = sorted(range(len(TEXTS)), key=lambda i: -ce_scores[0][i])
+    assert [r["index"] for r in ranks] == best_first and all(r["text"] == TEXTS[r["index"]] for r in ranks)
+    np.testing.assert_allclose([r["score"] for r in ranks], ce_scores[0][best_first], rtol=0, atol=1e-4)
+    raw = requests.post(f"{url}/rerank", json={**body, "raw_scores": True, "return_text": False}, timeout=30).json()
+    assert all("text" not in r for r in raw)
+    logits = v2_scores(url, QUERY, TEXTS, output="LOGITS")
+    np.testing.assert_allclose([r["score"] for r in raw], logits[[r["index"] for r in raw]], rtol=0, atol=1e-6)
+
+
+def test_tei_predict(url: str, ce_scores: tuple[np.ndarray, int]) -> None:
+    def predict(body: dict[str, Any]) -> Any:
+        reply = requests.post(f"{url}/predict", json=body, timeout=30)
+        assert reply.status_code == 200, reply.text
+        return reply.json()
+
+    logits = classifier_logits(url, TEXTS[:2])
+    one = predict({"model": "classify", "inputs": TEXTS[0]})  # one input: its list, best first
+    assert [p["score"] for p in one] == sorted((p["score"] for p in one), reverse=True)
+    np.testing.assert_allclose(sorted(p["score"] for p in one), np.sort(softmax(logits[0])), rtol=0, atol=1e-6)
+    batch = predict({"model": "classify", "inputs": [[TEXTS[0]], [TEXTS[1]]], "raw_scores": True})
+    assert len(batch) == 2
+    for row, predictions in zip(logits, batch, strict=True):
+        np.testing.assert_allclose([p["score"] for p in predictions], np.sort(row)[::-1], rtol=0, atol=1e-6)
+    # A reranker reads a pair [query, text] query first; its score is CrossEncoder's.
+    pair = predict({"model": "rerank", "inputs": [QUERY, TEXTS[3]]})
+    assert pair[0]["label"] == "score"
+    np.testing.assert_allclose(pair[0]["score"], ce_scores[0][3], rtol=0, atol=1e-4)
+
+
+def test_tei_tokenize(url: str, sources: dict[str, Path]) -> None:
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(sources["embed"]))
+    text = TEXTS[4]  # longer than max_seq_len: every token is shown
+    tokens = requests.post(f"{url}/tokenize", json={"model": "embed", "inputs": [text]}, timeout=30).json()[0]
+    assert [t["id"] for t in tokens] == tokenizer(text)["input_ids"] and len(tokens) > EMBED_MAX_SEQ_LEN
+    assert tokens[0] == {"id": tokenizer.cls_token_id, "text": "[CLS]", "special": True, "start": None, "stop": None}
+    assert all(t["text"] == text[t["start"]:t["stop"]] for t in tokens if not t["special"])
+    bare = requests.post(f"{url}/tokenize", json={"model": "embed", "inputs": text, "add_special_tokens": False},
+                         timeout=30).json()[0]
+    assert bare == tokens[1:-1]
+
+
+def test_tei_info(url: str, solo: str) -> None:
+    info = requests.get(f"{solo}/info", timeout=30).json()
+    assert (info["model_id"], info["model_type"], info["max_input_length"]) == (
+        "solo", {"embedding": {"pooling": "mean"}}, EMBED_MAX_SEQ_LEN)
+    assert info["auto_truncate"] is True and info["model_dtype"] == "float32" and info["max_client_batch_size"] >= 1
+    reranker = requests.get(f"{url}/info", params={"model": "rerank"}, timeout=30).json()["model_type"]
+    assert reranker == {"reranker": {"id2label": {"0": "score"}, "label2id": {"score": 0}}}
+
+
+TEI_BAD = [
+    ("/embed", b"{", 400, "not JSON"),
+    ("/embed", {"model": "embed", "inputs": 3}, 400, "a string or an array of strings"),
+    ("/embed", {"model": "embed", "inputs": []}, 400, "is empty"),
+    ("/embed", {"model": "embed", "inputs": "x", "normalize": "yes"}, 400, "'normalize' must be true or false"),
+    ("/embed", {"model": "classify", "inputs": "x"}, 400, "not an embedding model"),
+    ("/embed", {"inputs": "x"}, 400, "serves several models"),
+    ("/rerank", {"model": "rerank", "query": "q", "texts": []}, 400, "`texts` cannot be empty"),
+    ("/rerank", {"model": "embed", "query": "q", "texts": ["a"]}, 400, "not a re-ranker model"),
+    ("/predict", {"model": "classify", "inputs": ["a", "b", "c"]}, 400, "a list of 3 strings is neither"),
+    ("/predict", {"model": "rerank", "inputs": "a"}, 400, "reads pairs of strings"),
+    ("/predict", {"model": "nope", "inputs": "a"}, 404, "model 'nope' is not served here"),
+    ("/tokenize", {"model": "embed", "inputs": {"text": "a"}}, 400, "a string or an array of strings"),
+    ("/models/rerank", {"inputs": "a"}, 400, "is a reranker"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "status", "message"), TEI_BAD,
+                         ids=[f"{p}-{i}" for i, (p, *_) in enumerate(TEI_BAD)])
+def test_tei_bad_calls_get_tei_errors(url: str, path: str, body: Any, status: int, message: str) -> None:
+    kw: dict[str, Any] = {"data": body} if isinstance(body, bytes) else {"json": body}
+    reply = requests.post(url + path, timeout=30, **kw)
+    assert reply.status_code == status, reply.text
+    assert set(reply.json()) == {"error", "error_type"} and message in reply.json()["error"]
+    assert reply.json()["error_type"] == "validation"
+    missing = requests.get(f"{url}/info", params={"model": "nope"}, timeout=30)
+    assert missing.status_code == 404 and "'nope'" in missing.json()["error"]
+
+
+# ---- the one status map ------------------------------------------------------------------------------------------
+
+
+def test_every_api_words_the_v2_status_in_its_own_shape() -> None:
+    """Refusals the servers above cannot be made to give at will: the V2 REST status, Retry-After as V2 sends it,
+    each API's shape."""
+    from ortserve.service import cohere_api, openai_api, tei_api
+    from ortserve.service.errors import DeadlineExceeded, ResourceExhausted, Unavailable
+    from ortserve.service.text_calls import ApiError
+
+    full = ApiError.of(ResourceExhausted("queue full", retry_after_s=2.2), "r1")
+    assert (full.status, full.headers()) == (429, {"x-request-id": "r1", "Retry-After": "3"})
+    loading = ApiError.of(Unavailable("loading"))
+    assert (loading.status, loading.headers()) == (503, {"Retry-After": "1"})
+    late = ApiError.of(DeadlineExceeded("too late"))
+    assert late.status == 504 and "Retry-After" not in late.headers()
+    assert openai_api.error_body(full) == {"error": {"message": "queue full", "type": "rate_limit_error",
+                                                     "param": None, "code": "rate_limit_exceeded"}}
+    assert cohere_api.error_body(late) == {"message": "too late"}
+    assert tei_api.error_body(loading) == {"error": "loading", "error_type": "unhealthy"}
