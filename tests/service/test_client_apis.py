@@ -152,6 +152,19 @@ def test_langchain_openai_embeddings(url: str, st_embeddings: tuple[np.ndarray, 
     assert_same_embeddings([embeddings.embed_query(TEXTS[1])], url, TEXTS[1:2], st_embeddings[0][1:2])
 
 
+def test_langchain_sends_a_thousand_texts_a_call(url: str, served: ServerProcess) -> None:
+    """LangChain's chunk (1,000 texts) is one call within max_texts_per_request, answered as the V2 path answers."""
+    from langchain_openai import OpenAIEmbeddings
+
+    texts = [f"text number {i}: {TEXTS[i % len(TEXTS)]}" for i in range(1000)]
+    embeddings = OpenAIEmbeddings(base_url=f"{url}/v1", api_key="x", model="embed",  # type: ignore[arg-type]
+                                  check_embedding_ctx_length=False, max_retries=0,
+                                  default_headers={"x-request-id": "langchain-1000"})
+    got = np.asarray(embeddings.embed_documents(texts), dtype=np.float32)
+    np.testing.assert_allclose(got, v2_embeddings(url, "embed", texts), rtol=0, atol=1e-6)
+    assert served.wait_event("request", request_id="langchain-1000")["texts"] == 1000
+
+
 def test_openai_models(url: str) -> None:
     from openai import NotFoundError, OpenAI
 
