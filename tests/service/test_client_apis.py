@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import io
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ from support.server_process import ServerProcess, running_server, serving_publis
 from ortserve.registry.importer import import_checkpoint
 
 os.environ.update(OFFLINE)
+README = Path(__file__).resolve().parents[2] / "README.md"
 TEXTS = ["The battery died after two days.", "ok", "Das Akku hält eine Woche, sagt der Test.", "最高の電池でした 🎉",
          "a long one: " + " ".join(["the battery kept going, day after day, and nobody could believe it"] * 4)]
 EMBED_MAX_SEQ_LEN = 32
@@ -479,3 +483,21 @@ def test_every_api_words_the_v2_status_in_its_own_shape() -> None:
                                                      "param": None, "code": "rate_limit_exceeded"}}
     assert cohere_api.error_body(late) == {"message": "too late"}
     assert tei_api.error_body(loading) == {"error": "loading", "error_type": "unhealthy"}
+
+
+# ---- the README's calls, as written -------------------------------------------------------------------------------
+
+
+def test_the_readme_examples(url: str) -> None:
+    section = README.read_text().split("### The clients teams already use", 1)[1].split("\n### ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2
+    printed = []
+    for index, block in enumerate(blocks):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(block.replace("localhost:8000", url.removeprefix("http://")), f"README.md client example "
+                         f"{index}", "exec"), {})
+        printed.append(out.getvalue().split())
+    assert printed[0][0] == "32" and int(printed[0][1]) > 4  # the width, the tokens read
+    assert printed[1][0] in ("0", "1") and 0 < float(printed[1][1]) < 1  # the best document, its sigmoid score
