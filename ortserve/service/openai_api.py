@@ -4,6 +4,8 @@ LlamaIndex and any client of `/v1/embeddings`:
     POST /v1/embeddings          {"input": str | [str], "model", "encoding_format": "float" | "base64"}
     GET  /v1/models              the served models
     GET  /v1/models/{model}      one of them
+    POST /v1/classify, /classify {"input": str | [str], "model"}: a classifier's labels and probabilities, in vLLM's
+                                 (and SGLang's) shape
 
 Each call is one V2 ModelInfer (`text_calls.TextCalls.run`). Errors: {"error": {"message", "type", "param",
 "code"}} with the V2 REST status (docs/client_apis.md).
@@ -12,11 +14,21 @@ Each call is one V2 ModelInfer (`text_calls.TextCalls.run`). Errors: {"error": {
 from __future__ import annotations
 
 import base64
+import time
 from typing import Any
 
+import numpy as np
 from aiohttp import web
 
-from ortserve.service.text_calls import ApiError, TextCalls, api_route, json_response, refuse_unsupported, texts_of
+from ortserve.service.text_calls import (
+    ApiError,
+    TextCalls,
+    api_route,
+    json_response,
+    probabilities,
+    refuse_unsupported,
+    texts_of,
+)
 
 TYPES = {"invalid_request": "invalid_request_error", "not_found": "invalid_request_error",
          "too_large": "invalid_request_error", "overloaded": "rate_limit_error", "unavailable": "server_error",
@@ -36,6 +48,8 @@ def add_routes(app: web.Application, calls: TextCalls) -> None:
     app.router.add_post("/v1/embeddings", api.embeddings)
     app.router.add_get("/v1/models", api.models)
     app.router.add_get("/v1/models/{model}", api.model)
+    app.router.add_post("/v1/classify", api.classify)
+    app.router.add_post("/classify", api.classify)
 
 
 class OpenAiApi:
@@ -64,6 +78,25 @@ class OpenAiApi:
                  else row} for i, row in enumerate(rows)]
         return json_response({"object": "list", "data": data, "model": served.name,
                               "usage": {"prompt_tokens": tokens, "total_tokens": tokens}},
+                             headers={"x-request-id": answer.request_id, "x-model-version": answer.version})
+
+    @api_route(error_body)
+    async def classify(self, request: web.Request) -> web.Response:
+        doc = await self._calls.read_json(request)
+        texts, _ = texts_of(doc.get("input"), "input")
+        served = self._calls.choose(doc.get("model"))
+        if served.output.kind != "classifier" or served.output.pairs:
+            raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not a classifier of "
+                                   "single texts: /v1/classify serves those", "model")
+        answer = await self._calls.run(request, served.name, texts)
+        tokens = await self._calls.count_tokens(answer, texts)
+        labels = served.output.labels
+        data = [{"index": i, "label": labels[int(np.argmax(row))], "probs": row, "num_classes": len(labels)}
+                for i, row in enumerate(probabilities(answer.values, served.output))]
+        return json_response({"id": f"classify-{answer.request_id}", "object": "list", "created": int(time.time()),
+                              "model": served.name, "data": data,
+                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens, "completion_tokens": 0,
+                                        "prompt_tokens_details": None}},
                              headers={"x-request-id": answer.request_id, "x-model-version": answer.version})
 
     @api_route(error_body)

@@ -182,6 +182,25 @@ def test_openai_models(url: str) -> None:
     assert "'nope' is not served here" in str(err.value) and "'embed'" in str(err.value)
 
 
+def test_classify_in_vllms_shape(url: str, sources: dict[str, Path]) -> None:
+    import transformers
+
+    reply = requests.post(f"{url}/v1/classify", json={"model": "classify", "input": TEXTS}, timeout=30)
+    assert reply.status_code == 200, reply.text
+    doc = reply.json()
+    expected = softmax(classifier_logits(url, TEXTS))
+    assert doc["object"] == "list" and doc["model"] == "classify" and doc["id"].startswith("classify-")
+    assert [d["index"] for d in doc["data"]] == list(range(len(TEXTS)))
+    assert all(d["num_classes"] == 2 for d in doc["data"])
+    np.testing.assert_allclose([d["probs"] for d in doc["data"]], expected, rtol=0, atol=1e-6)
+    assert [d["label"] for d in doc["data"]] == [("negative", "positive")[j] for j in expected.argmax(axis=1)]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(sources["classify"]))
+    read = tokenizer(TEXTS, truncation=True, max_length=IMPORT_MAX_SEQ_LEN)["input_ids"]
+    assert doc["usage"]["prompt_tokens"] == sum(map(len, read)) and doc["usage"]["completion_tokens"] == 0
+    bad = requests.post(f"{url}/classify", json={"model": "embed", "input": "x"}, timeout=30)
+    assert bad.status_code == 400 and "not a classifier" in bad.json()["error"]["message"]
+
+
 def test_a_call_naming_no_model_gets_the_one_served(solo: str) -> None:
     reply = requests.post(f"{solo}/v1/embeddings", json={"input": ["ok", "fine"]}, timeout=30)
     assert reply.status_code == 200 and reply.json()["model"] == "solo" and len(reply.json()["data"]) == 2
