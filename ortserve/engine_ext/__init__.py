@@ -119,6 +119,7 @@ Ticket = _engine.Ticket
 BatchPolicy = _engine.BatchPolicy
 Throughput = _engine.Throughput
 choose_batch = _engine.choose_batch
+choose_next = _engine.choose_next
 bucket_shape = _engine.bucket_shape
 split_rows = _engine.split_rows
 admission_refusal = _engine.admission_refusal
@@ -183,6 +184,7 @@ __all__ = [
     "call_tokens",
     "check_outputs",
     "choose_batch",
+    "choose_next",
     "choose_request_id",
     "choose_routing_key",
     "classification_top_k",

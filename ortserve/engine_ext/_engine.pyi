@@ -236,7 +236,7 @@ class WordPiece:
 class BatchPolicy:
     """The batch policy's settings (batch_policy.h; for the tests)."""
 
-    def __init__(self, *, max_batch_size: int = 32, max_queue_delay_s: float = 0.01, max_padding_ratio: float = 1.05, batch_overhead_tokens: int = 0, max_batch_tokens: int = 1024, sort_window: int = 48) -> None: ...
+    def __init__(self, *, max_batch_size: int = 32, max_queue_delay_s: float = 0.01, max_padding_ratio: float = 1.05, batch_overhead_tokens: int = 0, max_batch_tokens: int = 1024, sort_window: int = 48, bulk_batch_tokens: int = 256) -> None: ...
 
     @property
     def max_batch_size(self) -> int: ...
@@ -256,9 +256,17 @@ class BatchPolicy:
     @property
     def sort_window(self) -> int: ...
 
+    @property
+    def bulk_batch_tokens(self) -> int: ...
+
 def choose_batch(pending: Sequence[tuple[int, float]], now: float, policy: BatchPolicy) -> list[int]:
     """
     ChooseBatch over (length, enqueued_at) pairs: the indices of the next batch, shortest first.
+    """
+
+def choose_next(pending: Sequence[tuple[int, float, bool]], now: float, policy: BatchPolicy) -> list[int]:
+    """
+    ChooseNext over (length, enqueued_at, bulk) triples: the next batch, interactive texts before bulk ones (bulk runs within bulk_batch_tokens); indices, shortest first.
     """
 
 def split_rows(lengths: Sequence[int], policy: BatchPolicy) -> list[tuple[int, int]]:
@@ -445,7 +453,7 @@ class BatcherSettings:
     Every batching setting, built from service/config.Settings (batcher_settings()).
     """
 
-    def __init__(self, *, max_batch_size: int, max_queue_delay_s: float, max_padding_ratio: float, batch_overhead_tokens: int, max_batch_tokens: int, sort_window: int, max_queue_items: int, default_timeout_s: float, engine_concurrency: int) -> None: ...
+    def __init__(self, *, max_batch_size: int, max_queue_delay_s: float, max_padding_ratio: float, batch_overhead_tokens: int, max_batch_tokens: int, sort_window: int, max_queue_items: int, default_timeout_s: float, engine_concurrency: int, bulk_min_texts: int = 256, bulk_batch_tokens: int = 256) -> None: ...
 
     @property
     def policy(self) -> BatchPolicy: ...
@@ -458,6 +466,9 @@ class BatcherSettings:
 
     @property
     def engine_concurrency(self) -> int: ...
+
+    @property
+    def bulk_min_texts(self) -> int: ...
 
 class TextModel:
     """What one version's batches run on: sessions, tokenizer, output."""

@@ -83,6 +83,17 @@ class Settings:
         default=30000.0,
     )
     max_batch_tokens: int = _doc("Most padded tokens (texts x longest) in one batch.", default=1024)
+    bulk_min_texts: int = _doc(
+        "A call of this many texts or more is bulk (an indexing job's): its texts always queue and are batched only "
+        "while no interactive call's are waiting, so a search query beside a bulk job waits for at most one short "
+        "run per lane, not for the job; 0: every call is interactive.",
+        default=256,
+    )
+    bulk_batch_tokens: int = _doc(
+        "Most padded tokens in one batch of bulk texts (a text longer than this runs alone): what an interactive "
+        "call may wait for behind a bulk job, per lane. On a CPU small runs cost bulk little.",
+        default=256,
+    )
     sort_window: int = _doc(
         "Only the oldest this-many queued texts are sorted by length into the next batch: bounds how long "
         "a text of an unusual length waits (0 sorts the whole queue: a little more throughput under overload, "
@@ -229,6 +240,8 @@ class Settings:
             ("max_queue_items", self.max_queue_items >= 1, ">= 1"),
             ("default_timeout_ms", self.default_timeout_ms >= 0, ">= 0"),
             ("max_batch_tokens", self.max_batch_tokens >= 1, ">= 1"),
+            ("bulk_min_texts", self.bulk_min_texts >= 0, ">= 0"),
+            ("bulk_batch_tokens", self.bulk_batch_tokens >= 1, ">= 1"),
             ("sort_window", self.sort_window >= 0, ">= 0"),
             ("batch_overhead_tokens", self.batch_overhead_tokens >= 0, ">= 0"),
             ("engine_concurrency", self.engine_concurrency >= 1, ">= 1"),

@@ -48,6 +48,8 @@ def batcher_settings(settings: Settings) -> engine_ext.BatcherSettings:
         max_queue_items=settings.max_queue_items,
         default_timeout_s=settings.default_timeout_ms / 1000,
         engine_concurrency=settings.engine_concurrency,
+        bulk_min_texts=settings.bulk_min_texts,
+        bulk_batch_tokens=settings.bulk_batch_tokens,
     )
 
 

@@ -129,10 +129,11 @@ def check_ok(model: Model, texts: list[str], reply: Reply) -> None:
     assert timings["engine_s"] > 0
 
 
-def hold_engine(version: ServedVersion, lanes: Lanes) -> Ticket:
-    """Pause the lanes and take the engine with one lone call: what is submitted next queues behind it."""
+def hold_engine(version: ServedVersion, lanes: Lanes, timeout_s: float | None = None) -> Ticket:
+    """Pause the lanes and take the engine with one lone call: what is submitted next queues behind it. `timeout_s`:
+    the blocker's deadline (a version with a small default budget would refuse it without one)."""
     lanes.pause()
-    blocker = version.submit(["the blocker call"])
+    blocker = version.submit(["the blocker call"], timeout_s=timeout_s)
     assert version.queue_depth == 0 and not blocker.done
     return blocker
 
@@ -296,8 +297,8 @@ def test_a_call_without_a_deadline_is_admitted_by_the_default_budget(model: Mode
     budget_s = 0.02
     with running_lanes() as lanes:
         version = make_version(model, lanes, EventSink(), default_timeout_s=budget_s, max_queue_items=512)
-        check_ok(model, ["warm"], version.infer(["warm"]))  # gives the batcher a measured rate
-        blocker = hold_engine(version, lanes)
+        check_ok(model, ["warm"], version.infer(["warm"], timeout_s=60.0))  # gives the batcher a measured rate
+        blocker = hold_engine(version, lanes, timeout_s=60.0)
         long_text = " ".join(["the movie was long and the popcorn was cold"] * 40)  # past max_seq_len
         backlog = [version.submit([long_text] * 100, timeout_s=60.0) for _ in range(2)]
         ahead_s = 2 * 100 * model.classifier.manifest.max_seq_len / version.tokens_per_s
@@ -318,11 +319,12 @@ def test_the_default_budget_expires_a_queued_call(model: Model) -> None:
     """An admitted call without a deadline that is still queued when the server's default budget runs out is
     answered DEADLINE_EXCEEDED, naming that budget, and never reaches the engine."""
     with running_lanes() as lanes:
-        version = make_version(model, lanes, EventSink(), default_timeout_s=0.05)
-        check_ok(model, ["warm"], version.infer(["warm"]))
-        blocker = hold_engine(version, lanes)
+        version = make_version(model, lanes, EventSink(), default_timeout_s=0.5)
+        check_ok(model, ["warm"], version.infer(["warm"], timeout_s=60.0))
+        blocker = hold_engine(version, lanes, timeout_s=60.0)
         queued = version.submit(["queued"])  # admitted: a few tokens ahead, far within the budget
-        time.sleep(0.1)  # past its budget while the lanes are paused
+        assert not queued.done, queued.wait(0)
+        time.sleep(0.6)  # past its budget while the lanes are paused
         lanes.resume()
         code, message, _, _ = queued.wait(WAIT)
         assert (code, message) == ("DEADLINE_EXCEEDED", "the server's default time budget for a call without a "
@@ -507,3 +509,36 @@ def test_lane_threads_are_named() -> None:
     finally:
         lanes.stop()
     assert not set(new) & set(_engine_threads())  # joined
+
+
+# --- bulk calls (issue 45 item 4: interactive before bulk; the decision itself in test_priority.py) ---
+
+
+def test_an_interactive_call_runs_before_a_queued_bulk_job(model: Model) -> None:
+    with running_lanes(lanes=1) as lanes:
+        events = EventSink()
+        version = make_version(model, lanes, events, engine_concurrency=1, bulk_min_texts=8, bulk_batch_tokens=16)
+        blocker = hold_engine(version, lanes)
+        job = [f"bulk text number {i} about the movie" for i in range(24)]
+        bulk = version.submit(job)  # 24 texts >= bulk_min_texts: bulk
+        query = version.submit(["is it any good"])  # arrives after the whole job is queued
+        assert not bulk.done and not query.done
+        lanes.resume()
+        check_ok(model, ["is it any good"], query.wait(WAIT))
+        check_ok(model, job, bulk.wait(WAIT))
+        blocker.wait(WAIT)
+        runs = [b.texts for b in batches(events)]
+    # The blocker's run, then the query's, then the job in short runs (16 padded tokens: a few texts each).
+    assert runs[:2] == [1, 1], runs
+    assert sum(runs[2:]) == len(job) and max(runs[2:]) < len(job), runs
+
+
+def test_a_bulk_call_on_an_idle_engine_runs_in_short_batches(model: Model) -> None:
+    with running_lanes() as lanes:
+        events = EventSink()
+        version = make_version(model, lanes, events, bulk_min_texts=8, bulk_batch_tokens=16)
+        job = [f"bulk text {i}" for i in range(20)]
+        check_ok(model, job, version.infer(job))
+        runs = batches(events)
+    assert sum(b.texts for b in runs) == len(job) and len(runs) > 1
+    assert all(b.lane != "wide" for b in runs)  # queued, never a lone run holding the wide session

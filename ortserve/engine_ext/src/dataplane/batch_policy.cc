@@ -18,6 +18,7 @@ void BatchPolicy::Validate() const {
   if (batch_overhead_tokens < 0) throw OptionError("batch_overhead_tokens must be >= 0");
   if (max_batch_tokens < 1) throw OptionError("max_batch_tokens must be >= 1");
   if (sort_window < 0) throw OptionError("sort_window must be >= 0");
+  if (bulk_batch_tokens < 1) throw OptionError("bulk_batch_tokens must be >= 1");
 }
 
 std::vector<size_t> ChooseBatch(const std::vector<PendingText>& pending, double now, const BatchPolicy& policy) {
@@ -65,6 +66,23 @@ std::vector<size_t> ChooseBatch(const std::vector<PendingText>& pending, double 
     }
   }
   return {order.begin() + best_start, order.begin() + best_end};
+}
+
+std::vector<size_t> ChooseNext(const std::vector<PendingText>& pending, double now, const BatchPolicy& policy) {
+  const bool interactive = std::any_of(pending.begin(), pending.end(), [](const PendingText& t) { return !t.bulk; });
+  std::vector<size_t> from;  // indices of the class served now
+  std::vector<PendingText> texts;
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (pending[i].bulk == !interactive) {
+      from.push_back(i);
+      texts.push_back(pending[i]);
+    }
+  }
+  BatchPolicy class_policy = policy;
+  if (!interactive) class_policy.max_batch_tokens = std::min(policy.max_batch_tokens, policy.bulk_batch_tokens);
+  std::vector<size_t> chosen = ChooseBatch(texts, now, class_policy);
+  for (size_t& i : chosen) i = from[i];
+  return chosen;
 }
 
 void Throughput::Observe(int64_t work, double busy_s) {

@@ -15,6 +15,12 @@
 //   padding allowed, the more candidates a batch needs: 1.05 over the oldest 48 padded 1.02 where 1.15 over 24
 //   padded 1.10, for 4-8% more texts/s on MiniLM (docs/benchmarks.md).
 // Ties: the window with the most texts, then the one holding the oldest text, then the shortest.
+//
+// Interactive before bulk (ChooseNext): a bulk call (Batcher: bulk_min_texts texts or more) queues its texts
+// however idle the engine, and they are batched only while no interactive text is pending, in runs of at most
+// bulk_batch_tokens padded tokens. The engine cannot stop a run, so what an interactive call waits for behind a
+// bulk job is at most one short run per lane; a long run held it up for the whole run. On a CPU a text costs about
+// the same in a small run as in a big one (padding, not batch size, is what costs), so bulk loses little.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +39,7 @@ struct BatchPolicy {
   int batch_overhead_tokens = 0;
   int max_batch_tokens = 1024;
   int sort_window = 48;
+  int bulk_batch_tokens = 256;  // a bulk batch's most padded tokens (ChooseNext); a longer text still runs alone
 
   // Throws OptionError naming the field ("max_batch_size must be >= 1", ...).
   void Validate() const;
@@ -41,10 +48,16 @@ struct BatchPolicy {
 struct PendingText {
   int length = 0;            // token count
   double enqueued_at = 0.0;  // steady-clock seconds
+  bool bulk = false;         // of a bulk call: batched only while no interactive text is pending
 };
 
-// Indices into `pending` of the next batch, shortest first (empty only when nothing is pending).
+// Indices into `pending` of the next batch, shortest first (empty only when nothing is pending). Every text is of
+// one class here (ChooseNext picks it).
 std::vector<size_t> ChooseBatch(const std::vector<PendingText>& pending, double now, const BatchPolicy& policy);
+
+// The next batch, interactive before bulk: ChooseBatch over the interactive texts while any is pending, else over
+// the bulk ones within bulk_batch_tokens. Indices into `pending`, shortest first.
+std::vector<size_t> ChooseNext(const std::vector<PendingText>& pending, double now, const BatchPolicy& policy);
 
 // A lone call's rows (token counts, in call order) as consecutive runs the engine may take: each within
 // max_batch_size rows and max_batch_tokens padded tokens (a row over max_batch_tokens alone is a run of its own).

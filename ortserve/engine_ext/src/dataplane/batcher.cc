@@ -69,6 +69,7 @@ struct Batcher::State {
   std::condition_variable idle;  // Idle() became true: Close() may return
   std::vector<Item> pending;
   int queued_texts = 0;        // the texts in `pending`
+  int queued_bulk = 0;         // those of bulk calls
   int64_t queued_tokens = 0;   // their tokens
   int64_t running_tokens = 0;  // padded tokens of the runs in flight
   int in_flight = 0;           // runs handed to a lane, a wide thread or the caller, not finished
@@ -92,7 +93,10 @@ struct Batcher::State {
   }
 
   std::optional<Session> Next(bool queued) const {
-    return NextRun(EngineLoad{in_flight, wide_running, on_lanes, pending.size()}, queued, lane_config);
+    // Only interactive texts queue a batch behind a running one: a bulk batch waits for a free lane, so that an
+    // interactive call arriving meanwhile is the next one a lane takes.
+    const size_t interactive = pending.size() - static_cast<size_t>(queued_bulk);
+    return NextRun(EngineLoad{in_flight, wide_running, on_lanes, interactive}, queued, lane_config);
   }
 
   void Start(Session session, int64_t tokens) {
@@ -122,6 +126,7 @@ struct Batcher::State {
                                                [&](const Item& item) { return item.call != call; });
     for (auto item = dropped; item != pending.end(); ++item) {
       --queued_texts;
+      if (call->bulk) --queued_bulk;
       queued_tokens -= static_cast<int64_t>(item->ids.size());
     }
     pending.erase(dropped, pending.end());
@@ -152,18 +157,21 @@ struct Batcher::State {
     events->Push(BatchEvent{model_name, version_name, texts, padded, real, engine_s, narrow ? "narrow" : "wide"});
   }
 
-  // The next batch out of `pending`: ChooseBatch's texts, taken out in their order.
+  // The next batch out of `pending`: ChooseNext's texts (interactive before bulk), taken out in their order.
   std::shared_ptr<Batch> Take(Clock::time_point now, Session session) {
     std::vector<PendingText> keys;
     keys.reserve(pending.size());
-    for (const Item& item : pending) keys.push_back({static_cast<int>(item.ids.size()), item.enqueued_at});
-    const std::vector<size_t> chosen = ChooseBatch(keys, Seconds(now), settings.policy);
+    for (const Item& item : pending) {
+      keys.push_back({static_cast<int>(item.ids.size()), item.enqueued_at, item.call->bulk});
+    }
+    const std::vector<size_t> chosen = ChooseNext(keys, Seconds(now), settings.policy);
     auto batch = std::make_shared<Batch>();
     batch->narrow = session == Session::kNarrow;
     std::vector<bool> picked(pending.size(), false);
     int longest = 0;
     for (size_t i : chosen) {
       picked[i] = true;
+      if (keys[i].bulk) --queued_bulk;
       longest = std::max(longest, keys[i].length);
       queued_tokens -= keys[i].length;
       batch->items.push_back(std::move(pending[i]));
@@ -321,6 +329,7 @@ Batcher::Batcher(std::string model, std::string version, TextModel text_model, B
   if (settings.engine_concurrency < 1) throw OptionError("engine_concurrency must be >= 1");
   if (settings.max_queue_items < 1) throw OptionError("max_queue_items must be >= 1");
   if (settings.default_timeout_s < 0) throw OptionError("default_timeout_s must be >= 0");
+  if (settings.bulk_min_texts < 0) throw OptionError("bulk_min_texts must be >= 0");
   if (text_model.wide == nullptr) throw OptionError("a native batcher needs a wide engine");
   if (text_model.columns < 1) throw OptionError("columns must be >= 1");
   if (text_model.output.empty()) throw OptionError("a native batcher needs the name of the model's output");
@@ -412,6 +421,7 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
   call->done = std::move(done);
   call->deadline = deadline;
   call->default_budget = default_budget;
+  call->bulk = s.settings.bulk_min_texts > 0 && n >= s.settings.bulk_min_texts;
   const Clock::time_point now = Clock::now();
 
   Answers answers;
@@ -439,7 +449,7 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
   result.logits.assign(static_cast<size_t>(n) * static_cast<size_t>(s.model.columns), 0.0f);
   call->remaining = n;
   std::optional<Session> lone;
-  if (s.queued_texts == 0) lone = s.Next(/*queued=*/false);
+  if (s.queued_texts == 0 && !call->bulk) lone = s.Next(/*queued=*/false);  // bulk runs batch by batch
   if (lone) {
     s.Start(*lone, tokens);
     auto self = shared_from_this();
@@ -466,6 +476,7 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
       s.pending.push_back(Item{call, row, std::move(ids[static_cast<size_t>(row)]), enqueued_at, second});
     }
     s.queued_texts += n;
+    if (call->bulk) s.queued_bulk += n;
     for (int length : lengths) s.queued_tokens += length;
     s.Dispatch(shared_from_this(), answers);
   }

@@ -49,6 +49,7 @@ struct Call {
   InferDone done;
   std::optional<Clock::time_point> deadline;  // the caller's, else its arrival + the server's default budget
   bool default_budget = false;                // `deadline` is the server's default, not the caller's
+  bool bulk = false;                          // queued whatever the load, batched after interactive texts
   // Guarded by the batcher's mutex.
   bool finished = false;  // done() was called or is about to be: nothing more may touch `result`
   int remaining = 0;      // texts not answered yet

@@ -2,8 +2,10 @@
 // C++ only.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -21,9 +23,10 @@ void BindPolicy(nb::module_& m) {
       .def(
           "__init__",
           [](BatchPolicy* self, int max_batch_size, double max_queue_delay_s, double max_padding_ratio,
-             int batch_overhead_tokens, int max_batch_tokens, int sort_window) {
+             int batch_overhead_tokens, int max_batch_tokens, int sort_window, int bulk_batch_tokens) {
             BatchPolicy policy = MakePolicy(max_batch_size, max_queue_delay_s, max_padding_ratio,
                                             batch_overhead_tokens, max_batch_tokens, sort_window);
+            policy.bulk_batch_tokens = bulk_batch_tokens;
             policy.Validate();
             new (self) BatchPolicy(policy);
           },
@@ -31,13 +34,15 @@ void BindPolicy(nb::module_& m) {
           "max_queue_delay_s"_a = kPolicyDefaults.max_queue_delay_s,
           "max_padding_ratio"_a = kPolicyDefaults.max_padding_ratio,
           "batch_overhead_tokens"_a = kPolicyDefaults.batch_overhead_tokens,
-          "max_batch_tokens"_a = kPolicyDefaults.max_batch_tokens, "sort_window"_a = kPolicyDefaults.sort_window)
+          "max_batch_tokens"_a = kPolicyDefaults.max_batch_tokens, "sort_window"_a = kPolicyDefaults.sort_window,
+          "bulk_batch_tokens"_a = kPolicyDefaults.bulk_batch_tokens)
       .def_ro("max_batch_size", &BatchPolicy::max_batch_size)
       .def_ro("max_queue_delay_s", &BatchPolicy::max_queue_delay_s)
       .def_ro("max_padding_ratio", &BatchPolicy::max_padding_ratio)
       .def_ro("batch_overhead_tokens", &BatchPolicy::batch_overhead_tokens)
       .def_ro("max_batch_tokens", &BatchPolicy::max_batch_tokens)
-      .def_ro("sort_window", &BatchPolicy::sort_window);
+      .def_ro("sort_window", &BatchPolicy::sort_window)
+      .def_ro("bulk_batch_tokens", &BatchPolicy::bulk_batch_tokens);
 
   m.def(
       "choose_batch",
@@ -49,6 +54,17 @@ void BindPolicy(nb::module_& m) {
       },
       "pending"_a, "now"_a, "policy"_a,
       "ChooseBatch over (length, enqueued_at) pairs: the indices of the next batch, shortest first.");
+  m.def(
+      "choose_next",
+      [](const std::vector<std::tuple<int, double, bool>>& pending, double now, const BatchPolicy& policy) {
+        std::vector<PendingText> texts;
+        texts.reserve(pending.size());
+        for (const auto& [length, enqueued_at, bulk] : pending) texts.push_back({length, enqueued_at, bulk});
+        return ChooseNext(texts, now, policy);
+      },
+      "pending"_a, "now"_a, "policy"_a,
+      "ChooseNext over (length, enqueued_at, bulk) triples: the next batch, interactive texts before bulk ones "
+      "(bulk runs within bulk_batch_tokens); indices, shortest first.");
 
   m.def(
       "split_rows",
