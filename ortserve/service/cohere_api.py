@@ -48,7 +48,7 @@ class CohereApi:
         if not served.reranker:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not a reranker (a "
                                    "classifier of pairs with one score): rerank serves rerankers", "model")
-        answer = await self._calls.run(request, served.name, documents, pairs=[query])
+        answer = await self._calls.run(request, served, documents, pairs=[query])
         tokens = await self._calls.count_tokens(answer, documents, pairs=[query] * len(documents))
         scores = answer.values[:, 0]
         order = sorted(range(len(documents)), key=lambda i: (-scores[i], i))[:top_n]

@@ -69,7 +69,7 @@ class OpenAiApi:
             raise ApiError.invalid(f"'encoding_format' must be 'float' or 'base64', got {encoding!r}",
                                    "encoding_format")
         refuse_unsupported(doc, served)
-        answer = await self._calls.run(request, served.name, texts)
+        answer = await self._calls.run(request, served, texts)
         tokens = await self._calls.count_tokens(answer, texts)
         rows = answer.values
         # base64: the float32 values' little-endian bytes, as OpenAI sends them (the SDK's default).
@@ -88,7 +88,7 @@ class OpenAiApi:
         if served.output.kind != "classifier" or served.output.pairs:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not a classifier of "
                                    "single texts: /v1/classify serves those", "model")
-        answer = await self._calls.run(request, served.name, texts)
+        answer = await self._calls.run(request, served, texts)
         tokens = await self._calls.count_tokens(answer, texts)
         labels = served.output.labels
         data = [{"index": i, "label": labels[int(np.argmax(row))], "probs": row, "num_classes": len(labels)}

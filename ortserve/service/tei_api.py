@@ -81,7 +81,7 @@ class TeiApi:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not an embedding "
                                    "model", "model")
         refuse_unsupported(doc, served)
-        answer = await self._calls.run(request, served.name, texts)
+        answer = await self._calls.run(request, served, texts)
         values = normalized(answer.values) if normalize else answer.values
         return json_response(values, headers=_headers(answer.request_id, answer.version))
 
@@ -102,7 +102,7 @@ class TeiApi:
         if not served.reranker:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not a re-ranker model",
                                    "model")
-        answer = await self._calls.run(request, served.name, texts, pairs=[query], output=LOGITS if raw else None)
+        answer = await self._calls.run(request, served, texts, pairs=[query], output=LOGITS if raw else None)
         scores = answer.values[:, 0]
         order = sorted(range(len(texts)), key=lambda i: (-scores[i], i))
         ranks = [{"index": i, **({"text": texts[i]} if return_text else {}), "score": float(scores[i])}
@@ -125,7 +125,7 @@ class TeiApi:
         # A pair [a, b] is read a first: V2's TEXT_PAIR (read first) is a, TEXT is b.
         texts = [i[-1] for i in inputs]
         pairs = [i[0] for i in inputs] if served.output.pairs else None
-        answer = await self._calls.run(request, served.name, texts, pairs=pairs,
+        answer = await self._calls.run(request, served, texts, pairs=pairs,
                                        output=LOGITS if raw or not served.reranker else SCORE_OUTPUT)
         rows = answer.values if raw or served.reranker else probabilities(answer.values, served.output)
         predictions = [ranked(row, served.output.labels) for row in rows]
@@ -188,7 +188,7 @@ class TeiApi:
         if function not in (None, "softmax", "sigmoid", "none"):
             raise ApiError.invalid(f"'function_to_apply' must be 'softmax', 'sigmoid' or 'none', got {function!r}",
                                    "function_to_apply")
-        answer = await self._calls.run(request, served.name, texts)
+        answer = await self._calls.run(request, served, texts)
         logits = answer.values
         if function == "none":
             rows = logits

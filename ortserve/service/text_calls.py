@@ -136,6 +136,9 @@ class Answer:
     model: str
     version: str
     request_id: str
+    asked: ModelInstance
+    """The version the call was made knowing (its first routed one then): its tokenizer counts the tokens when the
+    version that answered has left the route table since."""
 
 
 class TextCalls:
@@ -221,9 +224,9 @@ class TextCalls:
 
     # ---- the call ---------------------------------------------------------------------------------------
 
-    async def run(self, request: web.Request, model: str, texts: Sequence[str], *,
+    async def run(self, request: web.Request, served: ServedModel, texts: Sequence[str], *,
                   pairs: Sequence[str] | None = None, output: str | None = None) -> Answer:
-        """`texts` (with `pairs`: TEXT_PAIR, [1] or one per text) as one V2 call to `model`, with the request's
+        """`texts` (with `pairs`: TEXT_PAIR, [1] or one per text) as one V2 call to the model, with the request's
         x-request-id, x-routing-key, trace headers and x-request-timeout-ms; its `output` (else the model's
         default one) as float32 [texts, columns]."""
         started = time.monotonic()
@@ -235,7 +238,7 @@ class TextCalls:
         inputs = [(INPUT_NAME, "BYTES", [len(texts)], True, _utf8(texts))]
         if pairs is not None:
             inputs.append((PAIR_INPUT, "BYTES", [len(pairs)], True, _utf8(pairs)))
-        call = InferCall(model=model, inputs=inputs, outputs=[] if output is None else [(output, None, None)],
+        call = InferCall(model=served.name, inputs=inputs, outputs=[] if output is None else [(output, None, None)],
                          headers=headers, deadline=started + min(budgets) if budgets else None, transport="http")
         try:
             reply = await self._inference.infer(call)
@@ -244,14 +247,16 @@ class TextCalls:
         _, _, shape, raw, payload = reply.tensors[0]
         values = np.frombuffer(payload, dtype="<f4") if raw else np.asarray(payload, dtype=np.float32)
         return Answer(values=values.reshape(shape[0], -1), model=reply.model, version=reply.version,
-                      request_id=reply.request_id)
+                      request_id=reply.request_id, asked=served.instance)
 
     async def count_tokens(self, answer: Answer, texts: Sequence[str], pairs: Sequence[str] | None = None) -> int:
         """The tokens the model read for `texts` (with `pairs`: each text's pair, one row each), special tokens
         included, after truncation to max_seq_len, by the tokenizer of the version that answered: the batcher does
         not report them, so they are counted again, on the loop where that is cheaper than a thread hop (the C++
         WordPiece), else on the tokenizer pool."""
-        instance = self.describe(answer.model, answer.version).instance
+        route = self._manager.route_table.models.get(answer.model)
+        answered = None if route is None else route.versions.get(answer.version)
+        instance = answered.instance if answered is not None and answered.instance is not None else answer.asked
 
         def count() -> int:
             ids = instance.tokenize(texts) if pairs is None else instance.tokenize_pairs(texts, pairs)[0]
