@@ -80,8 +80,9 @@ def url(served: ServerProcess) -> str:
 
 @pytest.fixture(scope="module")
 def solo(bundles: dict[str, Path]) -> Iterator[str]:
-    """A server of the embedder alone: calls that name no model get it."""
-    with running_server(["--bundle", str(bundles["embed"]), "--model-name", "solo"], http=True) as server:
+    """A server of the embedder alone: calls that name no model get it. Bodies up to 64 KiB."""
+    with running_server(["--bundle", str(bundles["embed"]), "--model-name", "solo", "--max-message-bytes", "65536"],
+                        http=True) as server:
         yield f"http://127.0.0.1:{server.http_port}"
 
 
@@ -480,6 +481,16 @@ def test_tei_bad_calls_get_tei_errors(url: str, path: str, body: Any, status: in
     assert reply.json()["error_type"] == "validation"
     missing = requests.get(f"{url}/info", params={"model": "nope"}, timeout=30)
     assert missing.status_code == 404 and "'nope'" in missing.json()["error"]
+
+
+def test_a_body_past_max_message_bytes_is_413_in_each_apis_shape(solo: str) -> None:
+    big = {"input": ["word " * 20_000], "inputs": "x", "query": "q", "documents": ["x"]}
+    shapes = {"/v1/embeddings": lambda d: d["error"]["code"] == "request_too_large",
+              "/v2/rerank": lambda d: set(d) == {"message"},
+              "/embed": lambda d: d["error_type"] == "validation"}
+    for path, shaped in shapes.items():
+        reply = requests.post(solo + path, json=big, timeout=30)
+        assert reply.status_code == 413 and "max_message_bytes (65536 bytes)" in reply.text and shaped(reply.json())
 
 
 # ---- the one status map ------------------------------------------------------------------------------------------
