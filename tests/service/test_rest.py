@@ -290,7 +290,7 @@ def test_a_body_over_max_message_bytes_is_413(url: str) -> None:
 
 def test_unknown_paths_and_methods(url: str) -> None:
     assert requests.get(url + "/v2/models/classifier/infer", timeout=10).status_code == 405
-    assert requests.get(url + "/v1/models/classifier", timeout=10).status_code == 404
+    assert requests.get(url + "/v3/models/classifier", timeout=10).status_code == 404  # (/v1/models: OpenAI's)
     _still_serving(url)
 
 
