@@ -79,8 +79,10 @@ class Settings:
     default_timeout_ms: float = _doc(
         "The time budget of a call that sends none (no gRPC deadline, V2 'timeout' parameter or "
         "x-request-timeout-ms header), sized for batch clients: it is admitted by it and answered "
-        "DEADLINE_EXCEEDED (504) if still queued when it runs out; 0: no time bound (max_queue_items alone).",
-        default=30000.0,
+        "DEADLINE_EXCEEDED (504) if still queued when it runs out; 0: no time bound (max_queue_items alone). 600 s is "
+        "how long the OpenAI SDK waits by default; 30 s refused 2,048-text MiniLM calls outright on a busy 2-core "
+        "machine (each ~30 s of work there), and max_queue_items bounds the queue well before 600 s.",
+        default=600000.0,
     )
     max_batch_tokens: int = _doc("Most padded tokens (texts x longest) in one batch.", default=1024)
     bulk_min_texts: int = _doc(

@@ -42,8 +42,8 @@ class LoadSpec:
     """Arrivals per second (open loop)."""
     max_outstanding: int = 512
     """Open loop: arrivals beyond this many calls in flight are skipped (and counted), not queued."""
-    timeout_s: float = 10.0
-    """gRPC deadline of every call."""
+    timeout_s: float | None = 10.0
+    """Deadline of every call (gRPC's; a REST client's own timeout); None: none, as batch clients call."""
     drain_s: float = 5.0
     max_requests: int = 0
     """Stop the window after this many counted calls (0 = no limit)."""

@@ -13,7 +13,7 @@
 //   max_texts_per_request and the message size, not by the queue.
 // - every call has a time budget: the deadline it sent (a gRPC deadline, the V2 `timeout` parameter, the HTTP
 //   x-request-timeout-ms header), else the server's default_timeout_s from its arrival (CallWork::default_budget;
-//   sized for batch clients, 30 s). One rule for both: admitted when the queued and running work plus its own should
+//   sized for batch clients, 600 s). One rule for both: admitted when the queued and running work plus its own should
 //   finish within kDeadlineShare of the time it has left, refused at once (RESOURCE_EXHAUSTED) otherwise, an idle
 //   engine included. With default_timeout_s 0 a call without a deadline has no time bound, only the memory bound.
 // Every RESOURCE_EXHAUSTED carries the work ahead's drain time as its retry hint.

@@ -38,7 +38,7 @@ namespace ortserve {
 struct BatcherSettings {
   BatchPolicy policy;
   int max_queue_items = 4096;
-  double default_timeout_s = 30;  // the time budget of a call that sends no deadline; 0: none (admission.h)
+  double default_timeout_s = 600;  // the time budget of a call that sends no deadline; 0: none (admission.h)
   int bulk_min_texts = 256;       // a call of this many texts or more is bulk (batch_policy.h ChooseNext); 0: none
   int engine_concurrency = 2;
 };
