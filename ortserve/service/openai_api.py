@@ -26,6 +26,7 @@ from ortserve.service.text_calls import (
     api_route,
     json_response,
     probabilities,
+    prompted,
     refuse_unsupported,
     texts_of,
 )
@@ -69,6 +70,7 @@ class OpenAiApi:
             raise ApiError.invalid(f"'encoding_format' must be 'float' or 'base64', got {encoding!r}",
                                    "encoding_format")
         refuse_unsupported(doc, served)
+        texts = prompted(doc, served, texts)
         answer = await self._calls.run(request, served, texts)
         tokens = await self._calls.count_tokens(answer, texts)
         rows = answer.values

@@ -38,6 +38,7 @@ from ortserve.service.text_calls import (
     normalized,
     positive_int,
     probabilities,
+    prompted,
     refuse_unsupported,
     texts_of,
 )
@@ -81,7 +82,7 @@ class TeiApi:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not an embedding "
                                    "model", "model")
         refuse_unsupported(doc, served)
-        answer = await self._calls.run(request, served, texts)
+        answer = await self._calls.run(request, served, prompted(doc, served, texts))
         values = normalized(answer.values) if normalize else answer.values
         return json_response(values, headers=_headers(answer.request_id, answer.version))
 

@@ -127,6 +127,13 @@ class ServedModel:
     def reranker(self) -> bool:
         return bool(self.output.score)
 
+    @property
+    def prompts(self) -> dict[str, str]:
+        """The prompts its bundle keeps by name (an imported sentence-transformers model's); {} for none."""
+        imported = self.instance.manifest.imported
+        prompts = imported.details.get("prompts") if imported is not None else None
+        return dict(prompts) if isinstance(prompts, dict) else {}
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -310,16 +317,29 @@ def positive_int(doc: Mapping[str, Any], key: str) -> int | None:
 
 
 def refuse_unsupported(doc: Mapping[str, Any], served: ServedModel) -> None:
-    """`dimensions` (Matryoshka truncation) and `prompt_name` are refused with a message saying why; `dimensions`
-    equal to the model's width is no truncation and is taken."""
+    """`dimensions` (Matryoshka truncation) is refused with a message saying why: no bundle records that its model
+    was trained to be truncated; `dimensions` equal to the model's width is no truncation and is taken."""
     dimensions = doc.get("dimensions")
     if dimensions is not None and dimensions != served.output.columns:
         raise ApiError.invalid(f"'dimensions' {dimensions!r} is refused: model '{served.name}' answers "
                                f"{served.output.columns} dimensions and its bundle does not say it was trained to "
                                "be truncated (Matryoshka); leave 'dimensions' out", "dimensions")
-    if doc.get("prompt_name") is not None:
-        raise ApiError.invalid("'prompt_name' is not supported: this server applies no prompts; put the prompt "
-                               "in front of each text", "prompt_name")
+
+
+def prompted(doc: Mapping[str, Any], served: ServedModel, texts: list[str]) -> list[str]:
+    """The texts, each after the prompt the call names in `prompt_name` (as sentence-transformers' `encode(...,
+    prompt_name=)` puts it: the prompt's text, then the text), or as they are when it names none. ApiError 400 for a
+    name the model's bundle does not keep, listing those it does."""
+    name = doc.get("prompt_name")
+    if name is None:
+        return texts
+    prompts = served.prompts
+    if not isinstance(name, str) or name not in prompts:
+        known = ", ".join(repr(n) for n in sorted(prompts))
+        raise ApiError.invalid(f"'prompt_name' {name!r} is not a prompt of model '{served.name}' " + (
+            f"(its prompts: {known})" if known else "(its bundle keeps no prompts: put the prompt in front of each "
+            "text)"), "prompt_name")
+    return [prompts[name] + text for text in texts]
 
 
 def normalized(values: np.ndarray) -> np.ndarray:

@@ -20,6 +20,7 @@ import asyncio
 import base64
 import contextlib
 import io
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ TEXTS = ["The battery died after two days.", "ok", "Das Akku hält eine Woche, s
          "a long one: " + " ".join(["the battery kept going, day after day, and nobody could believe it"] * 4)]
 EMBED_MAX_SEQ_LEN = 32
 MODELS = ("embed", "rerank", "classify")
+PROMPTS = {"query": "query: ", "passage": "passage: "}
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +54,9 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("client-apis")
     embed = make_sentence_transformer(root / "st", "bert", pooling="mean", normalize=True,
                                       max_seq_length=EMBED_MAX_SEQ_LEN, seed=21)
+    st_config = embed / "config_sentence_transformers.json"  # prompts by name, none by default
+    config = json.loads(st_config.read_text()) if st_config.is_file() else {}
+    st_config.write_text(json.dumps({**config, "prompts": PROMPTS, "default_prompt_name": None}))
     scorer = make_checkpoint(root / "ce-ck", "bert", labels=("score",), seed=22)
     CrossEncoder(str(scorer), device="cpu").save(str(root / "ce"))  # the CrossEncoder layout (sigmoid)
     classify = make_checkpoint(root / "cls", "bert", labels=("negative", "positive"), seed=23)
@@ -219,7 +224,8 @@ OPENAI_BAD = [
     ("a classifier", {"model": "classify", "input": "x"}, 400, "model", "not an embedding model"),
     ("encoding", {"model": "embed", "input": "x", "encoding_format": "int8"}, 400, "encoding_format", "'float'"),
     ("dimensions", {"model": "embed", "input": "x", "dimensions": 8}, 400, "dimensions", "Matryoshka"),
-    ("prompt_name", {"model": "embed", "input": "x", "prompt_name": "query"}, 400, "prompt_name", "no prompts"),
+    ("prompt_name", {"model": "embed", "input": "x", "prompt_name": "title"}, 400, "prompt_name",
+     "'prompt_name' 'title' is not a prompt of model 'embed' (its prompts: 'passage', 'query')"),
 ]
 
 
@@ -491,6 +497,34 @@ def test_a_body_past_max_message_bytes_is_413_in_each_apis_shape(solo: str) -> N
     for path, shaped in shapes.items():
         reply = requests.post(solo + path, json=big, timeout=30)
         assert reply.status_code == 413 and "max_message_bytes (65536 bytes)" in reply.text and shaped(reply.json())
+
+
+def test_prompts_kept_at_import_and_chosen_per_call(url: str, sources: dict[str, Path], bundles: dict[str, Path],
+                                                   inference_client: Any) -> None:
+    """The checkpoint's prompts are kept in the bundle; `prompt_name` puts one before each text, as
+    sentence-transformers' encode(prompt_name=...) does, on the OpenAI, TEI and HF routes."""
+    from openai import OpenAI
+    from sentence_transformers import SentenceTransformer
+
+    from ortserve.registry.bundle import load_manifest
+
+    imported = load_manifest(bundles["embed"]).imported
+    assert imported is not None and imported.details["prompts"] == PROMPTS
+    model = SentenceTransformer(str(sources["embed"]), device="cpu")
+    expected = {name: model.encode(TEXTS, prompt_name=name, convert_to_numpy=True, show_progress_bar=False)
+                for name in PROMPTS}
+    prompted = {name: [prompt + text for text in TEXTS] for name, prompt in PROMPTS.items()}
+    client = OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+    reply = client.embeddings.create(model="embed", input=TEXTS, extra_body={"prompt_name": "query"})
+    assert_same_embeddings([d.embedding for d in reply.data], url, prompted["query"], expected["query"])
+    assert reply.usage.prompt_tokens == int(model.tokenize(prompted["query"])["attention_mask"].sum())
+    tei = requests.post(f"{url}/embed", json={"model": "embed", "inputs": TEXTS, "prompt_name": "passage"},
+                        timeout=30).json()
+    assert_same_embeddings(tei, url, prompted["passage"], expected["passage"])
+    hf = inference_client(base_url=f"{url}/models/embed").feature_extraction(TEXTS[0], prompt_name="query")
+    assert_same_embeddings(hf, url, prompted["query"][:1], expected["query"][:1])
+    plain = np.asarray([d.embedding for d in client.embeddings.create(model="embed", input=TEXTS).data])
+    assert np.abs(plain - expected["query"]).max() > 1e-3  # the prompt changes the answer: the parity above means it
 
 
 # ---- the one status map ------------------------------------------------------------------------------------------

@@ -111,6 +111,9 @@ class Checkpoint:
     """A one-label classifier of pairs (a reranker): "sigmoid" or "identity", what CrossEncoder applies."""
     cross_encoder: bool = False
     """The directory is in sentence-transformers' CrossEncoder layout."""
+    prompts: tuple[tuple[str, str], ...] = ()
+    """(name, text) per prompt a sentence-transformers directory names (config_sentence_transformers.json's
+    `prompts`): kept in the bundle, and put before a text whose call asks for it by name (`prompt_name`)."""
 
     @property
     def classifier(self) -> bool:
@@ -150,11 +153,12 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
         raise CheckpointError(f"{root}: not a directory (give the directory save_pretrained wrote)")
     st_pooling: Pooling | None = None
     lowercase = False
+    prompts: tuple[tuple[str, str], ...] = ()
     model_dir = root
     if cross_encoder is not None:
         _check_cross_encoder_modules(root)
     elif (root / "modules.json").is_file():
-        model_dir, st_pooling, lowercase = _sentence_transformers(root)
+        model_dir, st_pooling, lowercase, prompts = _sentence_transformers(root)
     config = _config(model_dir)
     weights = tuple(model_dir / name for name in WEIGHT_FILES if (model_dir / name).is_file())
     if not weights:
@@ -215,6 +219,7 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
         chosen_pooling = Pooling(modes=(pooling or "mean",), normalize=True)
     return Checkpoint(path=root, model_dir=model_dir, layout=layout, config=config, architecture=architecture,
                       class_name=class_name, task=EMBED, pooling=chosen_pooling, lowercase=lowercase,
+                      prompts=prompts,
                       weights=weights)
 
 
@@ -327,8 +332,9 @@ def _labels(model_dir: Path, config: Mapping[str, Any]) -> tuple[tuple[str, ...]
     return labels, warnings
 
 
-def _sentence_transformers(root: Path) -> tuple[Path, Pooling, bool]:
-    """The Transformer module's directory, the pooling, and whether texts are lowercased first."""
+def _sentence_transformers(root: Path) -> tuple[Path, Pooling, bool, tuple[tuple[str, str], ...]]:
+    """The Transformer module's directory, the pooling, whether texts are lowercased first, and the prompts by
+    name."""
     modules = _json_list(root / "modules.json")
     kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
     if not kinds or kinds[0] != "Transformer" or "Pooling" not in kinds:
@@ -349,16 +355,22 @@ def _sentence_transformers(root: Path) -> tuple[Path, Pooling, bool]:
     modes = _pooling_modes(pool, pooling_dir / "config.json")
     st_config = model_dir / "sentence_bert_config.json"
     lowercase = bool(_json(st_config).get("do_lower_case", False)) if st_config.is_file() else False
-    prompts = root / "config_sentence_transformers.json"
-    if prompts.is_file():
-        data = _json(prompts)
+    st_file = root / "config_sentence_transformers.json"
+    prompts: dict[str, str] = {}
+    if st_file.is_file():
+        data = _json(st_file)
+        named = data.get("prompts") or {}
+        if not isinstance(named, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in named.items()):
+            raise CheckpointError(f"{st_file}: prompts must be an object of strings (a prompt's name: its text)")
+        prompts = dict(named)
         name = data.get("default_prompt_name")
-        prompt = (data.get("prompts") or {}).get(name) if name else None
+        prompt = prompts.get(name) if name else None
         if prompt:
-            raise CheckpointError(f"{prompts}: sentence-transformers puts the default prompt {prompt!r} before every "
-                                  "text, which a bundle cannot do: unset default_prompt_name, and send the prompt "
-                                  "with the text")
-    return model_dir, Pooling(modes=modes, normalize=rest == ["Normalize"]), lowercase
+            # Every call would have to carry it, V2 ones too: the bundle keeps the prompts, chosen per call by name.
+            raise CheckpointError(f"{st_file}: sentence-transformers puts the default prompt {prompt!r} before every "
+                                  "text, which a bundle cannot do: unset default_prompt_name, and ask for the prompt "
+                                  "by name (prompt_name) or send it with the text")
+    return model_dir, Pooling(modes=modes, normalize=rest == ["Normalize"]), lowercase, tuple(sorted(prompts.items()))
 
 
 def _json_list(path: Path) -> list[dict[str, Any]]:

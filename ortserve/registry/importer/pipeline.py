@@ -267,6 +267,8 @@ def _manifest(checkpoint: Checkpoint, model: torch_side.TorchModel, parity: Pari
         assert checkpoint.pooling is not None
         kind = {"format": EMBEDDING_FORMAT, "dim": model.columns}
         task = {"task": "embed", "pooling": list(checkpoint.pooling.modes), "normalize": checkpoint.pooling.normalize}
+        if checkpoint.prompts:  # sentence-transformers' prompts, by name: a call asks for one (`prompt_name`)
+            task["prompts"] = dict(checkpoint.prompts)
     tools = {**model.tools, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
              "tokenizers": tokenizers.__version__}
     verdict = parity.runs[0]
