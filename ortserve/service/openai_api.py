@@ -1,7 +1,8 @@
 """OpenAI's embeddings API on the HTTP port, for the OpenAI SDK, LangChain's `OpenAIEmbeddings(base_url=...)`,
 LlamaIndex and any client of `/v1/embeddings`:
 
-    POST /v1/embeddings          {"input": str | [str], "model", "encoding_format": "float" | "base64"}
+    POST /v1/embeddings          {"input": str | [str], "model", "encoding_format": "float" | "base64",
+                                  "prompt_name"}
     GET  /v1/models              the served models
     GET  /v1/models/{model}      one of them
     POST /v1/classify, /classify {"input": str | [str], "model"}: a classifier's labels and probabilities, in vLLM's

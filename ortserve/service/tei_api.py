@@ -1,7 +1,7 @@
 """Hugging Face Text Embeddings Inference's routes on the HTTP port, with TEI's request and reply shapes, for TEI
 clients and `huggingface_hub.InferenceClient`:
 
-    POST /embed      {"inputs": str | [str], "normalize": true, "truncate"}           -> [[float]]
+    POST /embed      {"inputs": str | [str], "normalize": true, "truncate", "prompt_name"} -> [[float]]
     POST /rerank     {"query", "texts": [str], "raw_scores": false, "return_text"}    -> [{"index", "score", "text"}]
     POST /predict    {"inputs": str | [a, b] | [[str] | [a, b]], "raw_scores": false}  -> [{"score", "label"}] (a batch:
                                                                                           one such list per input)

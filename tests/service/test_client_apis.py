@@ -10,6 +10,7 @@ registry, and a server of the embedder alone (a call that names no model):
 - TEI's /embed, /rerank, /predict, /tokenize, /info, and huggingface_hub's `InferenceClient.feature_extraction` and
   `text_classification` (the HF Inference API's /models/{model}, and TEI's /embed): equal to the V2 path's, to
   sentence-transformers' and CrossEncoder's, the tokens to transformers' tokenizer's;
+- vLLM's /v1/classify; prompts kept at import and chosen per call (`prompt_name`) equal to encode(prompt_name=);
 - every API's bad calls (bad JSON, wrong types, unknown model, empty input, ...) get that API's error shape and the V2
   REST status, never a trace; a call is a V2 call: its `request` line, its x-request-id.
 """
