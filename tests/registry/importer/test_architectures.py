@@ -13,7 +13,7 @@ import pytest
 from support.hf_checkpoints import ARCHITECTURES, TASKS
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN as MAX_SEQ_LEN
 
-from ortserve.registry.accuracy import make_batches, open_session, run_outputs
+from ortserve.registry.accuracy import builtin_eval_set, make_batches, open_session, run_outputs
 from ortserve.registry.bundle import validate_bundle
 from ortserve.registry.importer import LOGIT_TOLERANCE, MIN_COSINE, ImportResult
 from ortserve.registry.importer.architectures import SUPPORTED
@@ -58,7 +58,7 @@ def test_parity_with_pytorch_is_recorded(imported: dict[Key, ImportResult], key:
     result = imported[key]
     parity = result.parity
     assert parity.passed and parity.tokenizer_mismatches == 0
-    assert parity.long_texts == 3 and len(parity.texts) == 334 + 3  # the built-in corpus + 3 past max_seq_len
+    assert parity.long_texts == 3 and len(parity.texts) == len(builtin_eval_set().texts) + 3  # + 3 past max_seq_len
     for run in parity.runs:
         assert run.non_finite == 0
         if key[1] == "classify":
