@@ -24,8 +24,8 @@ The built-in corpus (`eval_corpus.txt`, beside this file, one text per line) is 
 decisive ones (about 1,500 for the MiniLM demo) to prove 0.99 with a few disagreements: English reviews of products,
 apps, places, films, books and services, news, technical notes, logs and errors, workplace and family statements,
 chat, questions and support emails, from one word to about 140; the same kinds in German, French, Spanish, Italian,
-Portuguese and Dutch; Japanese, Chinese, Russian, Arabic and Korean at some length, and a few lines in each of 25
-other languages (Greek, Hebrew, Devanagari, Thai, Tamil, Georgian, ...); and odd input that real traffic has
+Portuguese and Dutch; Japanese, Chinese, Russian, Arabic and Korean at some length, and a few lines in each of more
+than 25 other languages (Greek, Hebrew, Devanagari, Thai, Tamil, Georgian, ...); and odd input that real traffic has
 (codes, URLs, SQL, emoji, typos, repetition, mixed languages). `onnxruntime` and `tokenizers` are imported inside
 the calls, so importing this module stays cheap.
 """
