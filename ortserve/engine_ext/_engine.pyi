@@ -542,12 +542,12 @@ class ServedVersion:
 
     def __init__(self, model: str, version: str, *, text_model: TextModel, settings: BatcherSettings, lanes: Lanes, events: EventSink) -> None: ...
 
-    def submit_async(self, texts: object, timeout_s: float | None, completions: Completions, token: int, pairs: object | None = None) -> SubmittedCall:
+    def submit_async(self, texts: object, timeout_s: float | None, completions: Completions, token: int, pairs: object | None = None, bulk: bool | None = None) -> SubmittedCall:
         """
-        Tokenize (GIL released) and queue; the answer arrives in `completions` under `token`. `pairs`: one second text per text (a cross-encoder's), or None.
+        Tokenize (GIL released) and queue; the answer arrives in `completions` under `token`. `pairs`: one second text per text (a cross-encoder's), or None; `bulk`: the call's priority, None: by its size.
         """
 
-    def submit_ids_async(self, ids: object, timeout_s: float | None, completions: Completions, token: int, tokenize_s: float = 0.0, seconds: Sequence[int] = []) -> SubmittedCall:
+    def submit_ids_async(self, ids: object, timeout_s: float | None, completions: Completions, token: int, tokenize_s: float = 0.0, seconds: Sequence[int] = [], bulk: bool | None = None) -> SubmittedCall:
         """
         Queue texts tokenized by the caller (one int64 array per text; `seconds`: per pair where its second text begins, or empty); the answer arrives in `completions`.
         """
@@ -557,7 +557,7 @@ class ServedVersion:
         Blocking: (code name, message, output float32 [n, columns] | None, {tokenize_s, queue_s, engine_s, batch_size, retry_after_s}).
         """
 
-    def submit(self, texts: object, timeout_s: float | None = None, run_here: bool = False, pairs: object | None = None) -> Ticket:
+    def submit(self, texts: object, timeout_s: float | None = None, run_here: bool = False, pairs: object | None = None, bulk: bool | None = None) -> Ticket:
         """
         Queue the call and return its Ticket at once; run_here: a lone call on the wide session runs on this thread first (GIL released), as the gRPC front end's calls do.
         """
@@ -699,7 +699,13 @@ class DecodedCall:
     def routing_key(self) -> str:
         """the routing_key parameter; '' when absent"""
 
-def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None = None) -> DecodedCall:
+    @property
+    def bulk(self) -> bool | None:
+        """
+        the priority parameter: True for bulk, False for interactive, None when absent (the batcher decides by the call's size)
+        """
+
+def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None = None, priority: object | None = None) -> DecodedCall:
     """
     The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: [(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a parameter: None when absent, else (WhichOneof('parameter_choice'), value).
     """

@@ -22,7 +22,8 @@ def call_from(request: pb.ModelInferRequest, headers: Mapping[str, str], deadlin
                  for out in request.outputs],
         raw_input_contents=list(request.raw_input_contents),
         scores=param(request.parameters, "scores"), routing_key=param(request.parameters, "routing_key"),
-        aggregation=param(request.parameters, "aggregation"), headers=headers, deadline=deadline, transport="grpc")
+        aggregation=param(request.parameters, "aggregation"), priority=param(request.parameters, "priority"),
+        headers=headers, deadline=deadline, transport="grpc")
 
 
 def reply_message(reply: InferReply) -> pb.ModelInferResponse:

@@ -88,7 +88,8 @@ class Settings:
     bulk_min_texts: int = _doc(
         "A call of this many texts or more is bulk (an indexing job's): its texts always queue and are batched only "
         "while no interactive call's are waiting, so a search query beside a bulk job waits for at most one short "
-        "run per lane, not for the job; 0: every call is interactive.",
+        "run per lane, not for the job; 0: every call is interactive. A call's `priority` request parameter "
+        "('interactive' or 'bulk') overrides its size.",
         default=256,
     )
     bulk_batch_tokens: int = _doc(

@@ -205,15 +205,16 @@ class VersionBatcher:
         return int(self.native.queue_depth)
 
     async def infer(self, texts: Sequence[str], *, deadline: float | None = None,
-                    pairs: Sequence[str] | None = None) -> InferResult:
+                    pairs: Sequence[str] | None = None, bulk: bool | None = None) -> InferResult:
         """The version's output for `texts`, in order (with `pairs`: for each text and its second text, one row
-        each). `deadline` is in `time.monotonic()` seconds."""
+        each). `deadline` is in `time.monotonic()` seconds; `bulk` the call's priority (None: by its size)."""
         native, instance = self.native, self._instance
         inline = instance.tokenizes_inline(texts if pairs is None else [*texts, *pairs])
         tokens: list[TokenEncoding] | None = None
         if self._tokenizes and inline:  # microseconds: cheaper here than a thread hop
             future, call = self._plane.submit(
-                lambda token: native.submit_async(texts, _left(deadline), self._plane.completions, token, pairs))
+                lambda token: native.submit_async(texts, _left(deadline), self._plane.completions, token, pairs,
+                                                  bulk))
         else:
             refusal = native.refusal(len(texts), _left(deadline))
             if refusal is not None:  # refused as the queue stands: not worth tokenizing (submitting checks again)
@@ -233,7 +234,7 @@ class VersionBatcher:
             tokenize_s = time.monotonic() - started
             future, call = self._plane.submit(
                 lambda token: native.submit_ids_async(ids, _left(deadline), self._plane.completions, token,
-                                                      tokenize_s, seconds))
+                                                      tokenize_s, seconds, bulk))
         try:
             code, message, output, timings = await future
         except asyncio.CancelledError:

@@ -84,6 +84,8 @@ class InferCall:
     scores: Param = None
     routing_key: Param = None
     aggregation: Param = None
+    priority: Param = None
+    """"interactive" or "bulk" (the batcher's classes); None: by the call's size (bulk_min_texts)."""
     headers: Mapping[str, str] = field(default_factory=dict)
     """Lower-case names: x-request-id, x-routing-key and the trace headers (TRACE_HEADERS)."""
     deadline: float | None = None
@@ -152,7 +154,8 @@ class Inference:
                 assert lv.batcher is not None and lv.instance is not None  # READY versions always have both
                 served = ServedOutput.of(lv.instance.manifest)
                 check_outputs(decoded, served, call.model)
-                result = await lv.batcher.infer(decoded.texts, deadline=call.deadline, pairs=decoded.pairs)
+                result = await lv.batcher.infer(decoded.texts, deadline=call.deadline, pairs=decoded.pairs,
+                                                bulk=decoded.bulk)
             tensors = encode_tensors(decoded, served, result.outputs, result.tokens)
             record.answered(result)
             self._finish(record, started, "OK", call.transport)
@@ -220,7 +223,7 @@ def decode(call: InferCall, *, max_texts_per_request: int) -> Any:
     routing_key), or InvalidArgument naming the first rule it breaks."""
     try:
         return engine_ext.decode_call(call.inputs, call.outputs, call.raw_input_contents, call.scores,
-                                      call.routing_key, max_texts_per_request, call.aggregation)
+                                      call.routing_key, max_texts_per_request, call.aggregation, call.priority)
     except engine_ext.WireError as e:
         raise InvalidArgument(str(e)) from None
 

@@ -542,3 +542,24 @@ def test_a_bulk_call_on_an_idle_engine_runs_in_short_batches(model: Model) -> No
         runs = batches(events)
     assert sum(b.texts for b in runs) == len(job) and len(runs) > 1
     assert all(b.lane != "wide" for b in runs)  # queued, never a lone run holding the wide session
+
+
+def test_the_caller_s_priority_overrides_the_call_s_size(model: Model) -> None:
+    """priority=bulk makes a one-text call bulk (queued behind an interactive one); priority=interactive makes a
+    call of bulk_min_texts texts interactive (one lone run on the wide session)."""
+    with running_lanes(lanes=1) as lanes:
+        events = EventSink()
+        version = make_version(model, lanes, events, engine_concurrency=1, bulk_min_texts=8)
+        blocker = hold_engine(version, lanes)
+        marked = version.submit(["marked bulk"], bulk=True)
+        query = version.submit(["a query"])
+        lanes.resume()
+        check_ok(model, ["a query"], query.wait(WAIT))
+        check_ok(model, ["marked bulk"], marked.wait(WAIT))
+        blocker.wait(WAIT)
+        assert [b.texts for b in batches(events)] == [1, 1, 1]  # blocker, query, then the bulk one
+        big = [f"text {i}" for i in range(8)]
+        check_ok(model, big, version.submit(big, bulk=False).wait(WAIT))
+        (run,) = batches(events)
+    assert run.texts == 8 and run.lane == "wide"  # interactive: a lone call, one run
+

@@ -929,6 +929,26 @@ def _with_pairs(request: pb.ModelInferRequest, pairs: list[str], *, shape: list[
     return request
 
 
+@pytest.mark.parametrize(("value", "bulk"), [(None, None), ("bulk", True), ("interactive", False)])
+def test_the_priority_parameter_names_the_batcher_s_class(value: str | None, bulk: bool | None) -> None:
+    request = _request(["a"])
+    if value is not None:
+        request.parameters["priority"].string_param = value
+    assert _decode(request, max_texts_per_request=4).bulk is bulk
+
+
+@pytest.mark.parametrize(("set_it", "message"), [
+    (lambda p: setattr(p, "string_param", "urgent"), "request parameter 'priority' must be 'interactive' or 'bulk', "
+                                                     "got 'urgent'"),
+    (lambda p: setattr(p, "int64_param", 1), "request parameter 'priority' must be a string (string_param), got "
+                                             "int64_param")])
+def test_a_bad_priority_is_refused_naming_the_choices(set_it: Any, message: str) -> None:
+    request = _request(["a"])
+    set_it(request.parameters["priority"])
+    with pytest.raises(InvalidArgument, match=re.escape(message)):
+        _decode(request, max_texts_per_request=4)
+
+
 def test_pairs_are_decoded_query_first_one_per_text_or_one_for_all() -> None:
     """A row is (TEXT_PAIR's element, TEXT's): the query first, as cross-encoders are trained; `texts` holds the
     queries, `pairs` TEXT's elements, and there is one row per element of TEXT."""

@@ -2,7 +2,9 @@
 
 - a call of 2,048 texts (max_texts_per_request's default: OpenAI's limit; LangChain sends 1,000) is answered in
   order, equal to the same texts sent as 16 calls of 128 (the batcher runs it in its batches of max_batch_size);
-- one text more is INVALID_ARGUMENT (gRPC) / 400 (REST) naming the bound, and the server serves on.
+- one text more is INVALID_ARGUMENT (gRPC) / 400 (REST) naming the bound, and the server serves on;
+- the `priority` request parameter ("interactive" or "bulk") is taken over both transports, a bad one refused naming
+  the choices (its effect on the order of runs: tests/dataplane/test_batcher.py).
 """
 
 from __future__ import annotations
@@ -67,3 +69,29 @@ def test_one_text_past_the_bound_is_refused_naming_it(large: ServerProcess) -> N
         rest = requests.post(f"http://127.0.0.1:{large.http_port}/v2/models/classifier/infer", json=body, timeout=60)
         assert rest.status_code == 400 and f"more than the maximum of {BOUND} per request" in rest.json()["error"]
         assert logits_of(stub.ModelInfer(infer_request(["still serving"]), timeout=60)).shape[0] == 1
+
+
+def test_the_priority_parameter_over_both_transports(large: ServerProcess) -> None:
+    sent = texts(4)
+    channel, stub = stub_for(large.address)
+    with channel:
+        expected = logits_of(stub.ModelInfer(infer_request(sent), timeout=60))
+        for value in ("bulk", "interactive"):
+            request = infer_request(sent)
+            request.parameters["priority"].string_param = value
+            np.testing.assert_allclose(logits_of(stub.ModelInfer(request, timeout=60)), expected, atol=1e-6)
+        request = infer_request(sent)
+        request.parameters["priority"].string_param = "urgent"
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.ModelInfer(request, timeout=60)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "request parameter 'priority' must be 'interactive' or 'bulk', got 'urgent'" in refused.value.details()
+    url = f"http://127.0.0.1:{large.http_port}/v2/models/classifier/infer"
+    body = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [4], "data": sent}]}
+    ok = requests.post(url, json={**body, "parameters": {"priority": "bulk"}}, timeout=60)
+    assert ok.status_code == 200
+    np.testing.assert_allclose(np.asarray(ok.json()["outputs"][0]["data"]).reshape(expected.shape), expected,
+                               atol=1e-6)
+    bad = requests.post(url, json={**body, "parameters": {"priority": 3}}, timeout=60)
+    assert bad.status_code == 400 and "request parameter 'priority' must be a string" in bad.json()["error"]
+

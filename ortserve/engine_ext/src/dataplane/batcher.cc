@@ -79,7 +79,8 @@ Batcher::Batcher(std::string model, std::string version, TextModel text_model, B
 Batcher::~Batcher() { Close(); }
 
 CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::optional<Clock::time_point> deadline,
-                           InferDone done, bool may_run_here, const std::vector<std::string_view>& pairs) {
+                           InferDone done, bool may_run_here, const std::vector<std::string_view>& pairs,
+                           std::optional<bool> bulk) {
   State& s = *state_;
   if (!pairs.empty() && pairs.size() != texts.size()) {
     done(Failed(Code::kInternal, "Submit: " + std::to_string(texts.size()) + " texts and " +
@@ -115,12 +116,13 @@ CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::opti
     for (size_t i = 0; i < texts.size(); ++i) seconds[i] = s.model.tokenizer->EncodePair(texts[i], pairs[i], ids[i]);
   }
   const double tokenize_s = std::chrono::duration<double>(Clock::now() - started).count();
-  return Enqueue(std::move(ids), std::move(seconds), deadline, default_budget, std::move(done), tokenize_s,
+  return Enqueue(std::move(ids), std::move(seconds), deadline, default_budget, bulk, std::move(done), tokenize_s,
                  may_run_here, /*submitting=*/true);
 }
 
 CallHandle Batcher::SubmitIds(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
-                              InferDone done, double tokenize_s, std::vector<int> seconds) {
+                              InferDone done, double tokenize_s, std::vector<int> seconds,
+                              std::optional<bool> bulk) {
   if (!seconds.empty() && seconds.size() != ids.size()) {
     done(Failed(Code::kInternal, "SubmitIds: " + std::to_string(ids.size()) + " rows and " +
                                      std::to_string(seconds.size()) + " second-text starts"));
@@ -131,13 +133,14 @@ CallHandle Batcher::SubmitIds(std::vector<std::vector<int64_t>> ids, std::option
   }
   const bool default_budget = !deadline && state_->settings.default_timeout_s > 0;
   deadline = Budget(deadline, state_->settings.default_timeout_s, Clock::now());
-  return Enqueue(std::move(ids), std::move(seconds), deadline, default_budget, std::move(done), tokenize_s,
+  return Enqueue(std::move(ids), std::move(seconds), deadline, default_budget, bulk, std::move(done), tokenize_s,
                  /*may_run_here=*/false, /*submitting=*/false);
 }
 
 CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds,
-                            std::optional<Clock::time_point> deadline, bool default_budget, InferDone done,
-                            double tokenize_s, bool may_run_here, bool submitting) {
+                            std::optional<Clock::time_point> deadline, bool default_budget,
+                            std::optional<bool> bulk, InferDone done, double tokenize_s, bool may_run_here,
+                            bool submitting) {
   State& s = *state_;
   const int n = static_cast<int>(ids.size());
   const std::vector<int> lengths = Lengths(ids);
@@ -146,7 +149,7 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
   call->done = std::move(done);
   call->deadline = deadline;
   call->default_budget = default_budget;
-  call->bulk = s.settings.bulk_min_texts > 0 && n >= s.settings.bulk_min_texts;
+  call->bulk = bulk.value_or(s.settings.bulk_min_texts > 0 && n >= s.settings.bulk_min_texts);
   const Clock::time_point now = Clock::now();
 
   Answers answers;

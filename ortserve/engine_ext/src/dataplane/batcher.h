@@ -57,13 +57,16 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
   // included), saving the wake of a sleeping wide thread; at most one such run per Lanes at a time, none while
   // they are paused or stopping. For callers whose thread may block for one run (the gRPC front end).
   // `pairs`: empty, or one second text per text (a cross-encoder's pairs: tokenized as one row each,
-  // WordPiece::EncodePair, and counted as one row by admission and batching).
+  // WordPiece::EncodePair, and counted as one row by admission and batching). `bulk`: the caller's priority
+  // (DecodedCall::bulk); nullopt: bulk when the call has bulk_min_texts texts or more.
   CallHandle Submit(const std::vector<std::string_view>& texts, std::optional<Clock::time_point> deadline,
-                    InferDone done, bool may_run_here = false, const std::vector<std::string_view>& pairs = {});
+                    InferDone done, bool may_run_here = false, const std::vector<std::string_view>& pairs = {},
+                    std::optional<bool> bulk = std::nullopt);
   // Submit for texts tokenized by the caller (`tokenize_s`: what that took, reported in the result). `seconds`:
   // empty, or per row where a pair's second text begins (engine_run.h Row).
   CallHandle SubmitIds(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
-                       InferDone done, double tokenize_s = 0, std::vector<int> seconds = {});
+                       InferDone done, double tokenize_s = 0, std::vector<int> seconds = {},
+                       std::optional<bool> bulk = std::nullopt);
   // What Submit would answer at once for `n` texts of one token each with `deadline` as the queue stands, or
   // nullopt when it would admit them: a lower bound on the work, so that a caller that tokenizes elsewhere skips
   // that work for a call that would be refused anyway. Submit checks again, with the texts' tokens.
@@ -86,8 +89,8 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
   // call was counted in State::submitting while it tokenized.
   // `deadline`: the call's budget (Budget), `default_budget` whether it is the server's default.
   CallHandle Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds,
-                     std::optional<Clock::time_point> deadline, bool default_budget, InferDone done,
-                     double tokenize_s, bool may_run_here, bool submitting);
+                     std::optional<Clock::time_point> deadline, bool default_budget, std::optional<bool> bulk,
+                     InferDone done, double tokenize_s, bool may_run_here, bool submitting);
 
   const std::string model_;
   const std::string version_;

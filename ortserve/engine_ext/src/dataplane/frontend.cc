@@ -186,7 +186,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     // threads keep serving meanwhile, and Finish before this handler returns is allowed.
     auto handle = s_.version->batcher().Submit(
         texts, SteadyDeadline(*s_.ctx), [this](InferResult&& result) { Done(std::move(result)); },
-        /*may_run_here=*/true, s_.decoded.pairs);
+        /*may_run_here=*/true, s_.decoded.pairs, s_.decoded.bulk);
     std::lock_guard<std::mutex> lock(mutex_);
     handle_ = std::move(handle);
   }

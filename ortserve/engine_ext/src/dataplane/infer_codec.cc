@@ -64,6 +64,7 @@ WireRequest ToWire(const inference::ModelInferRequest& request) {
   wire.scores = Param(request.parameters(), kScoresParam);
   wire.routing_key = Param(request.parameters(), kRoutingKeyParam);
   wire.aggregation = Param(request.parameters(), kAggregationParam);
+  wire.priority = Param(request.parameters(), kPriorityParam);
   return wire;
 }
 

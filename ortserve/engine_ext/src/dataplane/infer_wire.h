@@ -41,6 +41,7 @@ constexpr const char* kEntitiesOutput = "ENTITIES";
 constexpr const char* kTokenLogitsOutput = "TOKEN_LOGITS";
 constexpr const char* kTokenOffsetsOutput = "TOKEN_OFFSETS";
 constexpr const char* kCharsReadOutput = "CHARS_READ";
+constexpr const char* kPriorityParam = "priority";  // "interactive" or "bulk"; absent: by size (bulk_min_texts)
 constexpr const char* kAggregationParam = "aggregation";  // how ENTITIES groups tokens (entities.h), default simple
 constexpr const char* kClassificationParam = "classification";  // a requested output's top-k
 constexpr const char* kScoresParam = "scores";                  // "logits" (default) or "probabilities"
@@ -80,7 +81,7 @@ struct WireRequest {
   std::vector<WireInput> inputs;
   std::vector<WireOutput> outputs;
   std::vector<std::string_view> raw_input_contents;
-  WireParam scores, routing_key, aggregation;
+  WireParam scores, routing_key, aggregation, priority;
 };
 
 struct RequestedOutput {
@@ -100,6 +101,7 @@ struct DecodedCall {
   bool raw_output = true;                // binary_data: the first requested output with a bool decides
   std::string_view routing_key;          // the routing_key parameter; "" when absent
   std::optional<Aggregation> aggregation;  // the aggregation parameter; nullopt when absent (simple)
+  std::optional<bool> bulk;                // the priority parameter: true for "bulk"; nullopt when absent
 };
 
 struct WireError {
@@ -112,7 +114,8 @@ struct WireError {
 // or in its raw_input_contents entry (each a 4-byte little-endian length, then the bytes); at most one more input,
 // TEXT_PAIR, by the same rules with N or 1 elements (raw: one raw_input_contents entry per input); each output name
 // once, a classification parameter an integer >= 1; scores "logits" or "probabilities", with a classification
-// output; routing_key a string; aggregation a string naming one of entities.h's strategies.
+// output; routing_key a string; aggregation a string naming one of entities.h's strategies; priority "interactive"
+// or "bulk".
 std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts_per_request);
 
 // What a loaded version takes and answers (route.h VersionOutput): TEXT_PAIR exactly when it takes pairs; every

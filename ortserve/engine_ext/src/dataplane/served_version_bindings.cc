@@ -78,13 +78,15 @@ std::vector<std::string_view> PairViews(nb::handle pairs, std::vector<nb::object
 }
 
 std::shared_ptr<TicketState> Submit(PyServedVersion& self, nb::handle texts, std::optional<double> timeout_s,
-                                    CallHandle* call, bool run_here, nb::handle pairs) {
+                                    CallHandle* call, bool run_here, nb::handle pairs,
+                                    std::optional<bool> bulk = std::nullopt) {
   std::vector<nb::object> keep;
   const std::vector<std::string_view> views = ortserve::TextViews(texts, keep);
   const std::vector<std::string_view> second = PairViews(pairs, keep);
   auto state = std::make_shared<TicketState>();
   nb::gil_scoped_release release;
-  *call = self.version->batcher().Submit(views, DeadlineIn(timeout_s), state->Callback(state), run_here, second);
+  *call = self.version->batcher().Submit(views, DeadlineIn(timeout_s), state->Callback(state), run_here, second,
+                                         bulk);
   return state;
 }
 
@@ -144,7 +146,7 @@ void BindServedVersion(nb::module_& m) {
       .def(
           "submit_async",
           [](PyServedVersion& self, nb::handle texts, std::optional<double> timeout_s, PyCompletions& completions,
-             uint64_t token, nb::handle pairs) {
+             uint64_t token, nb::handle pairs, std::optional<bool> bulk) {
             std::vector<nb::object> keep;
             const std::vector<std::string_view> views = ortserve::TextViews(texts, keep);
             const std::vector<std::string_view> second = PairViews(pairs, keep);
@@ -152,26 +154,27 @@ void BindServedVersion(nb::module_& m) {
             nb::gil_scoped_release release;
             call.call = self.version->batcher().Submit(views, DeadlineIn(timeout_s),
                                                        Completions::Callback(completions.completions, token),
-                                                       /*may_run_here=*/false, second);
+                                                       /*may_run_here=*/false, second, bulk);
             return call;
           },
           "texts"_a, "timeout_s"_a.none(), "completions"_a, "token"_a, "pairs"_a = nb::none(),
+          "bulk"_a.none() = nb::none(),
           "Tokenize (GIL released) and queue; the answer arrives in `completions` under `token`. `pairs`: one "
-          "second text per text (a cross-encoder's), or None.")
+          "second text per text (a cross-encoder's), or None; `bulk`: the call's priority, None: by its size.")
       .def(
           "submit_ids_async",
           [](PyServedVersion& self, nb::handle ids, std::optional<double> timeout_s, PyCompletions& completions,
-             uint64_t token, double tokenize_s, std::vector<int> seconds) {
+             uint64_t token, double tokenize_s, std::vector<int> seconds, std::optional<bool> bulk) {
             std::vector<std::vector<int64_t>> rows = IdRows(ids);
             PyCall call{self.version, nullptr};
             nb::gil_scoped_release release;
             call.call = self.version->batcher().SubmitIds(std::move(rows), DeadlineIn(timeout_s),
                                                           Completions::Callback(completions.completions, token),
-                                                          tokenize_s, std::move(seconds));
+                                                          tokenize_s, std::move(seconds), bulk);
             return call;
           },
           "ids"_a, "timeout_s"_a.none(), "completions"_a, "token"_a, "tokenize_s"_a = 0.0,
-          "seconds"_a = std::vector<int>{},
+          "seconds"_a = std::vector<int>{}, "bulk"_a.none() = nb::none(),
           "Queue texts tokenized by the caller (one int64 array per text; `seconds`: per pair where its second text "
           "begins, or empty); the answer arrives in `completions`.")
       .def(
@@ -191,12 +194,13 @@ void BindServedVersion(nb::module_& m) {
       .def(
           "submit",
           [](PyServedVersion& self, nb::handle texts, std::optional<double> timeout_s, bool run_here,
-             nb::handle pairs) {
+             nb::handle pairs, std::optional<bool> bulk) {
             PyTicket ticket{self.version, nullptr, nullptr};
-            ticket.state = Submit(self, texts, timeout_s, &ticket.call, run_here, pairs);
+            ticket.state = Submit(self, texts, timeout_s, &ticket.call, run_here, pairs, bulk);
             return ticket;
           },
           "texts"_a, "timeout_s"_a = nb::none(), "run_here"_a = false, "pairs"_a = nb::none(),
+          "bulk"_a.none() = nb::none(),
           "Queue the call and return its Ticket at once; run_here: a lone call on the wide session runs on "
           "this thread first (GIL released), as the gRPC front end's calls do.")
       .def(

@@ -36,6 +36,7 @@ struct OwnedWireCall {
   bool raw_output = true;
   std::string routing_key;
   std::optional<ortserve::Aggregation> aggregation;
+  std::optional<bool> bulk;
 
   ortserve::DecodedCall View() const {
     ortserve::DecodedCall call;
@@ -46,6 +47,7 @@ struct OwnedWireCall {
     call.raw_output = raw_output;
     call.routing_key = routing_key;
     call.aggregation = aggregation;
+    call.bulk = bulk;
     return call;
   }
 };
@@ -142,12 +144,14 @@ void BindWire(nb::module_& m) {
       .def_ro("outputs", &OwnedWireCall::outputs, "[(name, classification k or 0)] as requested; [] = the version's tensor")
       .def_ro("probabilities", &OwnedWireCall::probabilities)
       .def_ro("raw_output", &OwnedWireCall::raw_output)
-      .def_ro("routing_key", &OwnedWireCall::routing_key, "the routing_key parameter; '' when absent");
+      .def_ro("routing_key", &OwnedWireCall::routing_key, "the routing_key parameter; '' when absent")
+      .def_ro("bulk", &OwnedWireCall::bulk, "the priority parameter: True for bulk, False for interactive, None "
+              "when absent (the batcher decides by the call's size)");
 
   m.def(
       "decode_call",
       [](nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores, nb::handle routing_key,
-         long long max_texts_per_request, nb::handle aggregation) {
+         long long max_texts_per_request, nb::handle aggregation, nb::handle priority) {
         ortserve::WireRequest request;
         for (nb::handle item : inputs) {
           nb::tuple t = nb::cast<nb::tuple>(item);
@@ -171,6 +175,7 @@ void BindWire(nb::module_& m) {
         request.scores = Param(scores);
         request.routing_key = Param(routing_key);
         request.aggregation = Param(aggregation);
+        request.priority = Param(priority);
         auto decoded = ortserve::Decode(request, max_texts_per_request);
         if (auto* error = std::get_if<ortserve::WireError>(&decoded)) Raise(*error);
         const auto& call = std::get<ortserve::DecodedCall>(decoded);
@@ -184,10 +189,11 @@ void BindWire(nb::module_& m) {
         owned.raw_output = call.raw_output;
         owned.routing_key = std::string(call.routing_key);
         owned.aggregation = call.aggregation;
+        owned.bulk = call.bulk;
         return owned;
       },
       "inputs"_a, "outputs"_a, "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(), "max_texts_per_request"_a,
-      "aggregation"_a.none() = nb::none(),
+      "aggregation"_a.none() = nb::none(), "priority"_a.none() = nb::none(),
       "The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: "
       "[(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a "
       "parameter: None when absent, else (WhichOneof('parameter_choice'), value).");

@@ -202,6 +202,17 @@ std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long lon
                      PyRepr(request.aggregation.string_value));
     }
   }
+  if (request.priority.present) {
+    const std::string priority = "request parameter " + Quote(kPriorityParam);
+    if (request.priority.kind != WireParam::Kind::kString) {
+      return Invalid(priority + " must be a string (string_param), got " + request.priority.KindName());
+    }
+    const std::string_view value = request.priority.string_value;
+    if (value != "interactive" && value != "bulk") {
+      return Invalid(priority + " must be 'interactive' or 'bulk', got " + PyRepr(value));
+    }
+    call.bulk = value == "bulk";
+  }
   for (const WireOutput& out : request.outputs) {
     if (out.binary_data.kind == WireParam::Kind::kBool) {
       call.raw_output = out.binary_data.bool_value;
