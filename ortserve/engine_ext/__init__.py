@@ -88,6 +88,7 @@ ROUTE_BUCKETS: int = _engine.ROUTE_BUCKETS
 Split = _engine.Split
 DecodedCall = _engine.DecodedCall
 WireError = _engine.WireError
+WireTooManyTexts = _engine.WireTooManyTexts
 decode_call = _engine.decode_call
 check_outputs = _engine.check_outputs
 encode_outputs = _engine.encode_outputs
@@ -177,6 +178,7 @@ __all__ = [
     "Ticket",
     "UnsupportedTokenizer",
     "WireError",
+    "WireTooManyTexts",
     "WordPiece",
     "admission_refusal",
     "aggregate_entities",

@@ -671,6 +671,9 @@ MAX_REQUEST_ID_BYTES: int = 256
 class WireError(ValueError):
     pass
 
+class WireTooManyTexts(WireError):
+    pass
+
 class DecodedCall:
     """A ModelInfer call the wire rules accepted."""
 

@@ -22,6 +22,10 @@ class InvalidArgument(ServiceError):
     code = grpc.StatusCode.INVALID_ARGUMENT
 
 
+class TooManyTexts(InvalidArgument):
+    """Past max_texts_per_request: INVALID_ARGUMENT over gRPC, 413 (Payload Too Large) over HTTP."""
+
+
 class NotFound(ServiceError):
     code = grpc.StatusCode.NOT_FOUND
 

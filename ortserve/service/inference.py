@@ -23,7 +23,7 @@ import structlog
 
 from ortserve import engine_ext
 from ortserve.registry.bundle import BundleManifest
-from ortserve.service.errors import InvalidArgument, NotFound, ServiceError, Unavailable
+from ortserve.service.errors import InvalidArgument, NotFound, ServiceError, TooManyTexts, Unavailable
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
 from ortserve.service.request_log import EVERY_CALL, CallRecord, LogSampling, log_call
@@ -224,6 +224,8 @@ def decode(call: InferCall, *, max_texts_per_request: int) -> Any:
     try:
         return engine_ext.decode_call(call.inputs, call.outputs, call.raw_input_contents, call.scores,
                                       call.routing_key, max_texts_per_request, call.aggregation, call.priority)
+    except engine_ext.WireTooManyTexts as e:
+        raise TooManyTexts(str(e)) from None
     except engine_ext.WireError as e:
         raise InvalidArgument(str(e)) from None
 

@@ -36,7 +36,7 @@ import structlog
 from aiohttp import web
 
 from ortserve import __version__
-from ortserve.service.errors import InvalidArgument, ResourceExhausted, ServiceError, Unavailable
+from ortserve.service.errors import InvalidArgument, ResourceExhausted, ServiceError, TooManyTexts, Unavailable
 from ortserve.service.handlers import EXTENSIONS
 from ortserve.service.inference import CallFailed, InferCall, Inference, InferReply, Param
 from ortserve.service.manager import ModelManager
@@ -278,8 +278,13 @@ def write_reply(reply: InferReply, binary_outputs: set[str] | bool) -> web.Respo
                         headers={**extra, HEADER_LENGTH: str(len(header))})
 
 
+def http_status(error: ServiceError) -> int:
+    """The HTTP status of a call's error, every HTTP API's: STATUS by its gRPC code, 413 for too many texts."""
+    return 413 if isinstance(error, TooManyTexts) else STATUS.get(error.code.name, 500)
+
+
 def _error(error: ServiceError, request_id: str) -> web.Response:
-    status = STATUS.get(error.code.name, 500)
+    status = http_status(error)
     headers = {"x-request-id": request_id} if request_id else {}
     if isinstance(error, ResourceExhausted):
         headers["Retry-After"] = str(max(1, math.ceil(error.retry_after_s)))

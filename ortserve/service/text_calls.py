@@ -9,7 +9,7 @@ reranker) run by `Inference.infer`, the one Python path every V2 call takes:
       ->  the reply's tensor as numpy  ->  client JSON
 
 So a client API's call is routed, admitted, batched, timed out, logged and traced as a V2 call is, and is refused
-with the same status (rest.STATUS, the one map from a call's status to HTTP); each API only words the error in its
+with the same status (rest.http_status, the one map from a call's status to HTTP); each API only words the error in its
 own shape (`ApiError`).
 """
 
@@ -34,7 +34,7 @@ from ortserve.service.errors import ResourceExhausted, ServiceError, Unavailable
 from ortserve.service.inference import INPUT_NAME, PAIR_INPUT, CallFailed, InferCall, Inference, ServedOutput
 from ortserve.service.instance import ModelInstance
 from ortserve.service.manager import ModelManager
-from ortserve.service.rest import STATUS, RestServer, header_timeout_s
+from ortserve.service.rest import RestServer, header_timeout_s, http_status
 
 log = structlog.get_logger("ortserve.http")
 
@@ -45,7 +45,7 @@ KINDS = {"INVALID_ARGUMENT": "invalid_request", "NOT_FOUND": "not_found", "RESOU
 
 
 class ApiError(Exception):
-    """A client API call that ends with an HTTP error: its status (rest.STATUS's, or 413 for a body past
+    """A client API call that ends with an HTTP error: its status (rest.http_status's, or 413 for a body past
     max_message_bytes), the message, the kind (KINDS) and the request field it names, if any."""
 
     def __init__(self, status: int, message: str, *, kind: str = "invalid_request", param: str | None = None,
@@ -63,7 +63,7 @@ class ApiError(Exception):
     def of(cls, error: ServiceError, request_id: str = "", param: str | None = None) -> ApiError:
         """The V2 call's error, with the status a V2 REST call gets for it."""
         retry = error.retry_after_s if isinstance(error, ResourceExhausted) else None
-        return cls(STATUS.get(error.code.name, 500), error.message, kind=KINDS.get(error.code.name, "internal"),
+        return cls(http_status(error), error.message, kind=KINDS.get(error.code.name, "internal"),
                    param=param, retry_after_s=retry, request_id=request_id)
 
     def headers(self) -> dict[str, str]:

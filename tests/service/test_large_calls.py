@@ -2,7 +2,8 @@
 
 - a call of 2,048 texts (max_texts_per_request's default: OpenAI's limit; LangChain sends 1,000) is answered in
   order, equal to the same texts sent as 16 calls of 128 (the batcher runs it in its batches of max_batch_size);
-- one text more is INVALID_ARGUMENT (gRPC) / 400 (REST) naming the bound, and the server serves on;
+- one text more is INVALID_ARGUMENT (gRPC) / 413 (REST, and the OpenAI route) naming the bound, and the server
+  serves on;
 - the `priority` request parameter ("interactive" or "bulk") is taken over both transports, a bad one refused naming
   the choices (its effect on the order of runs: tests/dataplane/test_batcher.py).
 """
@@ -67,7 +68,10 @@ def test_one_text_past_the_bound_is_refused_naming_it(large: ServerProcess) -> N
         assert f"more than the maximum of {BOUND} per request" in (refused.value.details() or "")
         body = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [BOUND + 1], "data": sent}]}
         rest = requests.post(f"http://127.0.0.1:{large.http_port}/v2/models/classifier/infer", json=body, timeout=60)
-        assert rest.status_code == 400 and f"more than the maximum of {BOUND} per request" in rest.json()["error"]
+        assert rest.status_code == 413 and f"more than the maximum of {BOUND} per request" in rest.json()["error"]
+        openai = requests.post(f"http://127.0.0.1:{large.http_port}/v1/classify", timeout=60,
+                               json={"input": sent, "model": "classifier"})
+        assert openai.status_code == 413, openai.text
         assert logits_of(stub.ModelInfer(infer_request(["still serving"]), timeout=60)).shape[0] == 1
 
 

@@ -107,6 +107,7 @@ struct DecodedCall {
 struct WireError {
   Code code = Code::kInvalidArgument;
   std::string message;
+  bool too_many_texts = false;  // past max_texts_per_request: HTTP answers it 413 (Payload Too Large), gRPC as any
 };
 
 // The call's texts and outputs, or the first rule it breaks, with the message a caller can act on:

@@ -110,12 +110,19 @@ nb::list Strs(const std::vector<std::string>& texts) {
 }
 
 // A call the rules refuse, raised in Python as engine_ext.WireError(message); every such refusal is
-// INVALID_ARGUMENT (the rules decide nothing else).
+// INVALID_ARGUMENT (the rules decide nothing else). One past max_texts_per_request is its subclass
+// WireTooManyTexts, which HTTP answers 413.
 struct WireRefusal : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+struct WireTooManyTexts : WireRefusal {
+  using WireRefusal::WireRefusal;
+};
 
-[[noreturn]] void Raise(const ortserve::WireError& error) { throw WireRefusal(error.message); }
+[[noreturn]] void Raise(const ortserve::WireError& error) {
+  if (error.too_many_texts) throw WireTooManyTexts(error.message);
+  throw WireRefusal(error.message);
+}
 
 }  // namespace
 
@@ -131,7 +138,8 @@ void BindWire(nb::module_& m) {
   m.attr("TOKEN_OFFSETS_OUTPUT") = ortserve::kTokenOffsetsOutput;
   m.attr("CHARS_READ_OUTPUT") = ortserve::kCharsReadOutput;
   m.attr("MAX_REQUEST_ID_BYTES") = ortserve::kMaxRequestIdBytes;
-  nb::exception<WireRefusal>(m, "WireError", PyExc_ValueError);
+  nb::exception<WireRefusal> wire_error(m, "WireError", PyExc_ValueError);
+  nb::exception<WireTooManyTexts>(m, "WireTooManyTexts", wire_error);
 
   nb::class_<OwnedWireCall>(m, "DecodedCall", "A ModelInfer call the wire rules accepted.")
       .def_prop_ro("texts", [](const OwnedWireCall& self) { return Strs(self.texts); })

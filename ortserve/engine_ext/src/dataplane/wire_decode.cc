@@ -53,8 +53,10 @@ std::optional<WireError> DecodeElements(const WireRequest& request, size_t index
   const int64_t count = shape[0];
   if (count < 1) return Invalid("input " + input + " has shape " + List(shape) + ": send at least one text");
   if (count > max_texts_per_request) {
-    return Invalid("input " + input + " has " + std::to_string(count) + " texts, more than the maximum of " +
-                   std::to_string(max_texts_per_request) + " per request; split it into several requests");
+    WireError error = Invalid("input " + input + " has " + std::to_string(count) + " texts, more than the maximum of " +
+                              std::to_string(max_texts_per_request) + " per request; split it into several requests");
+    error.too_many_texts = true;
+    return error;
   }
   if (!request.raw_input_contents.empty()) {
     if (tensor.has_contents) return Invalid("input " + input + " sets both contents and raw_input_contents");
