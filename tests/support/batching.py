@@ -55,7 +55,8 @@ def burst_behind_busy(server: ServerProcess, *, busy: pb.ModelInferRequest, burs
     assert len(burst) >= 2, "a burst of one call has no other call of its own to meet"
     seen: list[list[tuple[int, int]]] = []
     for attempt in range(tries):
-        ids = [f"burst-{next(_bursts)}-{i}" for i in range(len(burst))]
+        tag = next(_bursts)
+        ids = [f"burst-{tag}-{i}" for i in range(len(burst))]
         check(asyncio.run(_send(server.address, [busy] * (attempt + 1), burst, ids, timeout_s)))
         lines = [server.wait_event("request", timeout=30, request_id=request_id) for request_id in ids]
         shared = [line for line in lines if shared_a_batch(line)]
