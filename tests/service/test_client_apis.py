@@ -163,17 +163,24 @@ def test_langchain_openai_embeddings(url: str, st_embeddings: tuple[np.ndarray, 
     assert_same_embeddings([embeddings.embed_query(TEXTS[1])], url, TEXTS[1:2], st_embeddings[0][1:2])
 
 
-def test_langchain_sends_a_thousand_texts_a_call(url: str, served: ServerProcess) -> None:
-    """LangChain's chunk (1,000 texts) is one call within max_texts_per_request, answered as the V2 path answers."""
+def test_langchain_embeds_5000_texts_in_its_default_chunks(url: str, served: ServerProcess) -> None:
+    """Issue 45's finding: LangChain's OpenAIEmbeddings sends its default chunk_size (1,000 texts) a call, past the old
+    128-text bound, and no deadline. 5,000 texts, no retries allowed: five calls of 1,000, each within
+    max_texts_per_request and the default time budget, answered as the V2 path answers."""
     from langchain_openai import OpenAIEmbeddings
 
-    texts = [f"text number {i}: {TEXTS[i % len(TEXTS)]}" for i in range(1000)]
+    texts = [f"text number {i}: {TEXTS[i % len(TEXTS)]}" for i in range(5000)]
     embeddings = OpenAIEmbeddings(base_url=f"{url}/v1", api_key="x", model="embed",  # type: ignore[arg-type]
                                   check_embedding_ctx_length=False, max_retries=0,
-                                  default_headers={"x-request-id": "langchain-1000"})
+                                  default_headers={"x-request-id": "langchain-5000"})
+    assert embeddings.chunk_size == 1000  # LangChain's default, unchanged
     got = np.asarray(embeddings.embed_documents(texts), dtype=np.float32)
-    np.testing.assert_allclose(got, v2_embeddings(url, "embed", texts), rtol=0, atol=1e-6)
-    assert served.wait_event("request", request_id="langchain-1000")["texts"] == 1000
+    assert got.shape[0] == 5000
+    expected = np.concatenate([v2_embeddings(url, "embed", texts[i:i + 1000]) for i in range(0, 5000, 1000)])
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+    served.wait_event("request", request_id="langchain-5000")
+    lines = [e for e in served.events("request") if e.get("request_id") == "langchain-5000"]
+    assert [(e["status"], e["texts"]) for e in lines] == [("OK", 1000)] * 5
 
 
 def test_openai_models(url: str) -> None:
