@@ -58,7 +58,8 @@ def test_parity_with_pytorch_is_recorded(imported: dict[Key, ImportResult], key:
     result = imported[key]
     parity = result.parity
     assert parity.passed and parity.tokenizer_mismatches == 0
-    assert parity.long_texts == 3 and len(parity.texts) == len(builtin_eval_set().texts) + 3  # + 3 past max_seq_len
+    texts = len(builtin_eval_set().texts) + 3  # the built-in corpus + 3 past max_seq_len
+    assert parity.long_texts == 3 and len(parity.texts) == texts
     for run in parity.runs:
         assert run.non_finite == 0
         if key[1] == "classify":
@@ -73,7 +74,7 @@ def test_parity_with_pytorch_is_recorded(imported: dict[Key, ImportResult], key:
     assert entry["architecture"] == json.loads((result.checkpoint.model_dir / "config.json").read_text())[
         "architectures"][0]
     assert entry["exporter"]["opset"] == 17 and entry["parity"]["passed"] is True
-    assert entry["parity"]["tokenizer_ids_identical"] == "337/337"
+    assert entry["parity"]["tokenizer_ids_identical"] == f"{texts}/{texts}"
     assert {"torch", "transformers", "onnx", "onnxruntime", "tokenizers"} <= set(entry["tools"])
     assert set(entry["checkpoint"]["weights"]) == {"model.safetensors"}
 
@@ -107,7 +108,8 @@ def test_the_provenance_round_trips_through_a_version_record(imported: dict[Key,
     assert back.manifest == manifest
     assert back.manifest.imported is not None and manifest.imported is not None
     assert back.manifest.imported.to_dict() == manifest.imported.to_dict()
-    assert back.to_dict()["imported"]["parity"]["runs"]["batches of 16"]["argmax_agreement"] == "337/337"
+    texts = len(builtin_eval_set().texts) + 3
+    assert back.to_dict()["imported"]["parity"]["runs"]["batches of 16"]["argmax_agreement"] == f"{texts}/{texts}"
 
 
 def test_same_checkpoint_same_bundle_bytes(checkpoints: dict[Key, Path], imported: dict[Key, ImportResult],

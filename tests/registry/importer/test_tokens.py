@@ -18,7 +18,7 @@ from support.hf_checkpoints import BIO_LABELS, TOKEN_CASES, TOKEN_LABELS
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN as MAX_SEQ_LEN
 from support.importing import run_registry
 
-from ortserve.registry.accuracy import make_batches, open_session, run_token_outputs
+from ortserve.registry.accuracy import builtin_eval_set, make_batches, open_session, run_token_outputs
 from ortserve.registry.bundle import validate_bundle
 from ortserve.registry.cli import main as registry_main
 from ortserve.registry.importer import LOGIT_TOLERANCE, ImportResult, ParityRefused, import_checkpoint
@@ -99,10 +99,11 @@ def test_imports_as_a_token_classifier_bundle(token_imported: dict[Key, ImportRe
     entry = manifest.imported.to_dict()
     assert entry["task"] == "tokens" and entry["architecture"].endswith("ForTokenClassification")
     parity = entry["parity"]
-    assert parity["passed"] is True and parity["tokenizer_ids_identical"] == "337/337"
+    texts = len(builtin_eval_set().texts) + 3  # the built-in corpus + 3 past max_seq_len
+    assert parity["passed"] is True and parity["tokenizer_ids_identical"] == f"{texts}/{texts}"
     assert parity["rule"].startswith("every token (mask=1): argmax identical")
     for run in result.parity.runs:
-        assert run.tokens > 337 * 2 and run.agree == run.tokens and run.length_mismatches == 0
+        assert run.tokens > texts * 2 and run.agree == run.tokens and run.length_mismatches == 0
         assert run.max_relative_delta <= LOGIT_TOLERANCE and run.non_finite == 0
         assert parity["runs"][run.name]["argmax_agreement"] == f"{run.tokens}/{run.tokens} tokens"
     assert "argmax identical on" in manifest.notes and "tokens" in manifest.notes
