@@ -28,15 +28,15 @@ def test_a_load_without_an_end_runs_until_stopped_and_drains() -> None:
 
     async def main() -> tuple[float, int]:
         stop = asyncio.Event()
+        started = time.monotonic()  # before the stop is scheduled: the load cannot end before 0.2 s from here
         asyncio.get_running_loop().call_later(0.2, stop.set)
         spec = LoadSpec(mode="closed", concurrency=3, warmup_s=0.0, duration_s=math.inf, drain_s=1.0)
-        started = time.monotonic()
         result = await run_load(spec, call, [Payload(b"x", 1)], stop=stop)
         assert result.ok > 10 and not result.errors and result.cancelled_at_drain == 0
         return time.monotonic() - started, in_flight[0]
 
     took, left = asyncio.run(main())
-    assert 0.2 <= took < 1.0 and left == 0
+    assert 0.2 <= took < 5.0 and left == 0  # ends once stopped (its duration is infinite), however loaded the CPU
 
 
 def test_a_refusal_outside_grpc_is_counted_by_its_code_and_backed_off() -> None:
