@@ -300,7 +300,7 @@ def call_tokens(lengths: Sequence[int], policy: BatchPolicy, bucket_rows: Sequen
     The padded tokens the engine runs for rows of these token counts alone: SplitRows' runs, each padded to its longest row and up to the shape ladder. A call's work as admission counts it.
     """
 
-def admission_refusal(*, closed: bool, queued_texts: int, queued_tokens: int, running_tokens: int, tokens_per_s: float, texts: int, tokens: int, left_s: float | None, max_queue_items: int, default_budget: bool = False) -> object:
+def admission_refusal(*, closed: bool, queued_texts: int, queued_tokens: int, running_tokens: int, tokens_per_s: float, texts: int, tokens: int, left_s: float | None, max_queue_items: int, default_budget: bool = False, queued_bulk_texts: int = 0, queued_bulk_tokens: int = 0, bulk: bool = False) -> object:
     """
     Admission over a plain snapshot of the queue: (code name, message, retry_after_s) for a call of `texts` texts and `tokens` padded tokens with `left_s` left of its time budget (None: no time bound; `default_budget`: the server's default, the call sent no deadline), or None to admit it.
     """
@@ -562,7 +562,7 @@ class ServedVersion:
         Queue the call and return its Ticket at once; run_here: a lone call on the wide session runs on this thread first (GIL released), as the gRPC front end's calls do.
         """
 
-    def refusal(self, texts: int, timeout_s: float | None) -> object:
+    def refusal(self, texts: int, timeout_s: float | None, bulk: bool | None = None) -> object:
         """
         (code name, message, retry_after_s) that submitting `texts` texts of one token each would be answered at once as the queue stands, or None when they would be admitted: a check before tokenizing them elsewhere (submitting checks again, with their tokens).
         """

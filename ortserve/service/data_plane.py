@@ -216,7 +216,7 @@ class VersionBatcher:
                 lambda token: native.submit_async(texts, _left(deadline), self._plane.completions, token, pairs,
                                                   bulk))
         else:
-            refusal = native.refusal(len(texts), _left(deadline))
+            refusal = native.refusal(len(texts), _left(deadline), bulk)
             if refusal is not None:  # refused as the queue stands: not worth tokenizing (submitting checks again)
                 raise _failure(*refusal)
             started = time.monotonic()

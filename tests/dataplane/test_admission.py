@@ -104,6 +104,22 @@ def test_the_server_s_default_budget_is_judged_by_the_same_rule() -> None:
         "; retry with backoff or a longer deadline"), retry_after_s)
 
 
+def test_an_interactive_call_is_admitted_past_a_bulk_backlog() -> None:
+    """An interactive call runs before every queued bulk text (ChooseNext), so neither its wait nor the memory bound
+    counts them; a bulk call waits for everything."""
+    # 4,000 bulk texts (40,000 tokens) queued behind 10 interactive ones (100 tokens) and 100 tokens running, 1,000/s.
+    backlog = {**BUSY, "queued_texts": 4010, "queued_tokens": 40_100, "queued_bulk_texts": 4000,
+               "queued_bulk_tokens": 40_000}
+    assert admit(backlog, 1, 10, 1.0, max_queue_items=4096) is None  # 210 ms ahead of it, not 40 s
+    code, message, retry_after_s = admit(backlog, 1, 10, 1.0, max_queue_items=4096, bulk=True)
+    assert code == "RESOURCE_EXHAUSTED" and retry_after_s == pytest.approx(40.2)
+    assert message.startswith("server busy: 4010 texts queued for this model version, about 40210 ms of work")
+    code, message, retry_after_s = admit(backlog, 60, 60, None, max_queue_items=64)  # the interactive queue is full
+    assert (code, message) == ("RESOURCE_EXHAUSTED", "server busy: 10 interactive texts queued for this model "
+                                                     "version (limit 64); retry with backoff")
+    assert retry_after_s == pytest.approx(0.2)
+
+
 def test_no_time_bound_leaves_the_memory_bound_alone() -> None:
     """default_timeout_ms 0 and no deadline: no time bound, however much work is ahead; the queue bound holds."""
     assert admit({**BUSY, "running_tokens": 10**9}, 1, 10, None) is None

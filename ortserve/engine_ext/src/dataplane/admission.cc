@@ -40,12 +40,16 @@ std::optional<Refusal> Admission(const QueueSnapshot& queue, const CallWork& cal
   if (left_s && *left_s <= 0) {
     return Refusal{Code::kDeadlineExceeded, call.default_budget ? kBudgetSpentBefore : kExpiredBefore, 0};
   }
-  const double ahead_s = DrainS(queue.queued_tokens + queue.running_tokens, queue.tokens_per_s);
+  // What runs before this call: a bulk call waits for everything queued; an interactive one jumps the bulk texts.
+  const int ahead_texts = call.bulk ? queue.queued_texts : queue.queued_texts - queue.queued_bulk_texts;
+  const int64_t ahead_tokens = call.bulk ? queue.queued_tokens : queue.queued_tokens - queue.queued_bulk_tokens;
+  const double ahead_s = DrainS(ahead_tokens + queue.running_tokens, queue.tokens_per_s);
   Refusal refusal;
   refusal.retry_after_s = ahead_s;
-  const std::string queued =
-      "server busy: " + std::to_string(queue.queued_texts) + " texts queued for this model version";
-  if (queue.queued_texts > 0 && queue.queued_texts + call.texts > limits.max_queue_items) {
+  const std::string queued = "server busy: " + std::to_string(ahead_texts) +
+                             (call.bulk || queue.queued_bulk_texts == 0 ? "" : " interactive") +
+                             " texts queued for this model version";
+  if (ahead_texts > 0 && ahead_texts + call.texts > limits.max_queue_items) {
     refusal.message = queued + " (limit " + std::to_string(limits.max_queue_items) + "); retry with backoff";
     return refusal;
   }

@@ -16,6 +16,8 @@
 //   sized for batch clients, 600 s). One rule for both: admitted when the queued and running work plus its own should
 //   finish within kDeadlineShare of the time it has left, refused at once (RESOURCE_EXHAUSTED) otherwise, an idle
 //   engine included. With default_timeout_s 0 a call without a deadline has no time bound, only the memory bound.
+// - an interactive call runs before every queued bulk text (batch_policy.h ChooseNext): the work ahead of it and the
+//   memory bound count the interactive queue and the running batches alone; a bulk call counts everything.
 // Every RESOURCE_EXHAUSTED carries the work ahead's drain time as its retry hint.
 #pragma once
 
@@ -41,6 +43,8 @@ struct QueueSnapshot {
   int64_t queued_tokens = 0;   // their tokens
   int64_t running_tokens = 0;  // padded tokens of the batches handed to a thread, not finished
   double tokens_per_s = 0;     // Throughput's rate; 0 before any run ended (no basis to refuse anyone)
+  int queued_bulk_texts = 0;       // of queued_texts, those of bulk calls
+  int64_t queued_bulk_tokens = 0;  // their tokens (in queued_tokens)
 };
 
 struct AdmissionLimits {
@@ -52,6 +56,7 @@ struct CallWork {
   int texts = 0;
   int64_t tokens = 0;  // CallTokens of its rows; a lower bound (one a text) before they are tokenized
   bool default_budget = false;  // its time left is the server's default budget: it sent no deadline
+  bool bulk = false;            // batched after every interactive text
 };
 
 struct Refusal {

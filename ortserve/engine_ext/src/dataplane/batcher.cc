@@ -99,7 +99,7 @@ CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::opti
   {
     // At one token a text: under overload a refused call costs no tokenizing.
     std::lock_guard<std::mutex> lock(s.mutex);
-    refusal = s.Check(n, n, deadline, default_budget, Clock::now());
+    refusal = s.Check(n, n, deadline, default_budget, s.IsBulk(n, bulk), Clock::now());
     if (!refusal) ++s.submitting;
   }
   if (refusal) {
@@ -149,14 +149,14 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
   call->done = std::move(done);
   call->deadline = deadline;
   call->default_budget = default_budget;
-  call->bulk = bulk.value_or(s.settings.bulk_min_texts > 0 && n >= s.settings.bulk_min_texts);
+  call->bulk = s.IsBulk(n, bulk);
   const Clock::time_point now = Clock::now();
 
   Answers answers;
   std::unique_lock<std::mutex> lock(s.mutex);
   if (submitting) --s.submitting;
   std::optional<InferResult> answer;
-  if (std::optional<ortserve::Refusal> refusal = s.Check(n, tokens, deadline, default_budget, now)) {
+  if (std::optional<ortserve::Refusal> refusal = s.Check(n, tokens, deadline, default_budget, call->bulk, now)) {
     answer = Answered(*refusal);
   } else if (n == 0) {
     answer = InferResult{};  // nothing to run: an empty OK answer
@@ -204,8 +204,11 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
       s.pending.push_back(Item{call, row, std::move(ids[static_cast<size_t>(row)]), enqueued_at, second});
     }
     s.queued_texts += n;
-    if (call->bulk) s.queued_bulk += n;
     for (int length : lengths) s.queued_tokens += length;
+    if (call->bulk) {
+      s.queued_bulk += n;
+      for (int length : lengths) s.queued_bulk_tokens += length;
+    }
     s.Dispatch(shared_from_this(), answers);
   }
   if (s.Idle()) s.idle.notify_all();
@@ -214,13 +217,15 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
   return call;
 }
 
-std::optional<InferResult> Batcher::Refusal(int n, std::optional<Clock::time_point> deadline) const {
+std::optional<InferResult> Batcher::Refusal(int n, std::optional<Clock::time_point> deadline,
+                                            std::optional<bool> bulk) const {
   std::optional<ortserve::Refusal> refusal;
   {
     const Clock::time_point now = Clock::now();
     const bool default_budget = !deadline && state_->settings.default_timeout_s > 0;
     std::lock_guard<std::mutex> lock(state_->mutex);
-    refusal = state_->Check(n, n, Budget(deadline, state_->settings.default_timeout_s, now), default_budget, now);
+    refusal = state_->Check(n, n, Budget(deadline, state_->settings.default_timeout_s, now), default_budget,
+                            state_->IsBulk(n, bulk), now);
   }
   if (!refusal) return std::nullopt;
   return Answered(*refusal);

@@ -70,7 +70,8 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
   // What Submit would answer at once for `n` texts of one token each with `deadline` as the queue stands, or
   // nullopt when it would admit them: a lower bound on the work, so that a caller that tokenizes elsewhere skips
   // that work for a call that would be refused anyway. Submit checks again, with the texts' tokens.
-  std::optional<InferResult> Refusal(int n, std::optional<Clock::time_point> deadline) const;
+  std::optional<InferResult> Refusal(int n, std::optional<Clock::time_point> deadline,
+                                     std::optional<bool> bulk = std::nullopt) const;
   // The call ended on the client's side: its queued texts leave the queue; done(CANCELLED) unless done already.
   void Cancel(const CallHandle& call);
   // Refuses new calls (UNAVAILABLE), answers queued ones UNAVAILABLE, waits for running batches (and for their

@@ -43,6 +43,7 @@ struct Batcher::State {
   std::vector<Item> pending;
   int queued_texts = 0;        // the texts in `pending`
   int queued_bulk = 0;         // those of bulk calls
+  int64_t queued_bulk_tokens = 0;  // their tokens
   int64_t queued_tokens = 0;   // their tokens
   int64_t running_tokens = 0;  // padded tokens of the runs in flight
   int in_flight = 0;           // runs handed to a lane, a wide thread or the caller, not finished
@@ -58,11 +59,18 @@ struct Batcher::State {
 
   bool Idle() const { return in_flight == 0 && submitting == 0 && delivering == 0; }
 
-  // `deadline`: the call's budget (Budget); `default_budget`: it is the server's default.
+  // `deadline`: the call's budget (Budget); `default_budget`: it is the server's default; `bulk`: its class.
   std::optional<ortserve::Refusal> Check(int texts, int64_t tokens, std::optional<Clock::time_point> deadline,
-                                         bool default_budget, Clock::time_point now) const {
-    const QueueSnapshot queue{closed, queued_texts, queued_tokens, running_tokens, throughput.per_s()};
-    return Admission(queue, CallWork{texts, tokens, default_budget}, LeftS(deadline, now), limits);
+                                         bool default_budget, bool bulk, Clock::time_point now) const {
+    QueueSnapshot queue{closed, queued_texts, queued_tokens, running_tokens, throughput.per_s()};
+    queue.queued_bulk_texts = queued_bulk;
+    queue.queued_bulk_tokens = queued_bulk_tokens;
+    return Admission(queue, CallWork{texts, tokens, default_budget, bulk}, LeftS(deadline, now), limits);
+  }
+
+  // A call's class: the caller's priority, else bulk from bulk_min_texts texts (batch_policy.h ChooseNext).
+  bool IsBulk(int texts, std::optional<bool> bulk) const {
+    return bulk.value_or(settings.bulk_min_texts > 0 && texts >= settings.bulk_min_texts);
   }
 
   std::optional<Session> Next(bool queued) const {
@@ -99,7 +107,10 @@ struct Batcher::State {
                                                [&](const Item& item) { return item.call != call; });
     for (auto item = dropped; item != pending.end(); ++item) {
       --queued_texts;
-      if (call->bulk) --queued_bulk;
+      if (call->bulk) {
+        --queued_bulk;
+        queued_bulk_tokens -= static_cast<int64_t>(item->ids.size());
+      }
       queued_tokens -= static_cast<int64_t>(item->ids.size());
     }
     pending.erase(dropped, pending.end());
@@ -144,7 +155,10 @@ struct Batcher::State {
     int longest = 0;
     for (size_t i : chosen) {
       picked[i] = true;
-      if (keys[i].bulk) --queued_bulk;
+      if (keys[i].bulk) {
+        --queued_bulk;
+        queued_bulk_tokens -= keys[i].length;
+      }
       longest = std::max(longest, keys[i].length);
       queued_tokens -= keys[i].length;
       batch->items.push_back(std::move(pending[i]));

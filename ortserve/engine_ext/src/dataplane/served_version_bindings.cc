@@ -205,12 +205,13 @@ void BindServedVersion(nb::module_& m) {
           "this thread first (GIL released), as the gRPC front end's calls do.")
       .def(
           "refusal",
-          [](const PyServedVersion& self, int texts, std::optional<double> timeout_s) -> nb::object {
-            std::optional<InferResult> refusal = self.version->batcher().Refusal(texts, DeadlineIn(timeout_s));
+          [](const PyServedVersion& self, int texts, std::optional<double> timeout_s,
+             std::optional<bool> bulk) -> nb::object {
+            std::optional<InferResult> refusal = self.version->batcher().Refusal(texts, DeadlineIn(timeout_s), bulk);
             if (!refusal) return nb::none();
             return nb::make_tuple(CodeName(refusal->code), refusal->message, refusal->retry_after_s);
           },
-          "texts"_a, "timeout_s"_a.none(),
+          "texts"_a, "timeout_s"_a.none(), "bulk"_a.none() = nb::none(),
           "(code name, message, retry_after_s) that submitting `texts` texts of one token each would be answered at "
           "once as the queue stands, or None when they would be admitted: a check before tokenizing them elsewhere "
           "(submitting checks again, with their tokens).")
