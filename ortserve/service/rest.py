@@ -283,14 +283,21 @@ def http_status(error: ServiceError) -> int:
     return 413 if isinstance(error, TooManyTexts) else STATUS.get(error.code.name, 500)
 
 
-def _error(error: ServiceError, request_id: str) -> web.Response:
-    status = http_status(error)
+def error_headers(status: int, retry_after_s: float | None, request_id: str) -> dict[str, str]:
+    """An HTTP error's headers, every HTTP API's: the request id, and Retry-After (whole seconds, at least 1) from a
+    refusal's drain time, else 1 for a 503."""
     headers = {"x-request-id": request_id} if request_id else {}
-    if isinstance(error, ResourceExhausted):
-        headers["Retry-After"] = str(max(1, math.ceil(error.retry_after_s)))
+    if retry_after_s is not None:
+        headers["Retry-After"] = str(max(1, math.ceil(retry_after_s)))
     elif status == 503:
         headers["Retry-After"] = "1"
-    return _json({"error": error.message}, status, headers)
+    return headers
+
+
+def _error(error: ServiceError, request_id: str) -> web.Response:
+    status = http_status(error)
+    retry_after_s = error.retry_after_s if isinstance(error, ResourceExhausted) else None
+    return _json({"error": error.message}, status, error_headers(status, retry_after_s, request_id))
 
 
 def _json(doc: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import Executor
@@ -34,7 +33,7 @@ from ortserve.service.errors import ResourceExhausted, ServiceError, Unavailable
 from ortserve.service.inference import INPUT_NAME, PAIR_INPUT, CallFailed, InferCall, Inference, ServedOutput
 from ortserve.service.instance import ModelInstance
 from ortserve.service.manager import ModelManager
-from ortserve.service.rest import RestServer, header_timeout_s, http_status
+from ortserve.service.rest import RestServer, error_headers, header_timeout_s, http_status
 
 log = structlog.get_logger("ortserve.http")
 
@@ -67,13 +66,8 @@ class ApiError(Exception):
                    param=param, retry_after_s=retry, request_id=request_id)
 
     def headers(self) -> dict[str, str]:
-        """Retry-After as V2 REST sends it (whole seconds, at least 1; 1 for 503), and the request id."""
-        headers = {"x-request-id": self.request_id} if self.request_id else {}
-        if self.retry_after_s is not None:
-            headers["Retry-After"] = str(max(1, math.ceil(self.retry_after_s)))
-        elif self.status == 503:
-            headers["Retry-After"] = "1"
-        return headers
+        """Retry-After and the request id, as V2 REST sends them (rest.error_headers)."""
+        return error_headers(self.status, self.retry_after_s, self.request_id)
 
     def response(self, body: Any) -> web.Response:
         return json_response(body, self.status, self.headers())
