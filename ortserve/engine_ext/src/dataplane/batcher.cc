@@ -32,10 +32,9 @@ InferResult Answered(const ortserve::Refusal& refusal) {
 }
 
 // A call's time budget: the deadline it sent, else `default_s` from now (0: none). One rule for every transport.
-std::optional<Clock::time_point> Budget(std::optional<Clock::time_point> deadline, double default_s,
-                                        Clock::time_point now) {
-  if (deadline || default_s <= 0) return deadline;
-  return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(default_s));
+TimeBudget BudgetOf(std::optional<Clock::time_point> deadline, double default_s, Clock::time_point now) {
+  if (deadline || default_s <= 0) return {deadline, false};
+  return {now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(default_s)), true};
 }
 
 std::vector<int> Lengths(const std::vector<std::vector<int64_t>>& ids) {
@@ -93,13 +92,12 @@ CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::opti
     return nullptr;
   }
   const int n = static_cast<int>(texts.size());
-  const bool default_budget = !deadline && s.settings.default_timeout_s > 0;
-  deadline = Budget(deadline, s.settings.default_timeout_s, Clock::now());
+  const TimeBudget budget = BudgetOf(deadline, s.settings.default_timeout_s, Clock::now());
   std::optional<ortserve::Refusal> refusal;
   {
     // At one token a text: under overload a refused call costs no tokenizing.
     std::lock_guard<std::mutex> lock(s.mutex);
-    refusal = s.Check(n, n, deadline, default_budget, s.IsBulk(n, bulk), Clock::now());
+    refusal = s.Check(n, n, budget, s.IsBulk(n, bulk), Clock::now());
     if (!refusal) ++s.submitting;
   }
   if (refusal) {
@@ -116,8 +114,8 @@ CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::opti
     for (size_t i = 0; i < texts.size(); ++i) seconds[i] = s.model.tokenizer->EncodePair(texts[i], pairs[i], ids[i]);
   }
   const double tokenize_s = std::chrono::duration<double>(Clock::now() - started).count();
-  return Enqueue(std::move(ids), std::move(seconds), deadline, default_budget, bulk, std::move(done), tokenize_s,
-                 may_run_here, /*submitting=*/true);
+  return Enqueue(std::move(ids), std::move(seconds), budget, bulk, std::move(done), tokenize_s, may_run_here,
+                 /*submitting=*/true);
 }
 
 CallHandle Batcher::SubmitIds(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
@@ -131,24 +129,21 @@ CallHandle Batcher::SubmitIds(std::vector<std::vector<int64_t>> ids, std::option
   for (auto& row : ids) {
     if (row.empty()) row.push_back(state_->model.pad_id);  // the engine needs one token per row
   }
-  const bool default_budget = !deadline && state_->settings.default_timeout_s > 0;
-  deadline = Budget(deadline, state_->settings.default_timeout_s, Clock::now());
-  return Enqueue(std::move(ids), std::move(seconds), deadline, default_budget, bulk, std::move(done), tokenize_s,
-                 /*may_run_here=*/false, /*submitting=*/false);
+  return Enqueue(std::move(ids), std::move(seconds), BudgetOf(deadline, state_->settings.default_timeout_s,
+                 Clock::now()), bulk, std::move(done), tokenize_s, /*may_run_here=*/false, /*submitting=*/false);
 }
 
 CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds,
-                            std::optional<Clock::time_point> deadline, bool default_budget,
-                            std::optional<bool> bulk, InferDone done, double tokenize_s, bool may_run_here,
-                            bool submitting) {
+                            TimeBudget budget, std::optional<bool> bulk, InferDone done, double tokenize_s,
+                            bool may_run_here, bool submitting) {
   State& s = *state_;
   const int n = static_cast<int>(ids.size());
   const std::vector<int> lengths = Lengths(ids);
   const int64_t tokens = CallTokens(lengths, s.settings.policy, s.model.buckets);
   auto call = std::make_shared<Call>();
   call->done = std::move(done);
-  call->deadline = deadline;
-  call->default_budget = default_budget;
+  call->deadline = budget.deadline;
+  call->default_budget = budget.server_default;
   call->bulk = s.IsBulk(n, bulk);
   const Clock::time_point now = Clock::now();
 
@@ -156,7 +151,7 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
   std::unique_lock<std::mutex> lock(s.mutex);
   if (submitting) --s.submitting;
   std::optional<InferResult> answer;
-  if (std::optional<ortserve::Refusal> refusal = s.Check(n, tokens, deadline, default_budget, call->bulk, now)) {
+  if (std::optional<ortserve::Refusal> refusal = s.Check(n, tokens, budget, call->bulk, now)) {
     answer = Answered(*refusal);
   } else if (n == 0) {
     answer = InferResult{};  // nothing to run: an empty OK answer
@@ -222,10 +217,9 @@ std::optional<InferResult> Batcher::Refusal(int n, std::optional<Clock::time_poi
   std::optional<ortserve::Refusal> refusal;
   {
     const Clock::time_point now = Clock::now();
-    const bool default_budget = !deadline && state_->settings.default_timeout_s > 0;
+    const TimeBudget budget = BudgetOf(deadline, state_->settings.default_timeout_s, now);
     std::lock_guard<std::mutex> lock(state_->mutex);
-    refusal = state_->Check(n, n, Budget(deadline, state_->settings.default_timeout_s, now), default_budget,
-                            state_->IsBulk(n, bulk), now);
+    refusal = state_->Check(n, n, budget, state_->IsBulk(n, bulk), now);
   }
   if (!refusal) return std::nullopt;
   return Answered(*refusal);

@@ -88,10 +88,10 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
 
   // Admits `ids` (their tokens counted) and queues them or runs them alone, or answers at once. `submitting`: the
   // call was counted in State::submitting while it tokenized.
-  // `deadline`: the call's budget (Budget), `default_budget` whether it is the server's default.
-  CallHandle Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds,
-                     std::optional<Clock::time_point> deadline, bool default_budget, std::optional<bool> bulk,
-                     InferDone done, double tokenize_s, bool may_run_here, bool submitting);
+  // `budget`: the call's (BudgetOf in batcher.cc).
+  CallHandle Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds, TimeBudget budget,
+                     std::optional<bool> bulk, InferDone done, double tokenize_s, bool may_run_here,
+                     bool submitting);
 
   const std::string model_;
   const std::string version_;

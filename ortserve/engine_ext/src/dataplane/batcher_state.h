@@ -59,13 +59,14 @@ struct Batcher::State {
 
   bool Idle() const { return in_flight == 0 && submitting == 0 && delivering == 0; }
 
-  // `deadline`: the call's budget (Budget); `default_budget`: it is the server's default; `bulk`: its class.
-  std::optional<ortserve::Refusal> Check(int texts, int64_t tokens, std::optional<Clock::time_point> deadline,
-                                         bool default_budget, bool bulk, Clock::time_point now) const {
+  // `budget`: the call's time budget; `bulk`: its class.
+  std::optional<ortserve::Refusal> Check(int texts, int64_t tokens, const TimeBudget& budget, bool bulk,
+                                         Clock::time_point now) const {
     QueueSnapshot queue{closed, queued_texts, queued_tokens, running_tokens, throughput.per_s()};
     queue.queued_bulk_texts = queued_bulk;
     queue.queued_bulk_tokens = queued_bulk_tokens;
-    return Admission(queue, CallWork{texts, tokens, default_budget, bulk}, LeftS(deadline, now), limits);
+    return Admission(queue, CallWork{texts, tokens, budget.server_default, bulk}, LeftS(budget.deadline, now),
+                     limits);
   }
 
   // A call's class: the caller's priority, else bulk from bulk_min_texts texts (batch_policy.h ChooseNext).

@@ -29,6 +29,12 @@ constexpr char kBudgetSpentQueued[] =
     "request never reached the engine: send a longer deadline";
 constexpr char kCancelled[] = "call cancelled by the client";
 
+// A call's time budget: the deadline it sent, else the server's default from its arrival (Batcher's BudgetOf).
+struct TimeBudget {
+  std::optional<Clock::time_point> deadline;  // none: no time bound
+  bool server_default = false;                // `deadline` is the server's default_timeout_s, not the caller's
+};
+
 // One call's answer: its status, or the model's output for each text in call order.
 struct InferResult {
   Code code = Code::kOk;
