@@ -10,6 +10,10 @@ e.g. for a custom ORT build.
     logits = engine.run({"input_ids": ids, "attention_mask": mask})["logits"]
     engine.close()
 
+A version at precision ``bf16`` (``EngineOptions(precision="bf16")``) runs on OpenVINO instead, from the installed
+``openvino`` wheel's C library (``ORTSERVE_OPENVINO_LIB`` overrides it), loaded by the first such engine;
+``bf16_refusal`` says why a CPU cannot (``openvino_cpu_capabilities``).
+
 ``WordPiece`` (see ``load_wordpiece``) is the native BERT tokenizer, equal to HF tokenizers' ids.
 ``route_bucket`` and ``Split`` choose a call's version (the canary bucket and the weights' layout over it), for both
 front ends. The wire rules of a ModelInfer (``decode_call``, ``check_outputs``, ``encode_outputs``,
@@ -63,8 +67,26 @@ def _find_onnxruntime_library() -> Path:
     )
 
 
+_OPENVINO_ENV = "ORTSERVE_OPENVINO_LIB"
+
+
+def _find_openvino_library() -> str:
+    """Path of libopenvino_c.so* in the installed openvino package (not imported), or "" where there is none: the
+    bf16 precision then refuses its versions with what to install."""
+    override = os.environ.get(_OPENVINO_ENV)
+    if override:
+        return override
+    spec = importlib.util.find_spec("openvino")
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        candidates = sorted((Path(location) / "libs").glob("libopenvino_c.so*"))
+        if candidates:
+            return str(candidates[0])
+    return ""
+
+
 try:
     _engine._init(str(_find_onnxruntime_library()))
+    _engine._set_openvino_library(_find_openvino_library())
 except _engine.EngineError as error:
     raise ImportError(f"ortserve.engine_ext: {error}") from error
 
@@ -78,6 +100,8 @@ NonFiniteOutputError = _engine.NonFiniteOutputError
 EngineClosedError = _engine.EngineClosedError
 OutOfMemoryError = _engine.OutOfMemoryError
 ort_version = _engine.ort_version
+openvino_cpu_capabilities = _engine.openvino_cpu_capabilities
+bf16_refusal = _engine.bf16_refusal
 library_path = _engine.library_path
 cuda_memory_info = _engine.cuda_memory_info
 WordPiece = _engine.WordPiece
@@ -182,6 +206,7 @@ __all__ = [
     "WordPiece",
     "admission_refusal",
     "aggregate_entities",
+    "bf16_refusal",
     "bucket_shape",
     "call_tokens",
     "check_outputs",
@@ -197,6 +222,7 @@ __all__ = [
     "load_wordpiece",
     "longest_first",
     "next_run",
+    "openvino_cpu_capabilities",
     "ort_version",
     "parse_trace_context",
     "pick_lane",

@@ -22,6 +22,16 @@ from ortserve.engine_ext import (
 def ort_version() -> str:
     """Version of the loaded ONNX Runtime library."""
 
+def openvino_cpu_capabilities() -> str:
+    """
+    OpenVINO's OPTIMIZATION_CAPABILITIES for the CPU ("FP32 BF16 INT8 ..."); loads OpenVINO. Raises ModelLoadError where it is not installed.
+    """
+
+def bf16_refusal(capabilities: str, compiled: str) -> str:
+    """
+    Why a CPU cannot serve bf16 (OpenVINO's capabilities, the compiled model's precision hint), or "".
+    """
+
 def library_path() -> str:
     """Path of the loaded ONNX Runtime library."""
 
@@ -49,7 +59,7 @@ class EngineOptions:
     How a session runs: each field a setting of service/config.Settings under the same name, defaulting to its default there (the server builds one from its Settings).
     """
 
-    def __init__(self, *, intra_op_threads: int = 2, inter_op_threads: int = 1, graph_optimization_level: str = 'all', device: str = 'cpu', allow_spinning: bool = True, spin_between_runs: bool = False, check_finite: bool = True, gpu_memory_limit_mb: int = 0, cudnn_conv_algo_search: str = 'exhaustive', cuda_graphs: bool = False, cpu_arena_limit_mb: int = 0, gpu_oom_fallback: str = 'lazy', gpu_fallback_cooldown_s: float = 30.0) -> None: ...
+    def __init__(self, *, intra_op_threads: int = 2, inter_op_threads: int = 1, graph_optimization_level: str = 'all', device: str = 'cpu', allow_spinning: bool = True, spin_between_runs: bool = False, check_finite: bool = True, gpu_memory_limit_mb: int = 0, cudnn_conv_algo_search: str = 'exhaustive', cuda_graphs: bool = False, cpu_arena_limit_mb: int = 0, gpu_oom_fallback: str = 'lazy', gpu_fallback_cooldown_s: float = 30.0, precision: str = 'fp32') -> None: ...
 
     @property
     def intra_op_threads(self) -> int: ...
@@ -129,6 +139,12 @@ class EngineOptions:
     @gpu_fallback_cooldown_s.setter
     def gpu_fallback_cooldown_s(self, arg: float, /) -> None: ...
 
+    @property
+    def precision(self) -> str: ...
+
+    @precision.setter
+    def precision(self, arg: str, /) -> None: ...
+
     def __copy__(self) -> EngineOptions: ...
 
 class Engine:
@@ -147,6 +163,9 @@ class Engine:
 
     @property
     def device(self) -> str: ...
+
+    @property
+    def runtime(self) -> str: ...
 
     @property
     def path(self) -> str: ...

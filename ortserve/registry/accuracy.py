@@ -585,8 +585,13 @@ def make_batches(tokenizer_json: str | Path, max_seq_len: int, texts: Sequence[s
     return batches
 
 
-def open_session(model: str | Path | bytes, threads: int) -> Any:
-    """An ONNX Runtime CPU session as the engine opens one (all graph optimisations), `threads` intra-op."""
+def open_session(model: str | Path | bytes, threads: int, precision: str = "fp32") -> Any:
+    """An ONNX Runtime CPU session as the engine opens one (all graph optimisations), `threads` intra-op; at bf16,
+    the model as OpenVINO runs it for the server (OpenVinoSession)."""
+    if precision == "bf16":
+        if isinstance(model, bytes):
+            raise ModelRunError("a bf16 candidate is the FP32 graph's file, not serialized bytes")
+        return OpenVinoSession(model, threads)
     import onnxruntime as ort  # lazy, see module docstring
 
     options = ort.SessionOptions()
@@ -595,6 +600,46 @@ def open_session(model: str | Path | bytes, threads: int) -> Any:
     options.log_severity_level = 3  # errors only: ORT's warnings (fp16 casts on CPU...) are not the report
     return ort.InferenceSession(model if isinstance(model, bytes) else str(model), options,
                                 providers=["CPUExecutionProvider"])
+
+
+# How the server compiles a bf16 version (engine_ext openvino_model.cc), so that the gate judges the numbers it will
+# serve: bf16 asked for explicitly, no pinning, the latency hint, the gate's thread count.
+OPENVINO_BF16 = {"INFERENCE_PRECISION_HINT": "bf16", "PERFORMANCE_HINT": "LATENCY", "ENABLE_CPU_PINNING": "NO"}
+
+
+class OpenVinoSession:
+    """A bf16 candidate as the server runs it: the FP32 graph compiled by OpenVINO for the CPU at bf16, behind the
+    slice of ONNX Runtime's session API the gate uses (`get_inputs`, `run`)."""
+
+    def __init__(self, model: str | Path, threads: int) -> None:
+        import openvino  # lazy: only the bf16 level needs it
+
+        core = openvino.Core()
+        capabilities = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+        if "BF16" not in capabilities:
+            raise ModelRunError(f"this CPU has no bf16 arithmetic (OpenVINO reports {' '.join(capabilities)}), so "
+                                "the gate cannot measure bf16 answers here: optimise on a CPU with AVX-512 BF16 or "
+                                "AMX (AMD Zen 4, Intel Sapphire Rapids and later)")
+        read = core.read_model(str(model))
+        self._inputs = [_Named(port.get_any_name()) for port in read.inputs]
+        self._outputs = {port.get_any_name(): i for i, port in enumerate(read.outputs)}
+        compiled = core.compile_model(read, "CPU", {**OPENVINO_BF16, "INFERENCE_NUM_THREADS": str(threads)})
+        compiled_at = compiled.get_property("INFERENCE_PRECISION_HINT")
+        if compiled_at != openvino.Type.bf16:
+            raise ModelRunError(f"OpenVINO compiled the model at {compiled_at}, not bf16")
+        self._request = compiled.create_infer_request()
+
+    def get_inputs(self) -> list[Any]:
+        return list(self._inputs)
+
+    def run(self, outputs: Sequence[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        results = self._request.infer(feeds)
+        return [np.array(results[self._outputs[name]], copy=True) for name in outputs]
+
+
+@dataclass(frozen=True)
+class _Named:
+    name: str
 
 
 def run_outputs(session: Any, batches: Sequence[Batch], texts: int, output: str = OUTPUT_NAME) -> np.ndarray:
@@ -644,21 +689,26 @@ def measure_speed(source: Any, optimized: Any, batches: Sequence[Batch], *, roun
                  source_texts_per_s=texts / best[0].sum(), optimized_texts_per_s=texts / best[1].sum())
 
 
-def run_gate(source_model: str | Path, candidate: bytes, tokenizer_json: str | Path, max_seq_len: int,
-             evals: EvalSet, settings: GateSettings, *, level: str, progress: Progress | None = None) -> GateReport:
-    """Runs both models on `evals` and judges the candidate (the optimised graph's serialized bytes)."""
+def run_gate(source_model: str | Path, candidate: bytes | Path, tokenizer_json: str | Path, max_seq_len: int,
+             evals: EvalSet, settings: GateSettings, *, level: str, precision: str = "fp32",
+             progress: Progress | None = None) -> GateReport:
+    """Runs both models on `evals` and judges the candidate (the optimised graph's serialized bytes, or at bf16 the
+    FP32 graph's file, which OpenVINO runs in bf16)."""
     report = progress or (lambda _line: None)
     batches = make_batches(tokenizer_json, max_seq_len, evals.texts, settings.batch_size)
     report(f"gate: {evals.describe()}, {len(batches)} length-sorted batches of <= {settings.batch_size}")
     logits = []
-    for name, model in (("source", source_model), (level, candidate)):
+    for name, model, runs_at in (("source", source_model, "fp32"), (level, candidate, precision)):
         t0 = time.perf_counter()
         try:
-            session = open_session(model, settings.threads)
+            session = open_session(model, settings.threads, runs_at)
             logits.append((session, run_outputs(session, batches, len(evals.texts))))
+        except ModelRunError:
+            raise
         except Exception as e:  # ORT raises its own types (Fail, InvalidGraph, RuntimeException...)
             first = (str(e).strip().splitlines() or [""])[0][:200]
-            raise ModelRunError(f"ONNX Runtime could not run the {name} model ({type(e).__name__}: {first})") from e
+            runtime = "OpenVINO" if runs_at == "bf16" else "ONNX Runtime"
+            raise ModelRunError(f"{runtime} could not run the {name} model ({type(e).__name__}: {first})") from e
         report(f"gate: {name} logits ({time.perf_counter() - t0:.1f}s)")
     (source, source_logits), (optimized, optimized_logits) = logits
     if source_logits.shape != optimized_logits.shape:

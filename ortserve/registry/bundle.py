@@ -88,10 +88,10 @@ MAX_MANIFEST_BYTES = 64 * 1024
 SCORE_ACTIVATIONS = ("sigmoid", "identity")
 """What a reranker's one logit may go through on the way to its SCORE output."""
 # What the graph's float weights and activations are; the wire (inputs, `logits`) stays int64/float32 either way.
-PRECISIONS = ("fp32", "fp16", "int8")
+PRECISIONS = ("fp32", "fp16", "int8", "bf16")
 DEFAULT_PRECISION = "fp32"
 # Publish-time optimisation levels and the precision each one produces (a new level adds a row here).
-LEVEL_PRECISION = {"fuse": "fp32", "int8": "int8", "fp16": "fp16"}
+LEVEL_PRECISION = {"fuse": "fp32", "int8": "int8", "fp16": "fp16", "bf16": "bf16"}
 OPTIMIZATION_LEVELS = tuple(LEVEL_PRECISION)
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _FILE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -93,8 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print only a JSON summary (with the gate's report)")
 
     s = command("optimize", help="write an optimised copy of a bundle (fuse: fused FP32, int8: INT8 for "
-                                        "CPUs, fp16: fused FP16 for GPUs), gated by an accuracy report; no registry "
-                                        "needed")
+                                        "CPUs, fp16: fused FP16 for GPUs, bf16: the FP32 graph run in bf16 by "
+                                        "OpenVINO on CPUs with AVX-512 BF16 or AMX), gated by an accuracy report; no "
+                                        "registry needed")
     s.add_argument("--bundle", required=True, metavar="IN")
     s.add_argument("--out", required=True, metavar="DIR", help="a new or empty directory")
     s.add_argument("--optimize", required=True, choices=OPTIMIZATION_LEVELS, metavar="LEVEL",

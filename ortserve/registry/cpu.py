@@ -17,7 +17,7 @@ from typing import Any
 CPUINFO = Path("/proc/cpuinfo")
 # /proc/cpuinfo flag -> the name reports use, in report order.
 FLAGS = {"avx2": "AVX2", "avx512f": "AVX-512", "avx512bw": "AVX-512BW", "avx512_vnni": "AVX-512 VNNI",
-         "avx_vnni": "AVX-VNNI", "amx_int8": "AMX-INT8"}
+         "avx_vnni": "AVX-VNNI", "amx_int8": "AMX-INT8", "avx512_bf16": "AVX-512 BF16", "amx_bf16": "AMX-BF16"}
 
 
 @dataclass(frozen=True)
@@ -41,13 +41,18 @@ class CpuInfo:
         """Whether full 8-bit weights multiply exactly here (VNNI or AMX); elsewhere only 7-bit weights do."""
         return self.int8_isa in ("amx", "avx512-vnni", "avx-vnni")
 
+    @property
+    def bf16(self) -> bool:
+        """Whether the CPU computes in bf16 (AVX-512 BF16 or AMX), which the bf16 precision needs."""
+        return bool(self.flags & {"avx512_bf16", "amx_bf16"})
+
     def describe(self) -> str:
         """ "AMD EPYC 7B13 (AVX2; int8 on avx2)": for reports and log lines."""
         names = [name for flag, name in FLAGS.items() if flag in self.flags]
         return f"{self.model} ({', '.join(names) or 'no AVX2'}; int8 on {self.int8_isa})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "flags": sorted(self.flags), "int8_isa": self.int8_isa}
+        return {"model": self.model, "flags": sorted(self.flags), "int8_isa": self.int8_isa, "bf16": self.bf16}
 
 
 def parse_cpuinfo(text: str) -> CpuInfo:

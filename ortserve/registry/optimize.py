@@ -7,6 +7,8 @@
            7 bits: the same integer products on every x86 CPU (INT8_FORM), about 2x FP32 where it has VNNI or AMX
     fp16   fuse, then float weights and activations in FP16, the graph's inputs and `logits` kept int64 / float32
            (for GPUs: the wire stays as it was)
+    bf16   the FP32 graph unchanged, run by OpenVINO in bf16 on CPUs with AVX-512 BF16 or AMX (the engine refuses
+           the version elsewhere); the gate runs it as the server will (accuracy.OpenVinoSession)
 
     optimize_bundle(source, dest, "int8")
         validate the source bundle -> load its evaluation texts -> read heads / hidden off its graph
@@ -219,7 +221,7 @@ def optimize_bundle(source: str | Path, dest: str | Path, level: str, progress: 
     _check_wire(final, where=f"{level} graph")
     model_bytes = final.SerializeToString()
 
-    optimization: dict[str, Any] = {"level": level, "source_sha256": source_sha, "tools": _tool_versions()}
+    optimization: dict[str, Any] = {"level": level, "source_sha256": source_sha, "tools": _tool_versions(level)}
     if level == "int8":
         optimization["quantization"] = dict(INT8_FORM)
     verdict = None
@@ -287,8 +289,10 @@ def _run_gate(src: Path, manifest: BundleManifest, model_bytes: bytes, evals: Ev
               level: str, report: Progress) -> GateReport:
     """Runs the gate and prints its table either way; raises GateRefused unless it passes (or loss is accepted)."""
     try:
-        verdict = run_gate(src / MODEL_FILE, model_bytes, src / TOKENIZER_FILE, manifest.max_seq_len, evals, gate,
-                           level=level, progress=report)
+        precision = LEVEL_PRECISION[level]
+        candidate = src / MODEL_FILE if precision == "bf16" else model_bytes  # bf16: the same graph, another runtime
+        verdict = run_gate(src / MODEL_FILE, candidate, src / TOKENIZER_FILE, manifest.max_seq_len, evals, gate,
+                           level=level, precision=precision, progress=report)
     except ModelRunError as e:
         raise OptimizeError(f"{src}: gate step failed: {e}") from e
     for line in verdict.table():
@@ -360,6 +364,7 @@ STEPS: dict[str, tuple[Callable[[_Pass], str], ...]] = {
     # Plain, not fused first: MiniLM demo, 2 cores, batches of 16: 1.85-2.02x the FP32 source, fused first 1.67-1.73x.
     "int8": (_quantize,),
     "fp16": (_fuse, _to_fp16),
+    "bf16": (),  # the precision is the runtime's: the graph stays FP32
 }
 
 
@@ -493,11 +498,16 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _tool_versions() -> dict[str, str]:
+def _tool_versions(level: str) -> dict[str, str]:
     import onnx
     import onnxruntime
 
-    return {"onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__}
+    tools = {"onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__}
+    if LEVEL_PRECISION[level] == "bf16":
+        from importlib.metadata import version
+
+        tools["openvino"] = version("openvino")  # the runtime the gate ran it on
+    return tools
 
 
 def format_bytes(size: int) -> str:

@@ -182,6 +182,7 @@ class ModelInstance:
         def open_engine(threads: int) -> Engine:
             session = copy.copy(options.engine)
             session.intra_op_threads = threads
+            session.precision = manifest.precision  # bf16 runs on OpenVINO, refused where the CPU has no bf16
             return Engine(str(bundle / "model.onnx"), session)
 
         pending: Future[Engine] | None = None
@@ -263,7 +264,8 @@ class ModelInstance:
         """What `ortserve status` shows of this version: its kind (what it takes and returns: classifier, embedding,
         classifier of pairs, reranker), and its compute: device, precision, memory, graphs, fallbacks."""
         engine = self.engine
-        info: dict[str, Any] = {"kind": self.kind_shown, "device": engine.device, "precision": self.manifest.precision}
+        info: dict[str, Any] = {"kind": self.kind_shown, "device": engine.device, "precision": self.manifest.precision,
+                                "runtime": engine.runtime}
         if self.manifest.optimization is not None:
             info["optimization"] = self.manifest.optimization.level
         if self.manifest.precision == "fp16" and not engine.device.startswith("cuda"):

@@ -13,9 +13,10 @@ rounding may flip, see registry/references.py):
 
     fp32 on a CPU      each logit within 1e-3 x max(1, the text's largest |logit|); embeddings cosine >= 0.9999
     fp32 on a GPU      TF32 matrix products (ONNX Runtime's CUDA default): 2e-2 x the same; cosine >= 0.999
-    int8, fp16         each logit within 1.5 x the largest |delta logit| the accuracy gate recorded against the
-                       source, plus 0.01 (int8) or 0.05 (fp16) x max(1, the text's largest |logit|); without a
-                       recorded gate, no bound on the logits; embeddings cosine >= 0.99
+    int8, fp16, bf16   each logit within 1.5 x the largest |delta logit| the accuracy gate recorded against the
+                       source, plus 0.01 (int8), 0.05 (fp16) or 0.02 (bf16: 8 significant bits, about 0.4% per
+                       rounding) x max(1, the text's largest |logit|); without a recorded gate, no bound on the
+                       logits; embeddings cosine >= 0.99 (bf16: 0.999)
     every precision    decisive references keep their top label where the bound cannot flip it (a lead over
                        the runner-up of more than two bounds); every output finite
     token classifier   each token as a classifier's text above (its logits, its bound), and a decisive text keeps
@@ -39,8 +40,8 @@ from ortserve.registry.references import ReferenceSet
 RESULTS = ("passed", "failed", "unverified", "skipped")
 FP32_CPU_RELATIVE, FP32_GPU_RELATIVE = 1e-3, 2e-2
 GATE_FACTOR = 1.5
-SLACK = {"int8": 0.01, "fp16": 0.05}
-MIN_COSINE = {"fp32-cpu": 0.9999, "fp32-gpu": 0.999, "optimised": 0.99}
+SLACK = {"int8": 0.01, "fp16": 0.05, "bf16": 0.02}
+MIN_COSINE = {"fp32-cpu": 0.9999, "fp32-gpu": 0.999, "bf16": 0.999, "optimised": 0.99}
 TEXT_SHOWN = 60
 
 
@@ -74,7 +75,7 @@ def rule_for(manifest: BundleManifest, device: str) -> Rule:
     on_gpu = device.startswith("cuda")
     precision = manifest.precision
     if manifest.kind == "embedding":
-        key = "optimised" if precision != "fp32" else ("fp32-gpu" if on_gpu else "fp32-cpu")
+        key = {"fp32": "fp32-gpu" if on_gpu else "fp32-cpu", "bf16": "bf16"}.get(precision, "optimised")
         return Rule(name=f"{precision} embedding on {device}", min_cosine=MIN_COSINE[key])
     if precision == "fp32":
         return Rule(name=f"fp32 on {device}", relative=FP32_GPU_RELATIVE if on_gpu else FP32_CPU_RELATIVE)

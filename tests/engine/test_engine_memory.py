@@ -338,6 +338,7 @@ def test_warm_up_runs_the_ladder_and_describe_reports_it(bucketed: ModelInstance
         "kind": "classifier",
         "device": "cpu",
         "precision": "fp32",
+        "runtime": f"onnxruntime {engine_ext.ort_version()}",
         "shape_buckets": {"rows": list(ROWS), "tokens": list(TOKENS)},
     }
     assert "shape_buckets" not in unbucketed.describe()

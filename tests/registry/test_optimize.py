@@ -274,9 +274,9 @@ OPT = {"level": "fp16", "source_sha256": "a" * 64, "tools": {"onnxruntime": "1.3
 
 
 @pytest.mark.parametrize(("extra", "pattern"), [
-    ({"precision": "int4"}, "precision must be one of fp32, fp16, int8, got 'int4'"),
+    ({"precision": "int4"}, "precision must be one of fp32, fp16, int8, bf16, got 'int4'"),
     ({"precision": "fp16", "optimization": {**OPT, "level": "int4"}},
-     "optimization.level must be one of fuse, int8, fp16"),
+     "optimization.level must be one of fuse, int8, fp16, bf16"),
     ({"precision": "fp16", "optimization": {**OPT, "accuracy": [1]}}, "optimization.accuracy must be an object"),
     ({"precision": "fp32", "optimization": {**OPT, "level": "int8"}},
      "precision 'fp32' contradicts optimization.level 'int8'"),
@@ -385,7 +385,7 @@ def test_graphs_that_cannot_be_optimised_are_refused(cli: Cli, sources: dict[str
 def test_refusals(cli: Cli, sources: dict[str, Path], optimized: dict, tmp_path: Path) -> None:
     tiny = str(sources["tiny"])
     result = cli("optimize", "--bundle", tiny, "--out", str(tmp_path / "o"), "--optimize", "int4", cwd=tmp_path)
-    _one_line_refusal(result, 2, r"invalid choice: 'int4' \(choose from '?fuse'?, '?int8'?, '?fp16'?\)")
+    _one_line_refusal(result, 2, r"invalid choice: 'int4' \(choose from '?fuse'?, '?int8'?, '?fp16'?, '?bf16'?\)")
 
     busy = tmp_path / "busy"
     busy.mkdir()

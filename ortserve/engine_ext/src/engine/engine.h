@@ -1,4 +1,5 @@
-// Engine: one ONNX Runtime session, its options, validated thread-safe runs, and close.
+// Engine: one ONNX Runtime session (or, for a bf16 version, one OpenVINO compiled model), its options, validated
+// thread-safe runs, and close.
 //
 //   Engine engine(path, options);           // throws ModelLoadError / OptionError
 //   auto outputs = engine.Run(feeds);       // any number of threads at once
@@ -27,6 +28,7 @@
 namespace ortserve {
 
 struct CudaRuntime;
+class OpenVinoModel;
 
 // Name, element type and shape of one model input or output.
 struct TensorInfo {
@@ -51,6 +53,9 @@ struct EngineOptions {
   bool allow_spinning = true;                    // pool threads spin between operators instead of sleeping
   bool spin_between_runs = false;                // ...and keep spinning after Run() returns (ORT's default)
   bool check_finite = true;                      // NaN/Inf in a float output -> NonFiniteOutputError (not a setting)
+  // The version's precision, from its manifest (not a setting): "fp32" | "int8" | "fp16" run the graph as it is typed
+  // on ONNX Runtime; "bf16" runs the FP32 graph on OpenVINO in bf16 (openvino_model.h), CPU only.
+  std::string precision = "fp32";
   int gpu_memory_limit_mb = 0;                   // CUDA: cap on ORT's GPU arena (gpu_mem_limit); 0 = none
   std::string cudnn_conv_algo_search = "exhaustive";  // CUDA: "exhaustive" | "heuristic" | "default"
   bool cuda_graphs = false;                      // CUDA: capture a graph per input shape, replay it after
@@ -100,6 +105,8 @@ class Engine {
 
   const std::string& path() const { return path_; }
   const std::string& device() const { return device_; }  // "cpu" or "cuda:N": what actually runs
+  // What computes the runs: "onnxruntime 1.32.0", or "openvino 2026.4.1-... bf16" for a bf16 version.
+  const std::string& runtime() const { return runtime_; }
   const std::vector<TensorInfo>& inputs() const { return inputs_; }
   const std::vector<TensorInfo>& outputs() const { return outputs_; }
 
@@ -128,6 +135,7 @@ class Engine {
   struct GraphRunner;  // the thread graph runs go through, and the device buffers per input shape
   using Outputs = std::vector<OutputTensor>;
 
+  void ReadInputsAndOutputs(Ort::Session& session);  // fills inputs_ and outputs_ as ORT reads the model
   std::vector<const InputView*> Validate(const std::vector<InputView>& feeds) const;
   std::string ClosedMessage() const;
   std::vector<Ort::Value> CpuValues(const std::vector<const InputView*>& ordered) const;
@@ -138,6 +146,7 @@ class Engine {
   // Host copies of `results`; `from_device`: they live in GPU memory (a graph's output buffers).
   Outputs CopyOut(std::vector<Ort::Value>& results, const CudaRuntime* from_device = nullptr) const;
   void CheckFinite(const Outputs& outputs) const;
+  Outputs Checked(Outputs outputs) const;  // CheckFinite where check_finite
   // ORT's run error as the engine's: InputError (invalid argument), OutOfMemoryError or EngineError, naming the
   // model; `where` qualifies the session (" on its CPU fallback session").
   [[noreturn]] void ThrowRunError(const Ort::Exception& e, const std::string& where) const;
@@ -150,6 +159,7 @@ class Engine {
   const std::string path_;
   const EngineOptions options_;
   std::string device_;
+  std::string runtime_;
   std::vector<TensorInfo> inputs_;
   std::vector<TensorInfo> outputs_;
   std::vector<const char*> input_names_;   // point into inputs_[i].name, in model order
@@ -164,9 +174,10 @@ class Engine {
   // Set first by Close() so that new runs fail at once: glibc's rwlock prefers readers, so a steady
   // stream of runs would otherwise starve Close() forever.
   std::atomic<bool> closing_{false};
-  // Guards session_: Run() holds it shared for the whole ORT call and output copy, Close() exclusive.
+  // Guards session_ and openvino_: Run() holds it shared for the whole ORT call and output copy, Close() exclusive.
   mutable std::shared_mutex session_mutex_;
   std::unique_ptr<Ort::Session> session_;
+  std::unique_ptr<OpenVinoModel> openvino_;  // a bf16 version's runs, instead of session_
 
   // The CPU session out-of-memory batches rerun on; created at load ("warm") or on first need ("lazy").
   mutable std::mutex fallback_mutex_;

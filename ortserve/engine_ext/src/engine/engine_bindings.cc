@@ -14,6 +14,8 @@
 #include "engine.h"
 #include "engine_bindings.h"
 #include "errors.h"
+#include "openvino_model.h"
+#include "openvino_runtime.h"
 #include "runtime.h"
 
 namespace nb = nanobind;
@@ -188,6 +190,18 @@ void BindEngine(nb::module_& m) {
   m.def("_init", &ortserve::InitRuntime, "library_path"_a,
         "Load libonnxruntime from library_path and bind the engine to it (idempotent).");
   m.def("ort_version", &ortserve::RuntimeVersion, "Version of the loaded ONNX Runtime library.");
+  m.def("_set_openvino_library", &ortserve::SetOpenVinoLibrary, "path"_a,
+        "Where libopenvino_c is (\"\" where openvino is not installed); loaded by the first bf16 engine.");
+  m.def(
+      "openvino_cpu_capabilities",
+      [] {
+        nb::gil_scoped_release release;
+        return ortserve::OpenVinoCpuCapabilities();
+      },
+      "OpenVINO's OPTIMIZATION_CAPABILITIES for the CPU (\"FP32 BF16 INT8 ...\"); loads OpenVINO. Raises "
+      "ModelLoadError where it is not installed.");
+  m.def("bf16_refusal", &ortserve::Bf16Refusal, "capabilities"_a, "compiled"_a,
+        "Why a CPU cannot serve bf16 (OpenVINO's capabilities, the compiled model's precision hint), or \"\".");
   m.def("library_path", &ortserve::LibraryPath, "Path of the loaded ONNX Runtime library.");
   m.def(
       "cuda_memory_info",
@@ -215,12 +229,12 @@ void BindEngine(nb::module_& m) {
              const std::string& graph_optimization_level, const std::string& device, bool allow_spinning,
              bool spin_between_runs, bool check_finite, int gpu_memory_limit_mb,
              const std::string& cudnn_conv_algo_search, bool cuda_graphs, int cpu_arena_limit_mb,
-             const std::string& gpu_oom_fallback, double gpu_fallback_cooldown_s) {
+             const std::string& gpu_oom_fallback, double gpu_fallback_cooldown_s, const std::string& precision) {
             new (self) EngineOptions{intra_op_threads,      inter_op_threads,       graph_optimization_level,
                                      device,                allow_spinning,         spin_between_runs,
-                                     check_finite,          gpu_memory_limit_mb,    cudnn_conv_algo_search,
-                                     cuda_graphs,           cpu_arena_limit_mb,     gpu_oom_fallback,
-                                     gpu_fallback_cooldown_s};
+                                     check_finite,          precision,              gpu_memory_limit_mb,
+                                     cudnn_conv_algo_search, cuda_graphs,           cpu_arena_limit_mb,
+                                     gpu_oom_fallback,      gpu_fallback_cooldown_s};
           },
           nb::kw_only(), "intra_op_threads"_a = kDefaults.intra_op_threads,
           "inter_op_threads"_a = kDefaults.inter_op_threads,
@@ -229,7 +243,7 @@ void BindEngine(nb::module_& m) {
           "check_finite"_a = kDefaults.check_finite, "gpu_memory_limit_mb"_a = kDefaults.gpu_memory_limit_mb,
           "cudnn_conv_algo_search"_a = kDefaults.cudnn_conv_algo_search, "cuda_graphs"_a = kDefaults.cuda_graphs,
           "cpu_arena_limit_mb"_a = kDefaults.cpu_arena_limit_mb, "gpu_oom_fallback"_a = kDefaults.gpu_oom_fallback,
-          "gpu_fallback_cooldown_s"_a = kDefaults.gpu_fallback_cooldown_s)
+          "gpu_fallback_cooldown_s"_a = kDefaults.gpu_fallback_cooldown_s, "precision"_a = kDefaults.precision)
       .def_rw("intra_op_threads", &EngineOptions::intra_op_threads)
       .def_rw("inter_op_threads", &EngineOptions::inter_op_threads)
       .def_rw("graph_optimization_level", &EngineOptions::graph_optimization_level)
@@ -243,6 +257,7 @@ void BindEngine(nb::module_& m) {
       .def_rw("cpu_arena_limit_mb", &EngineOptions::cpu_arena_limit_mb)
       .def_rw("gpu_oom_fallback", &EngineOptions::gpu_oom_fallback)
       .def_rw("gpu_fallback_cooldown_s", &EngineOptions::gpu_fallback_cooldown_s)
+      .def_rw("precision", &EngineOptions::precision)
       .def("__copy__", [](const EngineOptions& self) { return self; });
 
   nb::class_<Engine>(m, "Engine", "One ONNX Runtime session; run() is thread-safe and releases the GIL.")
@@ -260,6 +275,7 @@ void BindEngine(nb::module_& m) {
       .def_prop_ro("inputs", &Engine::inputs)
       .def_prop_ro("outputs", &Engine::outputs)
       .def_prop_ro("device", &Engine::device)
+      .def_prop_ro("runtime", &Engine::runtime)
       .def_prop_ro("path", &Engine::path)
       .def_prop_ro("closed", &Engine::closed)
       .def_prop_ro("cuda_graphs", &Engine::cuda_graphs)

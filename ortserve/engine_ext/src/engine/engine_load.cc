@@ -13,6 +13,7 @@
 #include "engine_internal.h"
 #include "errors.h"
 #include "graph_runner.h"
+#include "openvino_model.h"
 #include "runtime.h"
 
 namespace ortserve {
@@ -136,6 +137,15 @@ Engine::Engine(std::string path, const EngineOptions& options)
   }
   if (!(options_.gpu_fallback_cooldown_s >= 0)) throw OptionError("gpu_fallback_cooldown_s must be >= 0");
   const int cuda_device = ParseCudaDevice(options_.device);
+  const std::string& precision = options_.precision;
+  if (precision != "fp32" && precision != "int8" && precision != "fp16" && precision != "bf16") {
+    throw OptionError("precision must be one of 'fp32', 'int8', 'fp16', 'bf16'; got '" + precision + "'");
+  }
+  const bool bf16 = precision == "bf16";
+  if (bf16 && cuda_device >= 0) {
+    throw OptionError("precision 'bf16' runs on the CPU (OpenVINO); device must be 'cpu', got '" + options_.device +
+                      "'");
+  }
 
   std::error_code ec;
   const auto status = std::filesystem::status(path_, ec);
@@ -183,22 +193,27 @@ Engine::Engine(std::string path, const EngineOptions& options)
                      OneLine(reason).c_str(), path_.c_str());
       }
     }
-    if (!session_) {
+    if (bf16) {
+      // ORT reads the tensors (names, types, symbolic dimensions: the contract every precision keeps); OpenVINO runs.
+      EngineOptions reader = options_;
+      reader.graph_optimization_level = "disable";
+      reader.intra_op_threads = 1;
+      {
+        Ort::Session metadata(env, path_.c_str(), MakeSessionOptions(reader));
+        ReadInputsAndOutputs(metadata);
+      }
+      openvino_ = std::make_unique<OpenVinoModel>(path_, inputs_, outputs_, options_.intra_op_threads);
+      runtime_ = openvino_->runtime();
+    } else if (!session_) {
       Ort::SessionOptions cpu_options = MakeSessionOptions(options_);
       if (options_.cpu_arena_limit_mb > 0) UseCappedCpuArena(cpu_options, options_.cpu_arena_limit_mb);
       session_ = std::make_unique<Ort::Session>(env, path_.c_str(), cpu_options);
     } else {
       cuda_device_ = cuda_device;
     }
-
-    Ort::AllocatorWithDefaultOptions allocator;
-    for (size_t i = 0; i < session_->GetInputCount(); ++i) {
-      inputs_.push_back(ReadTensorInfo("input", session_->GetInputNameAllocated(i, allocator).get(),
-                                       session_->GetInputTypeInfo(i)));
-    }
-    for (size_t i = 0; i < session_->GetOutputCount(); ++i) {
-      outputs_.push_back(ReadTensorInfo("output", session_->GetOutputNameAllocated(i, allocator).get(),
-                                        session_->GetOutputTypeInfo(i)));
+    if (session_) {
+      ReadInputsAndOutputs(*session_);
+      runtime_ = "onnxruntime " + RuntimeVersion();
     }
     if (cuda_device_ >= 0) {
       try {
@@ -208,7 +223,7 @@ Engine::Engine(std::string path, const EngineOptions& options)
         pinned_.reset();  // inputs then go from the caller's pageable memory, one copy less on the host
       }
     }
-    if (FallbackEnabled() && options_.gpu_oom_fallback == "warm") {
+    if (!bf16 && FallbackEnabled() && options_.gpu_oom_fallback == "warm") {
       try {
         FallbackSession();
       } catch (const Ort::Exception& e) {
@@ -230,6 +245,18 @@ Engine::Engine(std::string path, const EngineOptions& options)
 
 Engine::~Engine() { Close(); }
 
+void Engine::ReadInputsAndOutputs(Ort::Session& session) {
+  Ort::AllocatorWithDefaultOptions allocator;
+  for (size_t i = 0; i < session.GetInputCount(); ++i) {
+    inputs_.push_back(
+        ReadTensorInfo("input", session.GetInputNameAllocated(i, allocator).get(), session.GetInputTypeInfo(i)));
+  }
+  for (size_t i = 0; i < session.GetOutputCount(); ++i) {
+    outputs_.push_back(
+        ReadTensorInfo("output", session.GetOutputNameAllocated(i, allocator).get(), session.GetOutputTypeInfo(i)));
+  }
+}
+
 std::string Engine::ClosedMessage() const { return "engine for model '" + path_ + "' is closed"; }
 
 Ort::Session& Engine::FallbackSession() const {
@@ -245,7 +272,8 @@ void Engine::Close() {
   closing_.store(true, std::memory_order_release);
   {
     std::unique_lock<std::shared_mutex> lock(session_mutex_);
-    if (!session_) return;
+    if (!session_ && !openvino_) return;
+    openvino_.reset();
     if (graph_runner_) graph_runner_->Stop();  // its device buffers go back before the session
     graph_runner_.reset();
     pinned_.reset();

@@ -10,6 +10,7 @@
 #include "engine_internal.h"
 #include "errors.h"
 #include "graph_runner.h"
+#include "openvino_model.h"
 
 namespace ortserve {
 namespace {
@@ -115,6 +116,7 @@ std::vector<OutputTensor> Engine::Run(const std::vector<InputView>& feeds) const
   Outputs outputs;
   {
     std::shared_lock<std::shared_mutex> lock(session_mutex_);
+    if (openvino_) return Checked(openvino_->Run(ordered));
     if (!session_) throw EngineClosedError(ClosedMessage());
     const bool fallback = FallbackEnabled();
     bool on_device = true;
@@ -158,6 +160,10 @@ std::vector<OutputTensor> Engine::Run(const std::vector<InputView>& feeds) const
       }
     }
   }
+  return Checked(std::move(outputs));
+}
+
+Engine::Outputs Engine::Checked(Outputs outputs) const {
   if (options_.check_finite) CheckFinite(outputs);
   return outputs;
 }
