@@ -297,8 +297,9 @@ def _optimize(source: str, dest: str, level: str, *, gate: GateSettings, as_json
         return result
     before, after = result.ops_before, result.ops_after
     changed = [f"{op} x {before.get(op, 0)} -> {after[op]}" for op in FUSED_OPS + QUANTIZED_OPS if after.get(op)]
+    ops = f"{', '.join(changed)}; " if changed else ""  # bf16 changes no node: the graph stays the source's
     print(f"optimised {source} -> {dest}: level {level}, precision {result.manifest.precision}; "
-          f"{', '.join(changed)}; nodes {sum(before.values())} -> {sum(after.values())}; "
+          f"{ops}nodes {sum(before.values())} -> {sum(after.values())}; "
           f"model.onnx {format_bytes(result.size_before)} -> {format_bytes(result.size_after)} ({result.seconds:.1f}s)")
     return result
 
