@@ -219,7 +219,8 @@ def optimize_bundle(source: str | Path, dest: str | Path, level: str, progress: 
                                     f"tooling ({type(e).__name__}: {_first_line(e)})") from e
     final = work.graph
     _check_wire(final, where=f"{level} graph")
-    model_bytes = final.SerializeToString()
+    # A level without steps (bf16) keeps the source's file byte for byte: its sha256 is the source's.
+    model_bytes = final.SerializeToString() if STEPS[level] else model_path.read_bytes()
 
     optimization: dict[str, Any] = {"level": level, "source_sha256": source_sha, "tools": _tool_versions(level)}
     if level == "int8":
@@ -504,9 +505,13 @@ def _tool_versions(level: str) -> dict[str, str]:
 
     tools = {"onnxruntime": onnxruntime.__version__, "onnx": onnx.__version__}
     if LEVEL_PRECISION[level] == "bf16":
-        from importlib.metadata import version
+        from importlib.metadata import PackageNotFoundError, version
 
-        tools["openvino"] = version("openvino")  # the runtime the gate ran it on
+        try:
+            tools["openvino"] = version("openvino")  # the runtime the gate ran it on
+        except PackageNotFoundError:
+            raise OptimizeError("the bf16 level runs on OpenVINO, which is not installed: pip install openvino") \
+                from None
     return tools
 
 

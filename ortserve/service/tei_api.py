@@ -46,7 +46,7 @@ from ortserve.service.text_calls import (
 ERROR_TYPES = {"invalid_request": "validation", "not_found": "validation", "too_large": "validation",
                "overloaded": "overloaded", "timeout": "overloaded", "unavailable": "unhealthy"}
 """TEI's error_type per kind of error (text_calls.KINDS); any other is "backend"."""
-DTYPES = {"fp32": "float32", "fp16": "float16", "int8": "int8"}
+DTYPES = {"fp32": "float32", "fp16": "float16", "int8": "int8", "bf16": "bfloat16"}  # TEI's names
 LOGITS = "LOGITS"
 
 

@@ -41,11 +41,20 @@ def test_each_cpu_class(text: str, model: str, isa: str, exact: bool) -> None:
 
 def test_only_the_flags_that_matter_are_kept_and_described() -> None:
     cpu = parse_cpuinfo(SAPPHIRE_RAPIDS)
-    assert cpu.flags == {"avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8"}
+    assert cpu.flags == {"avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8", "avx512_bf16",
+                         "amx_bf16"}
     assert cpu.describe() == ("Intel(R) Xeon(R) Processor (AVX2, AVX-512, AVX-512BW, AVX-512 VNNI, AVX-VNNI, "
-                              "AMX-INT8; int8 on amx)")
+                              "AMX-INT8, AVX-512 BF16, AMX-BF16; int8 on amx)")
+    assert cpu.bf16
     assert parse_cpuinfo(EPYC_AVX2).describe() == "AMD EPYC 7B13 (AVX2; int8 on avx2)"
-    assert parse_cpuinfo(EPYC_AVX2).to_dict() == {"model": "AMD EPYC 7B13", "flags": ["avx2"], "int8_isa": "avx2"}
+    assert parse_cpuinfo(EPYC_AVX2).to_dict() == {"model": "AMD EPYC 7B13", "flags": ["avx2"], "int8_isa": "avx2",
+                                                  "bf16": False}
+
+
+def test_bf16_is_avx512_bf16_or_amx() -> None:
+    """Zen 4 has AVX-512 BF16 without AMX; Sapphire Rapids both; an AVX-512 VNNI CPU neither."""
+    zen4 = parse_cpuinfo("model name\t: AMD EPYC 9B14\nflags\t\t: avx2 avx512f avx512_vnni avx512_bf16\n")
+    assert zen4.bf16 and not parse_cpuinfo(SKYLAKE_AVX512).bf16 and not parse_cpuinfo(EPYC_AVX2).bf16
 
 
 def test_this_machine_and_an_unreadable_file(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 
 import pytest
 
@@ -19,6 +20,10 @@ def bf16_unavailable() -> str:
     """Why bf16 cannot run here, or "" when it can."""
     if importlib.util.find_spec("openvino") is None:
         return "the openvino package is not installed: bf16 runs on OpenVINO"
+    if sanitizer := os.environ.get("ORTSERVE_SANITIZER"):
+        # Checked before anything loads OpenVINO: the runtime would abort the process, not fail a test.
+        return (f"under the {sanitizer} sanitizer (scripts/sanitize): OpenVINO's TBB dlopen()s libtbbbind with "
+                "RTLD_DEEPBIND, which sanitizer runtimes refuse; the plain suite runs the bf16 engine")
     from ortserve import engine_ext
     from ortserve.registry.cpu import cpu_info
 
