@@ -102,6 +102,7 @@ OutOfMemoryError = _engine.OutOfMemoryError
 ort_version = _engine.ort_version
 openvino_cpu_capabilities = _engine.openvino_cpu_capabilities
 bf16_refusal = _engine.bf16_refusal
+openvino_streams = _engine.openvino_streams
 library_path = _engine.library_path
 cuda_memory_info = _engine.cuda_memory_info
 WordPiece = _engine.WordPiece
@@ -223,6 +224,7 @@ __all__ = [
     "longest_first",
     "next_run",
     "openvino_cpu_capabilities",
+    "openvino_streams",
     "ort_version",
     "parse_trace_context",
     "pick_lane",

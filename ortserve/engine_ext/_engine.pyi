@@ -27,6 +27,11 @@ def openvino_cpu_capabilities() -> str:
     OpenVINO's OPTIMIZATION_CAPABILITIES for the CPU ("FP32 BF16 INT8 ..."); loads OpenVINO. Raises ModelLoadError where it is not installed.
     """
 
+def openvino_streams(threads: int, cores: int) -> int:
+    """
+    How many OpenVINO streams a bf16 engine of `threads` threads per run gets on `cores` cores.
+    """
+
 def bf16_refusal(capabilities: str, compiled: str) -> str:
     """
     Why a CPU cannot serve bf16 (OpenVINO's capabilities, the compiled model's precision hint), or "".

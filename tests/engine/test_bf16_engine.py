@@ -32,6 +32,7 @@ from ortserve.engine_ext import (
     InputError,
     NonFiniteOutputError,
     bf16_refusal,
+    openvino_streams,
     ort_version,
 )
 from ortserve.registry.accuracy import Batch, builtin_eval_set, make_batches
@@ -79,6 +80,17 @@ def test_options_a_bf16_engine_refuses_are_value_errors(tiny_bundle: Path, optio
     with pytest.raises(ValueError) as caught:
         Engine(tiny_bundle / "model.onnx", EngineOptions(**options))
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(("threads", "cores", "streams"), [
+    (1, 2, 2),  # the one-thread session: two runs side by side, as ONNX Runtime runs them
+    (2, 2, 1),  # the wide one fills the cores alone
+    (2, 8, 4), (3, 8, 2), (4, 2, 1),  # never more threads than fit, never no stream
+    (0, 16, 1),  # OpenVINO picks the threads: one stream
+])
+def test_a_bf16_engine_gets_as_many_streams_as_runs_fit_the_cores(threads: int, cores: int, streams: int) -> None:
+    """An OpenVINO stream runs one request at a time: with one, concurrent runs of the one-thread session queued."""
+    assert openvino_streams(threads, cores) == streams
 
 
 def test_the_precision_option_defaults_to_fp32_and_survives_a_copy() -> None:

@@ -200,6 +200,8 @@ void BindEngine(nb::module_& m) {
       },
       "OpenVINO's OPTIMIZATION_CAPABILITIES for the CPU (\"FP32 BF16 INT8 ...\"); loads OpenVINO. Raises "
       "ModelLoadError where it is not installed.");
+  m.def("openvino_streams", &ortserve::OpenVinoStreams, "threads"_a, "cores"_a,
+        "How many OpenVINO streams a bf16 engine of `threads` threads per run gets on `cores` cores.");
   m.def("bf16_refusal", &ortserve::Bf16Refusal, "capabilities"_a, "compiled"_a,
         "Why a CPU cannot serve bf16 (OpenVINO's capabilities, the compiled model's precision hint), or \"\".");
   m.def("library_path", &ortserve::LibraryPath, "Path of the loaded ONNX Runtime library.");

@@ -19,10 +19,14 @@ namespace ortserve {
 // CPU ("FP32 BF16 INT8 ..."), `compiled` the INFERENCE_PRECISION_HINT the compiled model reports ("bf16", "f32").
 std::string Bf16Refusal(const std::string& capabilities, const std::string& compiled);
 
+// How many OpenVINO streams a model of `threads` threads per run gets on `cores` cores: as many runs of that width
+// as fit side by side (a stream runs one request at a time), at least one; one where OpenVINO picks the threads (0).
+int OpenVinoStreams(int threads, int cores);
+
 class OpenVinoModel {
  public:
-  // Reads and compiles the ONNX model at `path` for the CPU with bf16 inference precision, `threads` inference
-  // threads (0: OpenVINO's choice), no pinning and the latency hint. `inputs` / `outputs`: the model's tensors as
+  // Reads and compiles the ONNX model at `path` for the CPU with bf16 inference precision, `threads` threads per
+  // run (0: OpenVINO's choice) in OpenVinoStreams streams, no pinning and the latency hint. `inputs` / `outputs`: the model's tensors as
   // ONNX Runtime reads them, in the order Run takes and returns them. Throws ModelLoadError, with Bf16Refusal's
   // reason where the CPU cannot run bf16.
   OpenVinoModel(const std::string& path, const std::vector<TensorInfo>& inputs,
