@@ -47,8 +47,10 @@ def test_an_unknown_setting_has_no_default() -> None:
 
 def test_the_engine_options_default_to_the_settings_of_the_same_names() -> None:
     defaults = engine_ext.EngineOptions()
-    names = [n for n in dir(defaults) if not n.startswith("_") and n != "check_finite"]
+    # check_finite and precision are not settings: the engine's own check, and the version's manifest.
+    names = [n for n in dir(defaults) if not n.startswith("_") and n not in ("check_finite", "precision")]
     assert len(names) == 12
+    assert defaults.precision == "fp32"
     assert {n: getattr(defaults, n) for n in names} == {n: config.default(n) for n in names}
     built = engine_options(config.Settings(intra_op_threads=3, gpu_oom_fallback="warm", gpu_fallback_cooldown_s=5.0))
     assert (built.intra_op_threads, built.gpu_oom_fallback, built.gpu_fallback_cooldown_s) == (3, "warm", 5.0)
