@@ -152,8 +152,10 @@ class Engine {
   [[noreturn]] void ThrowRunError(const Ort::Exception& e, const std::string& where) const;
   Ort::Session& FallbackSession() const;  // creates it on first need; call with fallback_mutex_ held or in the ctor
   // Out-of-memory runs go to a CPU session: on a GPU, or in a capped CPU arena (how it is tested without a GPU).
+  // Never for bf16: OpenVINO's runs have no ORT arena to run out of.
   bool FallbackEnabled() const {
-    return options_.gpu_oom_fallback != "off" && (cuda_device_ >= 0 || options_.cpu_arena_limit_mb > 0);
+    return options_.precision != "bf16" && options_.gpu_oom_fallback != "off" &&
+           (cuda_device_ >= 0 || options_.cpu_arena_limit_mb > 0);
   }
 
   const std::string path_;

@@ -223,7 +223,7 @@ Engine::Engine(std::string path, const EngineOptions& options)
         pinned_.reset();  // inputs then go from the caller's pageable memory, one copy less on the host
       }
     }
-    if (!bf16 && FallbackEnabled() && options_.gpu_oom_fallback == "warm") {
+    if (FallbackEnabled() && options_.gpu_oom_fallback == "warm") {
       try {
         FallbackSession();
       } catch (const Ort::Exception& e) {
