@@ -1,5 +1,6 @@
-"""Imports flow one way: service → registry, service → engine_ext; never back (ARCHITECTURE.md). In C++ too:
-engine_ext/src/dataplane uses engine_ext/src/engine, never the reverse."""
+"""Imports flow one way (ARCHITECTURE.md): service → registry → prepare → bundle, service → bundle, service →
+engine_ext; never back, and the server never loads the offline preparation (import, optimise, the gate). No module
+reaches itself through others. In C++ too: engine_ext/src/dataplane uses engine_ext/src/engine, never the reverse."""
 
 from __future__ import annotations
 
@@ -15,16 +16,20 @@ ENGINE_SRC = Path(__file__).resolve().parents[1] / "ortserve" / "engine_ext" / "
 # The product never imports the tools (tools/ortserve_devtools: the bundle builders, the Consul stand-in, the server
 # launcher and the load client, which the tests, the demo and the scripts use and the wheel does not carry).
 FORBIDDEN = {
+    "bundle": ("ortserve.service", "ortserve.registry", "ortserve.prepare", "ortserve.engine_ext", "grpc",
+               "ortserve_devtools"),
+    "prepare": ("ortserve.service", "ortserve.registry", "ortserve.engine_ext", "grpc", "ortserve_devtools"),
     "registry": ("ortserve.service", "ortserve.engine_ext", "grpc", "ortserve_devtools"),
-    "engine_ext": ("ortserve.service", "ortserve.registry", "ortserve_devtools"),
-    "service": ("ortserve_devtools",),
-    "proto": ("ortserve.service", "ortserve.registry", "ortserve.engine_ext"),
+    "engine_ext": ("ortserve.service", "ortserve.registry", "ortserve.bundle", "ortserve.prepare",
+                   "ortserve_devtools"),
+    "service": ("ortserve.prepare", "ortserve_devtools"),
+    "proto": ("ortserve.service", "ortserve.registry", "ortserve.bundle", "ortserve.prepare", "ortserve.engine_ext"),
 }
 TOOLS = Path(__file__).resolve().parents[1] / "tools" / "ortserve_devtools"
-# What the tools may use of the product: the builders write bundles through the bundle room (registry.bundle,
-# registry.references); the server launcher and the load client speak the wire contract (proto) to a server they
-# run as a process. Never the server's insides (service, engine_ext).
-TOOLS_ALLOWED = ("ortserve", "ortserve.registry", "ortserve.proto")
+# What the tools may use of the product: the builders write bundles through the bundle room and the preparation's
+# reference answers (bundle, prepare); the server launcher and the load client speak the wire contract (proto) to a
+# server they run as a process. Never the server's insides (service, engine_ext) nor the registry's stores.
+TOOLS_ALLOWED = ("ortserve", "ortserve.bundle", "ortserve.prepare", "ortserve.proto")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -45,7 +50,83 @@ def test_rooms_import_only_downstream() -> None:
                 if any(name == f or name.startswith(f + ".") for f in forbidden):
                     violations.append(f"{path.relative_to(PACKAGE)} imports {name}")
     assert not violations, violations
-    assert any((PACKAGE / "registry").rglob("*.py")), "nothing scanned"
+    assert all(any((PACKAGE / room).rglob("*.py")) for room in FORBIDDEN), "nothing scanned"
+
+
+def imported_here(path: Path) -> set[str]:
+    """What a file imports: `import a.b` as a.b, `from a import b` as a.b (b may be a module; the graph trims it
+    back to a where it is a name)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(package: Path) -> dict[str, set[str]]:
+    """Each module of the package and the package's modules it imports (lazy imports inside functions too). A
+    compiled module is known by its stub (.pyi) and imports nothing of the package."""
+    modules = {module_name(path) for path in package.rglob("*.pyi")}
+    paths = {module_name(path): path for path in package.rglob("*.py")}
+    modules |= set(paths)
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in paths.items():
+        for imported in imported_here(path):
+            while imported and imported not in modules:
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name:
+                graph[name].add(imported)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_reaches_itself_through_others() -> None:
+    graph = import_graph(PACKAGE)
+    assert not circles(graph), circles(graph)
+    assert "ortserve.bundle.manifest" in graph["ortserve.bundle.references"], "nothing scanned"
+
+
+def test_the_circle_check_sees_one() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
 
 
 def tools_violations(paths: list[Path]) -> list[str]:
@@ -96,7 +177,7 @@ def test_the_server_and_the_registry_command_never_load_torch() -> None:
 
     heavy = ("torch", "transformers", "sentence_transformers")
     code = ("import sys; import ortserve.service.app, ortserve.service.cli, ortserve.registry.cli, "
-            "ortserve.registry.importer; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "ortserve.prepare.importer; print(sorted(m for m in sys.modules if m.split('.')[0] in "
             f"{heavy!r}))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"

@@ -1,4 +1,4 @@
-"""Registry addresses: which store a URL names, and opening it.
+"""Registry addresses: which store a URL names (connect.py opens it).
 
     file:///abs/path  file://./relative/path  (default file://./model-store)
     consul://host:8500?prefix=ortserve/&token=T&dc=dc1
@@ -15,7 +15,7 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-from ortserve.registry.store import Store, check_prefix
+from ortserve.registry.store import check_prefix
 
 DEFAULT_REGISTRY = "file://./model-store"
 DEFAULT_PREFIX = "ortserve/"
@@ -122,15 +122,3 @@ def _parse_consul(url: str, parts: urllib.parse.SplitResult) -> ConsulAddress:
     return ConsulAddress(host=host, port=port or (8501 if scheme == "https" else 8500), scheme=scheme,
                          prefix=prefix, token=token, dc=q.get("dc") or None, verify=verify, cert=cert,
                          timeout_s=timeout_s)
-
-
-def open_store(url: str | None = None) -> Store:
-    """Opens the store a URL names (None: env, then the default). Bad URL: ValueError."""
-    address = parse_registry_url(registry_url(url))
-    if isinstance(address, FileAddress):
-        from ortserve.registry.filestore import FileStore
-
-        return FileStore(address.root)
-    from ortserve.registry.consulstore import ConsulStore  # lazy: py-consul pulls in requests
-
-    return ConsulStore(address)

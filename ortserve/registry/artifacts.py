@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from ortserve.registry.durable import fsync_dir
+from ortserve.durable import fsync_dir
 from ortserve.registry.records import SHA256_RE, ArtifactRef
 
 CHUNK = 1024 * 1024

@@ -17,18 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ortserve.registry import importer
-from ortserve.registry.accuracy import BOUND_METHOD, GateSettings, decisive_needed
-from ortserve.registry.address import (
-    FileAddress,
-    parse_registry_url,
-    registry_url,
-)
-from ortserve.registry.artifacts import ARTIFACTS_ENV, ArtifactError, ArtifactStore
-from ortserve.registry.bundle import LABELLED_FORMATS, MAX_SEQ_LEN, MIN_SEQ_LEN, OPTIMIZATION_LEVELS, BundleError
-from ortserve.registry.catalog import ModelState, list_models, read_model_state
-from ortserve.registry.importer.checkpoint import read_checkpoint
-from ortserve.registry.optimize import (
+from ortserve.bundle.manifest import LABELLED_FORMATS, MAX_SEQ_LEN, MIN_SEQ_LEN, OPTIMIZATION_LEVELS, BundleError
+from ortserve.prepare import importer
+from ortserve.prepare.accuracy import BOUND_METHOD, GateSettings, decisive_needed
+from ortserve.prepare.importer.checkpoint import read_checkpoint
+from ortserve.prepare.optimize import (
     FUSED_OPS,
     QUANTIZED_OPS,
     TOKEN_CLASSIFIER_REFUSAL,
@@ -38,6 +31,13 @@ from ortserve.registry.optimize import (
     format_bytes,
     optimize_bundle,
 )
+from ortserve.registry.address import (
+    FileAddress,
+    parse_registry_url,
+    registry_url,
+)
+from ortserve.registry.artifacts import ARTIFACTS_ENV, ArtifactError, ArtifactStore
+from ortserve.registry.catalog import ModelState, list_models, read_model_state
 from ortserve.registry.publishing import Refused, publish, retire, rollback, route
 from ortserve.registry.records import RecordError, Routing, VersionRecord, check_name, format_weights
 from ortserve.registry.store import Store, StoreRefused, StoreUnavailable
@@ -217,7 +217,7 @@ def _run(argv: Sequence[str] | None) -> int:
     except (ValueError, RecordError) as e:
         raise UsageError(str(e)) from None
 
-    from ortserve.registry.address import open_store
+    from ortserve.registry.connect import open_store
 
     store = open_store(url)
     try:

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ortserve.registry.durable import fsync_dir
+from ortserve.durable import fsync_dir
 from ortserve.registry.pausepoints import pause_point
 from ortserve.registry.store import (
     MAX_TXN_OPS,

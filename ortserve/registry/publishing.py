@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from ortserve.bundle.validate import validate_bundle
 from ortserve.registry.artifacts import ArtifactStore, bundle_digest
-from ortserve.registry.bundle import validate_bundle
 from ortserve.registry.catalog import ModelState, read_model_state
 from ortserve.registry.pausepoints import pause_point
 from ortserve.registry.records import (

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ortserve.registry.bundle import BundleError, BundleManifest, parse_manifest
+from ortserve.bundle.manifest import BundleError, BundleManifest, parse_manifest
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 SHA256_RE = re.compile(r"[0-9a-f]{64}")

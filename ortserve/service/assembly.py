@@ -16,9 +16,9 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from ortserve.registry.bundle import BundleError
+from ortserve.bundle.manifest import BundleError
+from ortserve.bundle.references import read_references
 from ortserve.registry.desired import ArtifactRef, DesiredVersion
-from ortserve.registry.references import read_references
 from ortserve.service import verify
 from ortserve.service.config import Settings
 from ortserve.service.data_plane import DataPlane, VersionBatcher

@@ -22,7 +22,7 @@ import numpy as np
 import structlog
 
 from ortserve import engine_ext
-from ortserve.registry.bundle import BundleManifest
+from ortserve.bundle.manifest import BundleManifest
 from ortserve.service.errors import InvalidArgument, NotFound, ServiceError, TooManyTexts, Unavailable
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics

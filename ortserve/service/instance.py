@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ortserve.bundle.cpu import CpuInfo, cpu_info
+from ortserve.bundle.manifest import BundleManifest, load_manifest
 from ortserve.engine_ext import Engine, EngineOptions, TextModel
-from ortserve.registry.bundle import BundleManifest, load_manifest
-from ortserve.registry.cpu import CpuInfo, cpu_info
 from ortserve.service.config import Settings
 from ortserve.service.tokenization import BundleTokenizer, TokenEncoding, TokenizerChoice, open_tokenizer
 
@@ -34,7 +34,7 @@ WARMUP_TEXTS = (
 
 
 class ModelFormatError(ValueError):
-    """The bundle's graph or tokenizer does not fit the bundle contract (registry/bundle.py)."""
+    """The bundle's graph or tokenizer does not fit the bundle contract (bundle/manifest.py)."""
 
 
 @dataclass(frozen=True)

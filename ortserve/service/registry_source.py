@@ -9,8 +9,9 @@ from pathlib import Path
 
 import structlog
 
-from ortserve.registry.address import FileAddress, open_store, parse_registry_url
+from ortserve.registry.address import FileAddress, parse_registry_url
 from ortserve.registry.artifacts import ArtifactCache, ArtifactStore
+from ortserve.registry.connect import open_store
 from ortserve.registry.desired import DesiredState
 from ortserve.registry.watcher import Watcher
 from ortserve.service.app import StateSource

@@ -19,8 +19,8 @@ from typing import Literal
 import numpy as np
 from tokenizers import Tokenizer
 
+from ortserve.bundle.manifest import read_pad_id
 from ortserve.engine_ext import UnsupportedTokenizer, WordPiece, load_wordpiece
-from ortserve.registry.bundle import read_pad_id
 
 TokenizerChoice = Literal["auto", "native", "hf"]
 TOKENIZER_CHOICES: tuple[TokenizerChoice, ...] = ("auto", "native", "hf")

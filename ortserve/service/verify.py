@@ -9,7 +9,7 @@ CPU that published it; this check vouches for it on the machine that serves it, 
 the ONNX Runtime build may differ.
 
 The rules (a reference's `output` is the source model's FP32 output; a decisive reference is one whose label no
-rounding may flip, see registry/references.py):
+rounding may flip, see prepare/reference_choice.py):
 
     fp32 on a CPU      each logit within 1e-3 x max(1, the text's largest |logit|); embeddings cosine >= 0.9999
     fp32 on a GPU      TF32 matrix products (ONNX Runtime's CUDA default): 2e-2 x the same; cosine >= 0.999
@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from ortserve.registry.bundle import BundleManifest
-from ortserve.registry.references import ReferenceSet
+from ortserve.bundle.manifest import BundleManifest
+from ortserve.bundle.references import ReferenceSet
 
 RESULTS = ("passed", "failed", "unverified", "skipped")
 FP32_CPU_RELATIVE, FP32_GPU_RELATIVE = 1e-3, 2e-2

@@ -779,7 +779,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _compare(bench: Bench) -> int:
-    from ortserve.registry.cpu import cpu_info
+    from ortserve.bundle.cpu import cpu_info
 
     args = bench.args
     try:

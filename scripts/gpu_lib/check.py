@@ -116,7 +116,7 @@ def build_models(models_dir: Path, shapes: dict[str, dict[str, int]]) -> dict[st
     onnxruntime Python package's optimizer, which the measuring process keeps out of its address space."""
     from ortserve_devtools.bert_bundle import build_tiny_bundle
 
-    from ortserve.registry.optimize import optimize_bundle
+    from ortserve.prepare.optimize import optimize_bundle
 
     made: dict[str, Any] = {}
     for name, shape in shapes.items():

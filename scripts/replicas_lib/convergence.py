@@ -22,8 +22,8 @@ from ortserve_devtools.server_process import ServerLog, ServerProcess
 from soak_lib.processes import AdminClient, start_registry_server
 
 from ortserve.registry import publishing
-from ortserve.registry.address import open_store
 from ortserve.registry.artifacts import ArtifactStore
+from ortserve.registry.connect import open_store
 from ortserve.registry.store import Store
 
 MODEL = "sentiment"

@@ -27,7 +27,7 @@ from ortserve_devtools.bert_graph import build_bert_graph
 from support.bert_reference import pad_encodings, reference_embedding, reference_logits
 from tokenizers import Tokenizer
 
-from ortserve.registry.bundle import validate_bundle
+from ortserve.bundle.validate import validate_bundle
 
 TEXTS = (
     "I love this, it is wonderful",

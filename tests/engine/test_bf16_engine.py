@@ -35,7 +35,7 @@ from ortserve.engine_ext import (
     openvino_streams,
     ort_version,
 )
-from ortserve.registry.accuracy import Batch, builtin_eval_set, make_batches
+from ortserve.prepare.accuracy import Batch, builtin_eval_set, make_batches
 
 TEXTS = 400  # the built-in corpus's first 400: every kind and length of text it has, 25 batches, a second's work
 # bf16 keeps 8 significant bits: each weight and activation rounds by up to 2^-8 (0.4%) of itself, and the tiny

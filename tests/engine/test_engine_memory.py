@@ -28,7 +28,7 @@ from support.instances import options
 
 from ortserve import engine_ext
 from ortserve.engine_ext import Engine, EngineError, EngineOptions, InputError, OutOfMemoryError, bucket_shape
-from ortserve.registry.optimize import optimize_bundle
+from ortserve.prepare.optimize import optimize_bundle
 from ortserve.service.instance import ModelInstance, ShapeLadder, shape_ladder
 
 SMALL = (2, 16)  # fits the capped arena

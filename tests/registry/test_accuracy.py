@@ -26,8 +26,7 @@ import pytest
 from onnx import TensorProto, numpy_helper
 from ortserve_devtools.bert_bundle import build_tiny_bundle
 
-from ortserve.registry import cli
-from ortserve.registry.accuracy import (
+from ortserve.prepare.accuracy import (
     BUILTIN_NAME,
     Comparison,
     EvalSet,
@@ -45,7 +44,8 @@ from ortserve.registry.accuracy import (
     run_gate,
     run_outputs,
 )
-from ortserve.registry.optimize import LEVELS, STEPS, GateRefused, optimize_bundle
+from ortserve.prepare.optimize import LEVELS, STEPS, GateRefused, optimize_bundle
+from ortserve.registry import cli
 
 REPO = Path(__file__).resolve().parents[2]
 LABELS = ("negative", "positive")
@@ -309,7 +309,7 @@ def test_unusable_eval_files_are_named(balanced: Path, tmp_path: Path, files: di
 
 
 def test_the_builtin_corpus_ships_with_the_package() -> None:
-    corpus = resources.files("ortserve.registry").joinpath("eval_corpus.txt")
+    corpus = resources.files("ortserve.prepare").joinpath("eval_corpus.txt")
     assert corpus.is_file()
     lines = corpus.read_text(encoding="utf-8").splitlines()
     evals = builtin_eval_set()
@@ -324,7 +324,7 @@ def test_the_builtin_corpus_ships_with_the_package() -> None:
     # The wheel carries every file under the package directories it lists, so the corpus goes with it.
     wheel = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["scikit-build"]["wheel"]
     assert "ortserve" in wheel["packages"]
-    assert not any(fnmatch("ortserve/registry/eval_corpus.txt", pattern) for pattern in wheel.get("exclude", []))
+    assert not any(fnmatch("ortserve/prepare/eval_corpus.txt", pattern) for pattern in wheel.get("exclude", []))
 
 
 # -- the gate on real models ----------------------------------------------------------------------------

@@ -25,9 +25,9 @@ from ortserve_devtools.bert_bundle import build_tiny_bundle
 from support.bf16 import bf16_unavailable
 from support.instances import options
 
-from ortserve.registry.accuracy import builtin_eval_set
-from ortserve.registry.bundle import load_manifest
-from ortserve.registry.optimize import optimize_bundle
+from ortserve.bundle.manifest import load_manifest
+from ortserve.prepare.accuracy import builtin_eval_set
+from ortserve.prepare.optimize import optimize_bundle
 from ortserve.service.instance import ModelInstance
 
 QEMU = shutil.which("qemu-x86_64")
@@ -47,7 +47,7 @@ the whole built-in corpus would take a minute of emulation to compute."""
 EMULATED = """
 import json, sys
 from ortserve.engine_ext import ModelLoadError, openvino_cpu_capabilities
-from ortserve.registry.optimize import OptimizeError, optimize_bundle
+from ortserve.prepare.optimize import OptimizeError, optimize_bundle
 from ortserve.service.config import Settings
 from ortserve.service.instance import ModelInstance, instance_options
 bf16, source, small, dest = sys.argv[1:]

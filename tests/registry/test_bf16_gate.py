@@ -25,9 +25,10 @@ import pytest
 from ortserve_devtools.bert_bundle import build_tiny_bundle
 from support.bf16 import require_bf16
 
-from ortserve.registry.accuracy import GateSettings, builtin_eval_set
-from ortserve.registry.bundle import load_manifest, validate_bundle
-from ortserve.registry.optimize import OptimizeResult, optimize_bundle
+from ortserve.bundle.manifest import load_manifest
+from ortserve.bundle.validate import validate_bundle
+from ortserve.prepare.accuracy import GateSettings, builtin_eval_set
+from ortserve.prepare.optimize import OptimizeResult, optimize_bundle
 from ortserve.service.verify import GATE_FACTOR, SLACK, Rule, rule_for
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]

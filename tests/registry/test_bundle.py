@@ -13,14 +13,8 @@ import pytest
 from onnx import TensorProto
 from support.tiny_bundle import build_tiny_bundle, build_tiny_embedding_bundle, build_tiny_token_bundle, tiny_model
 
-from ortserve.registry.bundle import (
-    BundleError,
-    BundleManifest,
-    load_manifest,
-    pad_id,
-    parse_manifest,
-    validate_bundle,
-)
+from ortserve.bundle.manifest import BundleError, BundleManifest, load_manifest, pad_id, parse_manifest
+from ortserve.bundle.validate import validate_bundle
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ import pytest
 from ortserve_devtools.consul_standin import ConsulStandin
 from support.tiny_bundle import build_tiny_bundle, build_tiny_embedding_bundle, tiny_model
 
-from ortserve.registry.address import open_store
 from ortserve.registry.artifacts import ArtifactStore
+from ortserve.registry.connect import open_store
 from ortserve.registry.publishing import publish
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]

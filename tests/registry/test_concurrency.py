@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from ortserve_devtools.consul_standin import ConsulStandin
 
-from ortserve.registry.address import open_store
 from ortserve.registry.catalog import read_model_state
+from ortserve.registry.connect import open_store
 
 REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 50
@@ -28,7 +28,7 @@ ROUNDS = 50
 # the invariants on what it reads back.
 WORKER = r"""
 import random, sys
-from ortserve.registry.address import open_store
+from ortserve.registry.connect import open_store
 from ortserve.registry.artifacts import ArtifactStore
 from ortserve.registry.catalog import read_model_state
 from ortserve.registry.publishing import publish

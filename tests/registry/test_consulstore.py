@@ -9,7 +9,8 @@ import time
 import pytest
 from ortserve_devtools.consul_standin import ConsulStandin
 
-from ortserve.registry.address import open_store, parse_registry_url
+from ortserve.registry.address import parse_registry_url
+from ortserve.registry.connect import open_store
 from ortserve.registry.consulstore import ConsulStore
 from ortserve.registry.store import StoreRefused, StoreUnavailable, put_op
 

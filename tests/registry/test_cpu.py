@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ortserve.registry.cpu import cpu_info, parse_cpuinfo
+from ortserve.bundle.cpu import cpu_info, parse_cpuinfo
 
 EPYC_AVX2 = """processor\t: 0
 vendor_id\t: AuthenticAMD

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from ortserve_devtools.consul_standin import ConsulStandin
 
-from ortserve.registry.address import open_store
 from ortserve.registry.artifacts import bundle_digest
 from ortserve.registry.catalog import read_model_state
+from ortserve.registry.connect import open_store
 
 REPO = Path(__file__).resolve().parents[2]
 Cli = Callable[..., subprocess.CompletedProcess[str]]

@@ -22,11 +22,11 @@ import numpy as np
 import pytest
 from ortserve_devtools.bert_bundle import build_tiny_bundle
 
-from ortserve.registry.accuracy import GateSettings, builtin_eval_set, compare, make_batches, open_session, run_outputs
-from ortserve.registry.bundle import load_manifest
-from ortserve.registry.cpu import cpu_info
-from ortserve.registry.optimize import optimize_bundle
-from ortserve.registry.references import ReferenceSet, read_references
+from ortserve.bundle.cpu import cpu_info
+from ortserve.bundle.manifest import load_manifest
+from ortserve.bundle.references import ReferenceSet, read_references
+from ortserve.prepare.accuracy import GateSettings, builtin_eval_set, compare, make_batches, open_session, run_outputs
+from ortserve.prepare.optimize import optimize_bundle
 from ortserve.service.verify import judge, rule_for
 
 QEMU = shutil.which("qemu-x86_64")
@@ -44,7 +44,7 @@ corpus (1,669) takes qemu-user past the test's time limit."""
 EMULATED = """
 import json, sys
 import numpy as np
-from ortserve.registry.accuracy import make_batches, open_session, run_outputs
+from ortserve.prepare.accuracy import make_batches, open_session, run_outputs
 out, tokenizer, texts_json, *models = sys.argv[1:]
 texts = json.loads(open(texts_json, encoding="utf-8").read())
 batches = make_batches(tokenizer, 32, texts, 16)

@@ -28,10 +28,9 @@ from onnx import TensorProto, helper, numpy_helper
 from ortserve_devtools.bert_bundle import build_tiny_bundle as build_bert_bundle
 from tokenizers import Tokenizer
 
-from ortserve.registry.accuracy import GateSettings, builtin_eval_set
-from ortserve.registry.artifacts import ArtifactCache
-from ortserve.registry.bundle import BundleError, BundleManifest, Optimization, load_manifest, parse_manifest
-from ortserve.registry.optimize import (
+from ortserve.bundle.manifest import BundleError, BundleManifest, Optimization, load_manifest, parse_manifest
+from ortserve.prepare.accuracy import GateSettings, builtin_eval_set
+from ortserve.prepare.optimize import (
     INT8_FORM,
     LEVELS,
     AttentionShape,
@@ -39,6 +38,7 @@ from ortserve.registry.optimize import (
     optimize_bundle,
     read_attention_shape,
 )
+from ortserve.registry.artifacts import ArtifactCache
 from ortserve.registry.records import ArtifactRef, VersionRecord
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -522,8 +522,8 @@ def test_int8_says_in_one_line_when_it_is_no_faster(sources: dict[str, Path], tm
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """On a CPU without VNNI or AMX the gate measures int8 at about FP32's speed: optimize says so, and what the
     model still gains. (The timing is replaced by that CPU's figure; the gate's other checks run for real.)"""
-    from ortserve.registry import accuracy
-    from ortserve.registry.cpu import cpu_info
+    from ortserve.bundle.cpu import cpu_info
+    from ortserve.prepare import accuracy
 
     def as_on_avx2(*_args: object, **kwargs: Any) -> accuracy.Speed:
         return accuracy.Speed(texts=334, batch_size=16, threads=2, rounds=1, source_texts_per_s=92.0,

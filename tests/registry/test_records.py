@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ortserve.registry.bundle import BundleManifest
+from ortserve.bundle.manifest import BundleManifest
 from ortserve.registry.publishing import Refused, blend_weights
 from ortserve.registry.records import (
     ArtifactRef,

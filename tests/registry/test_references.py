@@ -12,20 +12,18 @@ import numpy as np
 import pytest
 from ortserve_devtools.bert_bundle import build_tiny_bundle, build_tiny_embedding_bundle
 
-from ortserve.registry.accuracy import builtin_eval_set, make_batches, margins, open_session, run_outputs
-from ortserve.registry.bundle import REFERENCES_FILE, BundleError, References, load_manifest, validate_bundle
-from ortserve.registry.references import (
+from ortserve.bundle.manifest import REFERENCES_FILE, BundleError, References, load_manifest
+from ortserve.bundle.references import ReferenceSet, manifest_entry, read_references, token_counts
+from ortserve.bundle.validate import validate_bundle
+from ortserve.prepare.accuracy import builtin_eval_set, make_batches, margins, open_session, run_outputs
+from ortserve.prepare.reference_choice import (
     COUNT,
-    ReferenceSet,
     attach,
     build,
     choose,
     decisive_rows,
     decisive_token_texts,
-    manifest_entry,
-    read_references,
     script_of,
-    token_counts,
 )
 
 # -- choosing (plain values) ----------------------------------------------------------------------------

@@ -27,9 +27,9 @@ from ortserve_devtools.consul_standin import StandinProcess
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 from ortserve.registry import publishing
-from ortserve.registry.address import open_store
 from ortserve.registry.artifacts import ArtifactStore
 from ortserve.registry.catalog import ModelState, read_model_state
+from ortserve.registry.connect import open_store
 from ortserve.service.app import ADMIN_STATUS_METHOD
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from support.prometheus_text import metric, scrape
 from support.server_process import infer_request, running_server, stub_for
 from support.tiny_bundle import build_tiny_bundle as build_unverified
 
-from ortserve.registry.references import COUNT
+from ortserve.prepare.reference_choice import COUNT
 
 MODEL = "sentiment"
 

@@ -24,13 +24,14 @@ from support.bf16 import require_bf16
 from support.prometheus_text import metric, scrape
 from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
 
-from ortserve.registry.accuracy import GateSettings, builtin_eval_set
+from ortserve.bundle.manifest import load_manifest
+from ortserve.bundle.references import ReferenceSet
+from ortserve.prepare.accuracy import GateSettings, builtin_eval_set
+from ortserve.prepare.optimize import optimize_bundle
+from ortserve.prepare.reference_choice import COUNT, decisive_rows
 from ortserve.registry.artifacts import ArtifactStore
-from ortserve.registry.bundle import load_manifest
 from ortserve.registry.filestore import FileStore
-from ortserve.registry.optimize import optimize_bundle
 from ortserve.registry.publishing import publish
-from ortserve.registry.references import COUNT, ReferenceSet, decisive_rows
 from ortserve.service.verify import judge, rule_for
 
 MODEL, FP32, BF16 = "classifier", "v1", "v2-bf16"

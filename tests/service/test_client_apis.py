@@ -34,7 +34,7 @@ import requests
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN, OFFLINE, make_checkpoint, make_sentence_transformer
 from support.server_process import ServerProcess, running_server, serving_published
 
-from ortserve.registry.importer import import_checkpoint
+from ortserve.prepare.importer import import_checkpoint
 
 os.environ.update(OFFLINE)
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -514,7 +514,7 @@ def test_prompts_kept_at_import_and_chosen_per_call(url: str, sources: dict[str,
     from openai import OpenAI
     from sentence_transformers import SentenceTransformer
 
-    from ortserve.registry.bundle import load_manifest
+    from ortserve.bundle.manifest import load_manifest
 
     imported = load_manifest(bundles["embed"]).imported
     assert imported is not None and imported.details["prompts"] == PROMPTS

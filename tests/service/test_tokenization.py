@@ -19,8 +19,8 @@ import pytest
 from support.instances import options
 from support.reference import Reference
 
+from ortserve.prepare.reference_choice import attach
 from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
-from ortserve.registry.references import attach
 from ortserve.service.assembly import VersionFactory
 from ortserve.service.config import Settings
 from ortserve.service.data_plane import DataPlane

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ortserve.registry.bundle import BundleManifest, Optimization
-from ortserve.registry.references import ReferenceSet
+from ortserve.bundle.manifest import BundleManifest, Optimization
+from ortserve.bundle.references import ReferenceSet
 from ortserve.service.verify import Rule, judge, rule_for, skipped, unreadable, unverified
 
 CLASSIFIER = BundleManifest(format="onnx-text-classifier", labels=("neg", "pos"), max_seq_len=32)

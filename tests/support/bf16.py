@@ -25,7 +25,7 @@ def bf16_unavailable() -> str:
         return (f"under the {sanitizer} sanitizer (scripts/sanitize): OpenVINO's TBB dlopen()s libtbbbind with "
                 "RTLD_DEEPBIND, which sanitizer runtimes refuse; the plain suite runs the bf16 engine")
     from ortserve import engine_ext
-    from ortserve.registry.cpu import cpu_info
+    from ortserve.bundle.cpu import cpu_info
 
     cpu = cpu_info()
     if not cpu.bf16:

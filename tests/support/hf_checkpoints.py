@@ -65,7 +65,7 @@ whole corpus has 1,146 distinct characters, more than a unigram vocabulary of VO
 
 
 def corpus() -> list[str]:
-    data = resources.files("ortserve.registry").joinpath("eval_corpus.txt").read_text(encoding="utf-8")
+    data = resources.files("ortserve.prepare").joinpath("eval_corpus.txt").read_text(encoding="utf-8")
     return [line.strip() for line in data.splitlines() if line.strip()][:TOKENIZER_TEXTS]
 
 

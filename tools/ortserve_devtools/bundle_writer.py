@@ -1,9 +1,9 @@
 """Write a model bundle directory: ``model.onnx``, ``tokenizer.json``, ``manifest.json`` and the reference answers.
 
 The manifest follows the bundle contract (``format``, then ``labels`` for a classifier or ``dim`` for an
-embedding model, ``max_seq_len``, ``notes``; see ``ortserve.registry.bundle``). Values are validated here too, so
+embedding model, ``max_seq_len``, ``notes``; see ``ortserve.bundle.manifest``). Values are validated here too, so
 a builder bug shows up at build time and not as a registry rejection later. Then ``references.jsonl``: the model's
-own FP32 outputs for texts chosen from the built-in corpus (``ortserve.registry.references.attach``; for a bundle
+own FP32 outputs for texts chosen from the built-in corpus (``ortserve.bundle.references.attach``; for a bundle
 of pairs ``demo_references.attach_pairs``).
 Files are serialised with fixed key order and no timestamps, so identical inputs give identical bytes.
 """
@@ -17,8 +17,7 @@ from pathlib import Path
 import onnx
 from tokenizers import Tokenizer
 
-from ortserve.registry import references
-from ortserve.registry.bundle import (
+from ortserve.bundle.manifest import (
     CLASSIFIER_FORMAT,
     EMBEDDING_FORMAT,
     MANIFEST_FILE,
@@ -30,6 +29,7 @@ from ortserve.registry.bundle import (
     TOKEN_CLASSIFIER_FORMAT,
     TOKENIZER_FILE,
 )
+from ortserve.prepare import reference_choice
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def write_bundle(dest: Path, *, model: onnx.ModelProto, tokenizer: Tokenizer, la
 
         demo_references.attach_pairs(dest)
     else:
-        references.attach(dest)  # a token classifier's: a row of label logits per token
+        reference_choice.attach(dest)  # a token classifier's: a row of label logits per token
     names = (*files, REFERENCES_FILE)
     return WrittenBundle(path=dest, labels=labels, max_seq_len=max_seq_len,
                          file_sizes={name: (dest / name).stat().st_size for name in names}, dim=dim,

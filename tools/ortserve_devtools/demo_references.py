@@ -1,10 +1,10 @@
-"""Reference answers for the one demo kind ``references.attach`` does not write: a classifier of pairs.
+"""Reference answers for the one demo kind ``reference_choice.attach`` does not write: a classifier of pairs.
 
     attach_pairs(bundle_dir)            references.jsonl with "pair" rows, named in manifest.json
 
 It runs the bundle's own model.onnx in FP32 on the CPU over the built-in evaluation corpus (its first PAIR_TEXTS),
 each text paired with the one PAIR_STEP further on (the way ``registry import`` checks a cross-encoder), tokenized and
-truncated as the server does it (``accuracy.make_batches``), and picks the pairs with ``references.build``, as
+truncated as the server does it (``accuracy.make_batches``), and picks the pairs with ``reference_choice.build``, as
 ``attach`` does.
 """
 
@@ -16,15 +16,16 @@ from pathlib import Path
 
 import onnxruntime
 
-from ortserve.registry import references
-from ortserve.registry.accuracy import builtin_eval_set, make_batches, open_session, run_outputs
-from ortserve.registry.bundle import (
+from ortserve.bundle import references
+from ortserve.bundle.manifest import (
     MANIFEST_FILE,
     MODEL_FILE,
     REFERENCES_FILE,
     TOKENIZER_FILE,
     load_manifest,
 )
+from ortserve.prepare import reference_choice
+from ortserve.prepare.accuracy import builtin_eval_set, make_batches, open_session, run_outputs
 
 PAIR_STEP = 7
 """A text's second text is the one PAIR_STEP further on in the corpus (unrelated texts, every mix of lengths)."""
@@ -41,17 +42,18 @@ def _source(root: Path, eval_name: str) -> str:
 
 
 def attach_pairs(bundle_dir: str | Path) -> references.ReferenceSet:
-    """references.jsonl for a bundle of pairs ("pairs": true), named in its manifest like ``references.attach``."""
+    """references.jsonl for a bundle of pairs ("pairs": true), named in its manifest as
+    ``reference_choice.attach`` names them."""
     root = Path(bundle_dir)
     manifest = load_manifest(root)
     if not manifest.pairs:
-        raise ValueError(f"{root}: not a bundle of pairs; references.attach writes its references")
+        raise ValueError(f"{root}: not a bundle of pairs; reference_choice.attach writes its references")
     evals = builtin_eval_set()
     texts = list(evals.texts[:PAIR_TEXTS])
     seconds = [texts[(i + PAIR_STEP) % len(texts)] for i in range(len(texts))]
     batches = make_batches(root / TOKENIZER_FILE, manifest.max_seq_len, texts, BATCH_SIZE, pairs=seconds)
     outputs = run_outputs(open_session(root / MODEL_FILE, 2), batches, len(texts), manifest.output_name)
-    refs = references.build(texts, references.token_counts(root / TOKENIZER_FILE, texts, seconds), outputs,
+    refs = reference_choice.build(texts, references.token_counts(root / TOKENIZER_FILE, texts, seconds), outputs,
                             max_seq_len=manifest.max_seq_len, classifier=True, pairs=seconds)
     data = refs.encode()
     (root / REFERENCES_FILE).write_bytes(data)

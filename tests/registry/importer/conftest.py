@@ -19,7 +19,7 @@ from support.hf_checkpoints import (
     make_token_checkpoint,
 )
 
-from ortserve.registry.importer import ImportResult, import_checkpoint
+from ortserve.prepare.importer import ImportResult, import_checkpoint
 
 # No hub, ever; one torch thread: the suite runs servers beside these tests on two cores, where torch's OpenMP threads
 # spin-wait for each other (a tiny forward pass took 60 ms at 2 threads under that load, 1 ms at 1).

@@ -13,12 +13,12 @@ import pytest
 from support.hf_checkpoints import ARCHITECTURES, TASKS
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN as MAX_SEQ_LEN
 
-from ortserve.registry.accuracy import builtin_eval_set, make_batches, open_session, run_outputs
-from ortserve.registry.bundle import validate_bundle
-from ortserve.registry.importer import LOGIT_TOLERANCE, MIN_COSINE, ImportResult
-from ortserve.registry.importer.architectures import SUPPORTED
+from ortserve.bundle.references import read_references
+from ortserve.bundle.validate import validate_bundle
+from ortserve.prepare.accuracy import builtin_eval_set, make_batches, open_session, run_outputs
+from ortserve.prepare.importer import LOGIT_TOLERANCE, MIN_COSINE, ImportResult
+from ortserve.prepare.importer.architectures import SUPPORTED
 from ortserve.registry.records import ArtifactRef, VersionRecord
-from ortserve.registry.references import read_references
 
 Key = tuple[str, str]
 CASES = [(arch, task) for arch in ARCHITECTURES for task in TASKS]
@@ -114,7 +114,7 @@ def test_the_provenance_round_trips_through_a_version_record(imported: dict[Key,
 
 def test_same_checkpoint_same_bundle_bytes(checkpoints: dict[Key, Path], imported: dict[Key, ImportResult],
                                            tmp_path: Path) -> None:
-    from ortserve.registry.importer import import_checkpoint
+    from ortserve.prepare.importer import import_checkpoint
 
     again = import_checkpoint(checkpoints[("distilbert", "classify")], tmp_path / "again", max_seq_len=MAX_SEQ_LEN)
     first = imported[("distilbert", "classify")].path
@@ -127,7 +127,7 @@ def test_an_imported_graph_fuses_and_keeps_its_provenance(imported: dict[Key, Im
                                                           tmp_path: Path) -> None:
     """The exported graph is the pattern ONNX Runtime's transformer fusion recognises (export.py's reason for the
     TorchScript exporter): every attention block fuses, and the optimised bundle still says where it came from."""
-    from ortserve.registry.optimize import optimize_bundle
+    from ortserve.prepare.optimize import optimize_bundle
 
     source = imported[(arch, "classify")]
     result = optimize_bundle(source.path, tmp_path / "fused", "fuse")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from support.hf_checkpoints import make_checkpoint
 
-from ortserve.registry.importer.checkpoint import (
+from ortserve.prepare.importer.checkpoint import (
     SENTENCE_TRANSFORMERS,
     TRANSFORMERS,
     CheckpointError,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from support.hf_checkpoints import make_checkpoint, make_sentence_transformer
 
-from ortserve.registry.accuracy import make_batches, open_session, run_outputs
-from ortserve.registry.importer import MIN_COSINE, import_checkpoint
+from ortserve.prepare.accuracy import make_batches, open_session, run_outputs
+from ortserve.prepare.importer import MIN_COSINE, import_checkpoint
 
 TEXTS = ["The plot was thin but the actors carried it.", "ok", "Ein kurzer Satz.", "spiders 🕷️ everywhere!!!",
          " ".join(["a sentence that goes on"] * 30)]

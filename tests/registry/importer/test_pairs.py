@@ -45,9 +45,9 @@ from support.server_process import (
     write_texts,
 )
 
+from ortserve.prepare.importer import ImportResult, import_checkpoint
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
-from ortserve.registry.importer import ImportResult, import_checkpoint
 
 QUERY = "Which phone has the longest battery life?"
 LONG_QUERY = ("Which phone, among those sold this year in Europe and in Japan, has the longest battery life when "
@@ -366,7 +366,7 @@ def test_manifest_and_references_record_the_pairs(bundles: dict[str, tuple[Path,
 
 
 def test_optimize_refuses_a_bundle_of_pairs(bundles: dict[str, tuple[Path, ImportResult]], tmp_path: Path) -> None:
-    from ortserve.registry.optimize import OptimizeError, optimize_bundle
+    from ortserve.prepare.optimize import OptimizeError, optimize_bundle
 
     with pytest.raises(OptimizeError, match="a classifier of pairs"):
         optimize_bundle(bundles["ce-bert"][1].path, tmp_path / "int8", "int8")

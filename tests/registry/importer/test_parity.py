@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ortserve.registry.importer.parity import LOGIT_TOLERANCE, MIN_COSINE, ParityReport, Run, judge, judge_run
+from ortserve.prepare.importer.parity import LOGIT_TOLERANCE, MIN_COSINE, ParityReport, Run, judge, judge_run
 
 TEXTS = ("good", "bad", "fine", "a long one")
 REFERENCE = np.array([[2.0, -1.0], [-30.0, 40.0], [0.5, 0.49995], [0.1, 0.3]], np.float32)

@@ -17,9 +17,9 @@ from ortserve_devtools.minilm_source import find_model_dir
 from support.importing import run_registry
 from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
 
+from ortserve.prepare.importer import LOGIT_TOLERANCE, MIN_COSINE
 from ortserve.registry.catalog import read_model_state
 from ortserve.registry.filestore import FileStore
-from ortserve.registry.importer import LOGIT_TOLERANCE, MIN_COSINE
 
 pytestmark = pytest.mark.slow  # real checkpoints through PyTorch
 

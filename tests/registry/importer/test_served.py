@@ -26,10 +26,10 @@ from support.server_process import (
     stub_for,
 )
 
+from ortserve.prepare.importer import LOGIT_TOLERANCE, MIN_COSINE, ImportResult, import_checkpoint
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.registry.artifacts import ArtifactStore
 from ortserve.registry.filestore import FileStore
-from ortserve.registry.importer import LOGIT_TOLERANCE, MIN_COSINE, ImportResult, import_checkpoint
 from ortserve.registry.publishing import publish
 
 Key = tuple[str, str]

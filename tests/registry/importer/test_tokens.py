@@ -18,11 +18,11 @@ from support.hf_checkpoints import BIO_LABELS, TOKEN_CASES, TOKEN_LABELS
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN as MAX_SEQ_LEN
 from support.importing import run_registry
 
-from ortserve.registry.accuracy import builtin_eval_set, make_batches, open_session, run_token_outputs
-from ortserve.registry.bundle import validate_bundle
+from ortserve.bundle.references import read_references
+from ortserve.bundle.validate import validate_bundle
+from ortserve.prepare.accuracy import builtin_eval_set, make_batches, open_session, run_token_outputs
+from ortserve.prepare.importer import LOGIT_TOLERANCE, ImportResult, ParityRefused, import_checkpoint
 from ortserve.registry.cli import main as registry_main
-from ortserve.registry.importer import LOGIT_TOLERANCE, ImportResult, ParityRefused, import_checkpoint
-from ortserve.registry.references import read_references
 
 Key = tuple[str, str]
 TOKEN_TYPES = {"bert", "electra"}
@@ -251,7 +251,7 @@ def test_a_graph_that_answers_otherwise_on_one_token_is_refused(token_checkpoint
                                                                 token_imported: dict[Key, ImportResult],
                                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 fault: Any, reason: str) -> None:
-    from ortserve.registry.importer import pipeline
+    from ortserve.prepare.importer import pipeline
 
     monkeypatch.setattr(pipeline, "run_token_outputs", fault)
     with pytest.raises(ParityRefused) as refused:

@@ -36,8 +36,8 @@ from support.batching import burst_behind_busy
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN, make_checkpoint
 from support.server_process import ServerProcess, serving_published, stub_for
 
+from ortserve.prepare.importer import ImportResult, import_checkpoint
 from ortserve.proto import grpc_service_pb2 as pb
-from ortserve.registry.importer import ImportResult, import_checkpoint
 
 BIO = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
 IOBES = ("O", "B-ORG", "I-ORG", "E-ORG", "S-ORG", "S-LOC")

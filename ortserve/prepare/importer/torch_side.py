@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ortserve.registry.bundle import MAX_SEQ_LEN, MIN_SEQ_LEN
-from ortserve.registry.importer.checkpoint import SENTENCE_TRANSFORMERS, Checkpoint, CheckpointError
+from ortserve.bundle.manifest import MAX_SEQ_LEN, MIN_SEQ_LEN
+from ortserve.prepare.importer.checkpoint import SENTENCE_TRANSFORMERS, Checkpoint, CheckpointError
 
 INSTALL_HINT = "pip install 'ortserve[import]' (PyTorch, transformers and sentence-transformers; see the README)"
 # tokenizer.model_max_length when the checkpoint sets none (transformers' VERY_LARGE_INTEGER is 1e30).
@@ -102,7 +102,7 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
     limit = _max_seq_len(checkpoint, tokenizer, max_seq_len, reference if st is not None else None)
     takes_token_types = _takes_token_types(exported, checkpoint)
     names = ("input_ids", "attention_mask", *(("token_type_ids",) if takes_token_types else ()))
-    from ortserve.registry.importer.torch_graph import Logits, SentenceVector  # imports torch
+    from ortserve.prepare.importer.torch_graph import Logits, SentenceVector  # imports torch
 
     tools = {"torch": torch.__version__, "transformers": transformers.__version__}
     ids = _transformers_ids(tokenizer, limit)

@@ -34,7 +34,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-from ortserve.registry.cpu import CpuInfo
+from ortserve.bundle.cpu import CpuInfo
 
 LOGIT_TOLERANCE = 1e-4
 MIN_COSINE = 0.9999

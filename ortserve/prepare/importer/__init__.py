@@ -15,7 +15,7 @@ torch, transformers and sentence-transformers are the `import` extra: only torch
 export.py import them, inside the import's calls, so `registry` and the server never load them.
 """
 
-from ortserve.registry.importer.checkpoint import (
+from ortserve.prepare.importer.checkpoint import (
     CLASSIFY,
     EMBED,
     POOLING_CHOICES,
@@ -24,10 +24,10 @@ from ortserve.registry.importer.checkpoint import (
     TOKENS,
     CheckpointError,
 )
-from ortserve.registry.importer.export import ExportError
-from ortserve.registry.importer.parity import LOGIT_TOLERANCE, MIN_COSINE, ParityReport
-from ortserve.registry.importer.pipeline import DestinationError, ImportResult, ParityRefused, import_checkpoint
-from ortserve.registry.importer.torch_side import MissingDependency
+from ortserve.prepare.importer.export import ExportError
+from ortserve.prepare.importer.parity import LOGIT_TOLERANCE, MIN_COSINE, ParityReport
+from ortserve.prepare.importer.pipeline import DestinationError, ImportResult, ParityRefused, import_checkpoint
+from ortserve.prepare.importer.torch_side import MissingDependency
 
 __all__ = [
     "CLASSIFY",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from ortserve.registry.durable import fsync_dir
+from ortserve.durable import fsync_dir
 
 T = TypeVar("T")
 

@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from ortserve.registry.bundle import read_pad_id
-from ortserve.registry.cpu import CpuInfo, cpu_info
+from ortserve.bundle.cpu import CpuInfo, cpu_info
+from ortserve.bundle.manifest import read_pad_id
 
 EVAL_TEXT_FILE = "eval.txt"
 EVAL_JSONL_FILE = "eval.jsonl"
@@ -201,7 +201,7 @@ class GateReport:
     refusals: tuple[str, ...]  # why the gate refuses, one line each; empty when it passes
     speed: Speed | None = None
     cpu: CpuInfo | None = None
-    """The CPU both models ran on: int8 kernels, and so int8's speed, depend on it (registry/cpu.py)."""
+    """The CPU both models ran on: int8 kernels, and so int8's speed, depend on it (bundle/cpu.py)."""
     source_outputs: np.ndarray | None = field(default=None, repr=False, compare=False)
     """float32 [texts, labels]: the source's logits on the eval texts (the bundle's reference answers come from
     them)."""
@@ -483,7 +483,7 @@ def load_eval_set(bundle_dir: str | Path, labels: Sequence[str]) -> EvalSet:
 
 
 def builtin_eval_set() -> EvalSet:
-    data = resources.files("ortserve.registry").joinpath(BUILTIN_CORPUS).read_bytes()
+    data = resources.files("ortserve.prepare").joinpath(BUILTIN_CORPUS).read_bytes()
     return EvalSet(texts=_lines(data, BUILTIN_CORPUS), labels=None, name=BUILTIN_NAME, sha256=_sha256(data))
 
 

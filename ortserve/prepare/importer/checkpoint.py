@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ortserve.registry.importer.architectures import (
+from ortserve.prepare.importer.architectures import (
     DECODER_TYPES,
     GENERATIVE_HEADS,
     SUPPORTED,

@@ -35,18 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from ortserve.registry import references
-from ortserve.registry.accuracy import (
-    EVAL_JSONL_FILE,
-    EVAL_TEXT_FILE,
-    EvalSetError,
-    load_eval_set,
-    make_batches,
-    open_session,
-    run_outputs,
-    run_token_outputs,
-)
-from ortserve.registry.bundle import (
+from ortserve.bundle import references
+from ortserve.bundle.cpu import cpu_info
+from ortserve.bundle.manifest import (
     CLASSIFIER_FORMAT,
     EMBEDDING_FORMAT,
     FORMATS,
@@ -58,15 +49,25 @@ from ortserve.registry.bundle import (
     BundleError,
     BundleManifest,
     pad_id,
-    validate_bundle,
 )
-from ortserve.registry.bundle_output import dest_problem, write_atomically
-from ortserve.registry.cpu import cpu_info
-from ortserve.registry.importer import torch_side
-from ortserve.registry.importer.checkpoint import Checkpoint, CheckpointError, read_checkpoint
-from ortserve.registry.importer.export import EXPORTER, ExportError, export
-from ortserve.registry.importer.parity import ParityReport, Run, TokenOutputs, judge
-from ortserve.registry.importer.tokenizer_file import bundle_ids, tokenizer_json
+from ortserve.bundle.validate import validate_bundle
+from ortserve.prepare import reference_choice
+from ortserve.prepare.accuracy import (
+    EVAL_JSONL_FILE,
+    EVAL_TEXT_FILE,
+    EvalSetError,
+    load_eval_set,
+    make_batches,
+    open_session,
+    run_outputs,
+    run_token_outputs,
+)
+from ortserve.prepare.importer import torch_side
+from ortserve.prepare.importer.checkpoint import Checkpoint, CheckpointError, read_checkpoint
+from ortserve.prepare.importer.export import EXPORTER, ExportError, export
+from ortserve.prepare.importer.parity import ParityReport, Run, TokenOutputs, judge
+from ortserve.prepare.importer.tokenizer_file import bundle_ids, tokenizer_json
+from ortserve.prepare.output import dest_problem, write_atomically
 
 Progress = Callable[[str], None]
 BATCH_SIZE = 16
@@ -185,7 +186,7 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
         raise ParityRefused(f"{checkpoint.path}: the exported graph does not answer as PyTorch does: "
                             f"{'; '.join(parity.refusals)}; nothing written", parity)
 
-    refs = references.build(texts, counts, reference, max_seq_len=limit, classifier=checkpoint.classifier,
+    refs = reference_choice.build(texts, counts, reference, max_seq_len=limit, classifier=checkpoint.classifier,
                             candidates=[run.outputs for run in runs] if checkpoint.labelled else (), pairs=seconds,
                             per_token=checkpoint.per_token)
     refs_bytes = refs.encode()

@@ -11,9 +11,8 @@ Three kinds, told apart by the manifest's "format":
 
 All take the same inputs (`input_ids`, `attention_mask`, optional `token_type_ids`, int64 [batch, seq]).
 
-`load_manifest` is cheap (the server calls it on every load); `validate_bundle` is the full check the
-`registry publish` command runs before anything is uploaded. `onnx` and `tokenizers` are imported
-lazily so that importing this module stays fast for the service.
+`load_manifest` is cheap (the server calls it on every load); `validate_bundle` (validate.py) is the full check
+the `registry publish` command runs before anything is uploaded.
 
 An optimised bundle (`registry optimize`, see `optimize.py`) is an ordinary bundle whose manifest also says
 what its graph needs and where it came from; plain bundles have neither key:
@@ -27,7 +26,7 @@ what its graph needs and where it came from; plain bundles have neither key:
 names its quantization form ("quantization"), so a server can tell a form that multiplies exactly on every x86 CPU
 from one that needs VNNI.
 
-Every bundle a writer of this project makes carries reference answers (references.py): texts with the source
+Every bundle a writer of this project makes carries reference answers (references.py; chosen by prepare/reference_choice.py): texts with the source
 model's FP32 outputs, which the server checks the version against before it takes traffic:
 
     "references": {"file": "references.jsonl", "sha256": "...", "texts": 48, "outputs_from": "..."}
@@ -44,7 +43,7 @@ answers `SCORE` [N] with it by default:
 
     "pairs": true, "score_activation": "sigmoid"            (or "identity": the raw logit)
 
-A bundle imported from a Hugging Face checkpoint (`registry import`, registry/importer) says where it came from and
+A bundle imported from a Hugging Face checkpoint (`registry import`, prepare/importer) says where it came from and
 the parity report that admitted it: the checkpoint, its architecture, the exporter and every tool's version, and
 PyTorch against ONNX Runtime on the same texts. Carried as written (readers that do not know a key ignore it):
 
@@ -411,122 +410,3 @@ def load_manifest(bundle_dir: str | Path) -> BundleManifest:
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise BundleError(f"{path}: not valid JSON ({e})") from None
     return parse_manifest(data, str(path))
-
-
-def validate_bundle(bundle_dir: str | Path) -> BundleManifest:
-    """Full check: files present, manifest valid, ONNX graph signature, tokenizer loads, the reference answers fit
-    (a token classifier's: a row per token its tokenizer makes of each text)."""
-    root = Path(bundle_dir)
-    if not root.is_dir():
-        raise BundleError(f"{root}: not a directory")
-    for name in REQUIRED_FILES:
-        path = root / name
-        if path.is_symlink() or not path.is_file():
-            raise BundleError(f"{path}: missing (a bundle needs {', '.join(REQUIRED_FILES)})")
-    manifest = load_manifest(root)
-    _check_onnx(root / MODEL_FILE, manifest)
-    _check_tokenizer(root / TOKENIZER_FILE)
-    if manifest.references is not None:
-        from ortserve.registry.references import check_token_rows, read_references  # it imports this module
-
-        refs = read_references(root, manifest.references, manifest.columns, per_token=manifest.per_token,
-                               max_seq_len=manifest.max_seq_len)
-        if manifest.per_token:
-            check_token_rows(root, refs, manifest.max_seq_len)
-    return manifest
-
-
-def _check_onnx(path: Path, manifest: BundleManifest) -> None:
-    import onnx  # lazy: heavy import, only `publish` needs it
-
-    try:
-        # External weights are not needed to check the signature.
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as e:  # onnx raises DecodeError, ValueError, ... for non-ONNX bytes
-        raise BundleError(f"{path}: not an ONNX model ({type(e).__name__}: {_first_line(e)})") from None
-    graph = model.graph
-    if not graph.node and not graph.output:
-        raise BundleError(f"{path}: not an ONNX model (empty graph)")
-    initializers = {init.name for init in graph.initializer}
-    inputs = {vi.name: vi for vi in graph.input if vi.name not in initializers}
-    for name in REQUIRED_INPUTS:
-        if name not in inputs:
-            raise BundleError(f"{path}: missing input {name!r} (inputs: {sorted(inputs)})")
-    unexpected = sorted(set(inputs) - set(REQUIRED_INPUTS) - set(OPTIONAL_INPUTS))
-    if unexpected:
-        raise BundleError(f"{path}: unexpected inputs {unexpected} (the server feeds only "
-                          f"{', '.join(REQUIRED_INPUTS + OPTIONAL_INPUTS)})")
-    for vi in inputs.values():
-        _check_tensor(path, "input", vi, onnx.TensorProto.INT64, "int64")
-    outputs = {vi.name: vi for vi in graph.output}
-    wanted = manifest.output_name
-    if wanted not in outputs:
-        hint = _kind_hint(manifest, outputs)
-        raise BundleError(f"{path}: missing output {wanted!r} (outputs: {sorted(outputs)}){hint}")
-    dims = _check_tensor(path, "output", outputs[wanted], onnx.TensorProto.FLOAT, "float32",
-                         rank=OUTPUT_RANK[manifest.format], hint=_rank_hint(manifest, outputs[wanted]))
-    last = dims[-1]
-    if last.HasField("dim_value") and last.dim_value != manifest.columns:
-        if manifest.format in LABELLED_FORMATS:
-            raise BundleError(f"{path}: output {wanted!r} has {last.dim_value} classes but "
-                              f"manifest.json lists {manifest.columns} labels")
-        raise BundleError(f"{path}: output {wanted!r} is {last.dim_value} wide but manifest.json declares "
-                          f"dim {manifest.columns}")
-
-
-def _kind_hint(manifest: BundleManifest, outputs: Mapping[str, Any]) -> str:
-    """When the graph is the other kind of bundle, say so: the usual mistake is the manifest's format."""
-    for fmt, (kind, output) in FORMATS.items():
-        if fmt != manifest.format and output in outputs:
-            return (f": manifest.json declares format {manifest.format!r} ({manifest.kind}, output "
-                    f"{manifest.output_name!r}) but the graph is {_article(kind)} {kind} (output {output!r}); "
-                    f"declare format {fmt!r} or export the {manifest.kind} graph")
-    return ""
-
-
-def _rank_hint(manifest: BundleManifest, output: Any) -> str:
-    """When the output's rank is another kind's with the same output name (a classifier's `logits` [batch, labels]
-    against a token classifier's [batch, seq, labels]), say so."""
-    tensor_type = output.type.tensor_type if output.type.HasField("tensor_type") else None
-    if tensor_type is None or not tensor_type.HasField("shape"):
-        return ""
-    rank = len(tensor_type.shape.dim)
-    for fmt, (kind, name) in FORMATS.items():
-        if fmt != manifest.format and name == manifest.output_name and OUTPUT_RANK[fmt] == rank:
-            return (f": manifest.json declares format {manifest.format!r} ({manifest.kind}) but the graph is "
-                    f"{_article(kind)} {kind}'s; declare format {fmt!r} or export the {manifest.kind} graph")
-    return ""
-
-
-def _article(word: str) -> str:
-    return "an" if word[0] in "aeiou" else "a"
-
-
-def _check_tensor(path: Path, kind: str, vi: Any, elem_type: int, type_name: str, rank: int = 2,
-                  hint: str = "") -> Any:
-    if not vi.type.HasField("tensor_type"):
-        raise BundleError(f"{path}: {kind} {vi.name!r} is not a tensor")
-    tensor_type = vi.type.tensor_type
-    if tensor_type.elem_type != elem_type:
-        import onnx
-
-        actual = onnx.TensorProto.DataType.Name(tensor_type.elem_type)
-        raise BundleError(f"{path}: {kind} {vi.name!r} must be {type_name}, got {actual.lower()}")
-    if not tensor_type.HasField("shape") or len(tensor_type.shape.dim) != rank:
-        actual = len(tensor_type.shape.dim) if tensor_type.HasField("shape") else "unknown"
-        raise BundleError(f"{path}: {kind} {vi.name!r} must have rank {rank}, got rank {actual}{hint}")
-    return tensor_type.shape.dim
-
-
-def _check_tokenizer(path: Path) -> None:
-    from tokenizers import Tokenizer  # lazy, see module docstring
-
-    try:
-        Tokenizer.from_file(str(path))
-    except Exception as e:  # tokenizers raises its own Exception type for any parse failure
-        raise BundleError(f"{path}: not a loadable tokenizers file ({_first_line(e)})") from None
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return text[0][:200] if text else type(e).__name__

@@ -7,7 +7,7 @@ transformers turns whatever the checkpoint has (tokenizer.json, vocab.txt, vocab
 model) into a `tokenizers` backend; its serialised form is the bundle's tokenizer.json, with
 - truncation at max_seq_len, keeping a text's first tokens and its special tokens, as transformers does and as the
   server sets it itself (a checkpoint whose tokenizer truncates on the left is refused);
-- no padding strategy, but the checkpoint's pad token and id, so that registry/bundle.pad_id pads batches with the
+- no padding strategy, but the checkpoint's pad token and id, so that bundle/manifest.pad_id pads batches with the
   id the model was trained with (RoBERTa's position ids are computed from it);
 - a Lowercase normalizer first where sentence-transformers lowercases texts before its tokenizer (do_lower_case).
 The parity gate then holds `bundle_ids` to the checkpoint tokenizer's own ids for every text: anything transformers
@@ -20,8 +20,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ortserve.registry.bundle import pad_id
-from ortserve.registry.importer.checkpoint import CheckpointError
+from ortserve.bundle.manifest import pad_id
+from ortserve.prepare.importer.checkpoint import CheckpointError
 
 
 def tokenizer_json(hf_tokenizer: Any, max_seq_len: int, *, lowercase: bool = False) -> str:

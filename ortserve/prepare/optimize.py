@@ -41,8 +41,21 @@ from typing import Any
 
 import numpy as np
 
-from ortserve.registry import references
-from ortserve.registry.accuracy import (
+from ortserve.bundle import references
+from ortserve.bundle.manifest import (
+    LEVEL_PRECISION,
+    MANIFEST_FILE,
+    MODEL_FILE,
+    OPTIMIZATION_LEVELS,
+    OUTPUT_NAME,
+    REFERENCES_FILE,
+    TOKENIZER_FILE,
+    BundleError,
+    BundleManifest,
+)
+from ortserve.bundle.validate import validate_bundle
+from ortserve.prepare import reference_choice
+from ortserve.prepare.accuracy import (
     EvalSet,
     EvalSetError,
     GateReport,
@@ -54,19 +67,7 @@ from ortserve.registry.accuracy import (
     run_gate,
     run_outputs,
 )
-from ortserve.registry.bundle import (
-    LEVEL_PRECISION,
-    MANIFEST_FILE,
-    MODEL_FILE,
-    OPTIMIZATION_LEVELS,
-    OUTPUT_NAME,
-    REFERENCES_FILE,
-    TOKENIZER_FILE,
-    BundleError,
-    BundleManifest,
-    validate_bundle,
-)
-from ortserve.registry.bundle_output import dest_problem, write_atomically
+from ortserve.prepare.output import dest_problem, write_atomically
 
 LEVELS = OPTIMIZATION_LEVELS
 # Fused attention node types; a fusion that produced none of them matched no encoder block.
@@ -264,7 +265,7 @@ def _reference_answers(src: Path, manifest: BundleManifest, verdict: GateReport 
         evals = _eval_set(src, manifest)
         batches = make_batches(src / TOKENIZER_FILE, manifest.max_seq_len, evals.texts, 16)
         source = run_outputs(open_session(src / MODEL_FILE, 2), batches, len(evals.texts))
-    chosen = references.build(evals.texts, references.token_counts(src / TOKENIZER_FILE, evals.texts),
+    chosen = reference_choice.build(evals.texts, references.token_counts(src / TOKENIZER_FILE, evals.texts),
                               np.asarray(source), max_seq_len=manifest.max_seq_len, classifier=True,
                               candidates=candidates)
     return _References(chosen, f"the source bundle's model.onnx (sha256 {source_sha[:12]}) in FP32, ONNX Runtime "
