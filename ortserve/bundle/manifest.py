@@ -26,8 +26,9 @@ what its graph needs and where it came from; plain bundles have neither key:
 names its quantization form ("quantization"), so a server can tell a form that multiplies exactly on every x86 CPU
 from one that needs VNNI.
 
-Every bundle a writer of this project makes carries reference answers (references.py; chosen by prepare/reference_choice.py): texts with the source
-model's FP32 outputs, which the server checks the version against before it takes traffic:
+Every bundle a writer of this project makes carries reference answers (references.py; which texts:
+prepare/reference_choice.py): texts with the source model's FP32 outputs, which the server checks the version
+against before it takes traffic:
 
     "references": {"file": "references.jsonl", "sha256": "...", "texts": 48, "outputs_from": "..."}
 

@@ -199,14 +199,9 @@ def token_counts(tokenizer_json: str | Path, texts: Sequence[str], pairs: Sequen
                  max_seq_len: int | None = None) -> list[int]:
     """Tokens per text (or per pair, with `pairs`) before truncation (with the tokenizer's special tokens); with
     `max_seq_len`, after it, as the server reads them."""
-    from tokenizers import Tokenizer  # lazy, see module docstring
+    from ortserve.bundle import tokenizer as bundle_tokenizer  # lazy: tokenizers, see module docstring
 
-    tokenizer = Tokenizer.from_file(str(tokenizer_json))
-    tokenizer.no_padding()
-    if max_seq_len is None:
-        tokenizer.no_truncation()
-    else:
-        tokenizer.enable_truncation(max_length=max_seq_len)
+    tokenizer = bundle_tokenizer.load(tokenizer_json, max_seq_len)
     if pairs is not None:
         return [len(tokenizer.encode(text, pair).ids) for text, pair in zip(texts, pairs, strict=True)]
     return [len(tokenizer.encode(text).ids) for text in texts]

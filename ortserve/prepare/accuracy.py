@@ -557,11 +557,9 @@ def make_batches(tokenizer_json: str | Path, max_seq_len: int, texts: Sequence[s
     """Texts tokenized and truncated as the server does it, sorted by length (or, `by_length` False, in the order
     given, so that most rows are padded), padded per batch with the bundle's pad id (bundle.pad_id). With `pairs`
     each row is a text and its second text, as the tokenizer makes a pair (its token types included)."""
-    from tokenizers import Tokenizer  # lazy, see module docstring
+    from ortserve.bundle import tokenizer as bundle_tokenizer  # lazy: tokenizers, see module docstring
 
-    tokenizer = Tokenizer.from_file(str(tokenizer_json))
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=max_seq_len)
+    tokenizer = bundle_tokenizer.load(tokenizer_json, max_seq_len)
     pad_id = read_pad_id(tokenizer_json)
     # encode(), not encode_batch(): the batch call leaves tokenizers' thread pool spinning through the timing.
     encodings = [tokenizer.encode(text) for text in texts] if pairs is None else [

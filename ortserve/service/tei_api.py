@@ -27,6 +27,7 @@ from aiohttp import web
 from tokenizers import Tokenizer
 
 from ortserve import __version__
+from ortserve.bundle import tokenizer as bundle_tokenizer
 from ortserve.service.inference import SCORE_OUTPUT
 from ortserve.service.text_calls import (
     ApiError,
@@ -237,10 +238,7 @@ def ranked(row: np.ndarray, labels: tuple[str, ...]) -> list[dict[str, Any]]:
 @functools.lru_cache(maxsize=16)
 def whole_text_tokenizer(path: str) -> Tokenizer:
     """A bundle's tokenizer.json, neither truncating nor padding: /tokenize shows every token of a text."""
-    tokenizer = Tokenizer.from_file(path)
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-    return tokenizer
+    return bundle_tokenizer.load(path, None)
 
 
 def tokenize_whole(path: str, texts: list[str], add_special_tokens: bool) -> list[list[dict[str, Any]]]:

@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 from tokenizers import Tokenizer
 
+from ortserve.bundle import tokenizer as bundle_tokenizer
 from ortserve.bundle.manifest import read_pad_id
 from ortserve.engine_ext import UnsupportedTokenizer, WordPiece, load_wordpiece
 
@@ -103,11 +104,7 @@ def _native_pairs(native: WordPiece) -> Callable[[Sequence[str], Sequence[str]],
 
 def _hf(tokenizer_json: Path, max_seq_len: int, fallback: str, pairs: bool = False,
         tokens: bool = False) -> BundleTokenizer:
-    tokenizer = Tokenizer.from_file(str(tokenizer_json))
-    # The server pads each batch to its own longest text; a tokenizer that pads to a fixed
-    # length (a common tokenizer.json setting) would waste most of the engine's work.
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=max_seq_len)
+    tokenizer = bundle_tokenizer.load(tokenizer_json, max_seq_len)
     pad_id = read_pad_id(tokenizer_json)
 
     def encode(texts: Sequence[str]) -> list[np.ndarray]:

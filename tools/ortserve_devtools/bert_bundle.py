@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from ortserve.bundle import tokenizer as bundle_tokenizer
 from ortserve_devtools.anchor_head import (
     DEFAULT_SCALE,
     NEGATIVE_SEEDS,
@@ -45,7 +46,7 @@ from ortserve_devtools.bert_weights import BertConfig, BertWeights, ClassifierHe
 from ortserve_devtools.bundle_writer import WrittenBundle, check_labels, check_max_seq_len, write_bundle
 from ortserve_devtools.entity_head import ENTITY_LABELS, SEED, fit_entity_head
 from ortserve_devtools.minilm_source import MiniLMCheckpoint, load_checkpoint
-from ortserve_devtools.wordpiece_tokenizer import build_wordpiece_tokenizer, configure_for_serving, tiny_vocab
+from ortserve_devtools.wordpiece_tokenizer import build_wordpiece_tokenizer, tiny_vocab
 
 DEFAULT_LABELS = ("negative", "positive")
 RERANKER_LABELS = ("relevance",)
@@ -119,7 +120,7 @@ def _load_minilm(max_seq_len: int, report: Callable[[str], None]) -> tuple[MiniL
     if max_seq_len > checkpoint.config.max_position:
         raise ValueError(f"max_seq_len ({max_seq_len}) must not exceed the model's "
                          f"{checkpoint.config.max_position} positions")
-    return checkpoint, configure_for_serving(checkpoint.tokenizer, max_seq_len)
+    return checkpoint, bundle_tokenizer.set_up(checkpoint.tokenizer, max_seq_len)
 
 
 def build_minilm_embedding_bundle(dest: Path | str, *, seed: int | None = None, max_seq_len: int = 128,

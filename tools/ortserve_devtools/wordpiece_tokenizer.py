@@ -1,4 +1,4 @@
-"""A real, deterministic BERT WordPiece tokenizer built in-process, and the serving settings for any tokenizer.
+"""A real, deterministic BERT WordPiece tokenizer built in-process, set up as the server reads texts.
 
 The tiny vocabulary holds the BERT special tokens at fixed ids ([PAD]=0 because the server pads with
 id 0), ASCII punctuation, every letter and digit both as a word start and as a ``##`` continuation
@@ -7,9 +7,9 @@ suffix pieces (so ordinary sentences produce realistic multi-piece tokenizations
 ``[unusedN]`` fillers up to the requested size, the way BERT's own vocab reserves ids. The list is
 literal and ordered, so the same arguments always produce the same ``tokenizer.json`` bytes.
 
-``configure_for_serving`` is applied to every bundle's tokenizer: truncate to ``max_seq_len`` and never
-pad (the server pads each batch to its longest text). Files exported from HF often carry
-``"padding": {"strategy": {"Fixed": 128}}``, which would silently pad every request to 128 tokens.
+Every bundle's tokenizer is written set up as the server reads it (``ortserve.bundle.tokenizer.set_up``: truncate
+to ``max_seq_len``, never pad). Files exported from HF often carry ``"padding": {"strategy": {"Fixed": 128}}``,
+which would silently pad every request to 128 tokens.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from __future__ import annotations
 import string
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+from ortserve.bundle import tokenizer as bundle_tokenizer
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD_ID = 0
@@ -55,13 +57,6 @@ def tiny_vocab(vocab_size: int) -> list[str]:
     return base + [f"[unused{n}]" for n in range(vocab_size - len(base))]
 
 
-def configure_for_serving(tokenizer: Tokenizer, max_seq_len: int) -> Tokenizer:
-    """Truncate to ``max_seq_len`` tokens (special tokens included) and switch padding off, in place."""
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=max_seq_len)
-    return tokenizer
-
-
 def build_wordpiece_tokenizer(vocab: list[str], max_seq_len: int) -> Tokenizer:
     """An uncased BERT tokenizer (``[CLS] text [SEP]``) over ``vocab``, configured for serving."""
     ids = {token: n for n, token in enumerate(vocab)}
@@ -83,4 +78,4 @@ def build_wordpiece_tokenizer(vocab: list[str], max_seq_len: int) -> Tokenizer:
     tokenizer.decoder = decoders.WordPiece(prefix="##")
     # Registered as special so that they are never split and are skipped when decoding.
     tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
-    return configure_for_serving(tokenizer, max_seq_len)
+    return bundle_tokenizer.set_up(tokenizer, max_seq_len)

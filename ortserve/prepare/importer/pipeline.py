@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ortserve.bundle import references
+from ortserve.bundle import tokenizer as bundle_tokenizer
 from ortserve.bundle.cpu import cpu_info
 from ortserve.bundle.manifest import (
     CLASSIFIER_FORMAT,
@@ -223,8 +224,7 @@ def _long_texts(texts: Sequence[str], tokenizer_text: str, limit: int) -> list[s
     """LONG_TEXTS texts past `limit` tokens, each the evaluation texts joined from a different starting point."""
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_str(tokenizer_text)
-    tokenizer.no_truncation()
+    tokenizer = bundle_tokenizer.set_up(Tokenizer.from_str(tokenizer_text), None)
     out = []
     for k in range(LONG_TEXTS):
         parts: list[str] = []

@@ -20,6 +20,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ortserve.bundle import tokenizer as bundle_tokenizer
 from ortserve.bundle.manifest import pad_id
 from ortserve.prepare.importer.checkpoint import CheckpointError
 
@@ -30,9 +31,8 @@ def tokenizer_json(hf_tokenizer: Any, max_seq_len: int, *, lowercase: bool = Fal
     if getattr(hf_tokenizer, "truncation_side", "right") != "right":
         raise CheckpointError(f"the tokenizer truncates long texts on the {hf_tokenizer.truncation_side}; the server "
                               "keeps a text's first max_seq_len tokens (truncation_side right)")
-    backend = Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())  # a copy: the checkpoint's stays as it was
-    backend.no_padding()
-    backend.enable_truncation(max_length=max_seq_len)
+    # A copy, set up as the server reads texts: the checkpoint's stays as it was.
+    backend = bundle_tokenizer.set_up(Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str()), max_seq_len)
     if lowercase:
         backend.normalizer = (normalizers.Sequence([normalizers.Lowercase(), backend.normalizer])
                               if backend.normalizer is not None else normalizers.Lowercase())
@@ -52,9 +52,7 @@ def bundle_ids(text: str, texts: Sequence[str], max_seq_len: int,
     it up (service/tokenization.py: padding off, truncation at max_seq_len)."""
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_str(text)
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=max_seq_len)
+    tokenizer = bundle_tokenizer.set_up(Tokenizer.from_str(text), max_seq_len)
     if pairs is not None:
         return [list(tokenizer.encode(t, p).ids) for t, p in zip(texts, pairs, strict=True)]
     return [list(tokenizer.encode(t).ids) for t in texts]
