@@ -44,6 +44,12 @@ answers `SCORE` [N] with it by default:
 
     "pairs": true, "score_activation": "sigmoid"            (or "identity": the raw logit)
 
+An embedding model trained to be truncated (Matryoshka representation learning: sentence-transformers'
+MatryoshkaLoss) records the widths it was trained for, descending, its own `dim` included or implied; a call may then
+ask for the first k components of its embedding (`dimensions`), renormalised to unit length:
+
+    "matryoshka_dims": [384, 256, 128, 64]
+
 A bundle imported from a Hugging Face checkpoint (`registry import`, prepare/importer) says where it came from and
 the parity report that admitted it: the checkpoint, its architecture, the exporter and every tool's version, and
 PyTorch against ONNX Runtime on the same texts. Carried as written (readers that do not know a key ignore it):
@@ -54,6 +60,7 @@ PyTorch against ONNX Runtime on the same texts. Carried as written (readers that
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Mapping
@@ -185,6 +192,8 @@ class BundleManifest:
     """A classifier of pairs of texts (a cross-encoder): called with TEXT and TEXT_PAIR."""
     score_activation: str | None = None
     """A one-label classifier of pairs (a reranker): what its logit goes through for SCORE (SCORE_ACTIVATIONS)."""
+    matryoshka_dims: tuple[int, ...] = ()
+    """An embedding bundle's widths it was trained to be truncated to, descending (as written); () for none."""
 
     @property
     def kind(self) -> str:
@@ -206,8 +215,26 @@ class BundleManifest:
         """The output holds a row of `columns` per token ([batch, seq, labels]), not per text."""
         return OUTPUT_RANK[self.format] == 3
 
+    @property
+    def prompts(self) -> dict[str, str]:
+        """The prompts an imported sentence-transformers model keeps by name (`imported.prompts`); {} for none."""
+        prompts = self.imported.details.get("prompts") if self.imported is not None else None
+        if not isinstance(prompts, dict):
+            return {}
+        return {k: v for k, v in prompts.items() if isinstance(k, str) and isinstance(v, str)}
+
+    @property
+    def widths(self) -> tuple[int, ...]:
+        """The embedding widths a call may ask for (`dimensions`), descending: its own dim, then the narrower ones it
+        was trained to be truncated to; () for a classifier."""
+        if self.dim is None:
+            return ()
+        return (self.dim, *(d for d in self.matryoshka_dims if d != self.dim))
+
     def to_dict(self) -> dict[str, Any]:
         shape: dict[str, Any] = {"labels": list(self.labels)} if self.format in LABELLED_FORMATS else {"dim": self.dim}
+        if self.matryoshka_dims:
+            shape["matryoshka_dims"] = list(self.matryoshka_dims)
         if self.multi_label:  # only where true, so other records keep their shape
             shape["multi_label"] = True
         if self.pairs:
@@ -288,9 +315,38 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
         if not pairs or len(labels) != 1:
             raise BundleError(f"{where}: score_activation applies to a bundle of pairs with one label (a reranker), "
                               f"not to one with pairs={str(pairs).lower()} and {len(labels)} labels")
+    matryoshka_dims = _parse_matryoshka_dims(data.get("matryoshka_dims"), fmt, dim, where)
     return BundleManifest(format=fmt, labels=tuple(labels), max_seq_len=max_seq_len, notes=notes,
                           precision=precision, optimization=optimization, dim=dim, references=references,
-                          multi_label=multi_label, imported=imported, pairs=pairs, score_activation=score_activation)
+                          multi_label=multi_label, imported=imported, pairs=pairs, score_activation=score_activation,
+                          matryoshka_dims=matryoshka_dims)
+
+
+def check_matryoshka_dims(dims: Any, dim: int) -> tuple[int, ...]:
+    """`dims` as the widths an embedding of width `dim` was trained to be truncated to: a non-empty list of integers,
+    each in 1..dim, descending without repeats (`dim` itself may lead or be left implied). ValueError saying what is
+    wrong otherwise; the one rule of the manifest and of `registry import --matryoshka-dims`."""
+    if not isinstance(dims, list | tuple) or not dims:
+        raise ValueError(f"must be a non-empty list of widths (e.g. [{dim}, {max(dim // 2, 1)}]), got {dims!r}")
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= dim:
+            raise ValueError(f"widths must be integers in 1..{dim} (the embedding's dim), got {d!r} in "
+                             f"{list(dims)!r}")
+    if any(a <= b for a, b in itertools.pairwise(dims)):
+        raise ValueError(f"widths must be descending without repeats (widest first), got {list(dims)!r}")
+    return tuple(dims)
+
+
+def _parse_matryoshka_dims(dims: Any, fmt: str, dim: int | None, where: str) -> tuple[int, ...]:
+    if dims is None:
+        return ()
+    if fmt != EMBEDDING_FORMAT or dim is None:
+        raise BundleError(f"{where}: matryoshka_dims applies to {EMBEDDING_FORMAT!r} bundles (the widths an embedding "
+                          f"was trained to be truncated to), not to {fmt!r}")
+    try:
+        return check_matryoshka_dims(dims, dim)
+    except ValueError as e:
+        raise BundleError(f"{where}: matryoshka_dims {e}") from None
 
 
 def _classifier_flag(data: dict[str, Any], name: str, fmt: str, where: str, kind: str = "") -> bool:

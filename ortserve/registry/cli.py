@@ -146,6 +146,10 @@ def _import_flags(s: argparse.ArgumentParser) -> None:
                         "positions)")
     s.add_argument("--pooling", choices=importer.POOLING_CHOICES,
                    help="an embedding model's pooling (default: the sentence-transformers directory's, else mean)")
+    s.add_argument("--matryoshka-dims", type=_widths, metavar="D1,D2,...",
+                   help="an embedding model trained to be truncated (Matryoshka, e.g. sentence-transformers' "
+                        "MatryoshkaLoss): the narrower widths it was trained for, descending, e.g. 256,128,64; "
+                        "calls may then ask for one (`dimensions`). The checkpoint records none: say it here")
 
 
 def _gate_flags(s: argparse.ArgumentParser) -> None:
@@ -202,7 +206,8 @@ def _run(argv: Sequence[str] | None) -> int:
         _import(args.source, args.out, args, as_json=args.json)
         return EXIT_OK
     if args.command == "publish" and args.from_hf is None:
-        given = [flag for flag in ("task", "max_seq_len", "pooling", "pairs") if getattr(args, flag) is not None]
+        flags = ("task", "max_seq_len", "pooling", "pairs", "matryoshka_dims")
+        given = [flag for flag in flags if getattr(args, flag) is not None]
         if given:
             raise UsageError(f"{', '.join('--' + g.replace('_', '-') for g in given)}: import options apply with "
                              "--from-hf DIR")
@@ -311,6 +316,7 @@ def _import(source: str, dest: str, args: argparse.Namespace, *, as_json: bool,
     try:  # torch and transformers load inside: `registry` itself never imports them
         result = importer.import_checkpoint(source, dest, task=args.task, max_seq_len=args.max_seq_len,
                                             pooling=args.pooling, pairs=args.pairs,
+                                            matryoshka_dims=args.matryoshka_dims,
                                             progress=None if as_json else _print_now)
     except importer.ParityRefused as e:
         if as_json:
@@ -382,6 +388,18 @@ def _points(text: str) -> float:
     if not 0.0 <= value <= 100.0:
         raise argparse.ArgumentTypeError(f"must be 0..100 percentage points, got {text}")
     return value
+
+
+def _widths(text: str) -> list[int]:
+    """--matryoshka-dims: comma-separated positive integers (each checked against the model's width at import)."""
+    try:
+        widths = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected widths separated by commas, e.g. 256,128,64; got {text!r}") \
+            from None
+    if any(w < 1 for w in widths):
+        raise argparse.ArgumentTypeError(f"widths must be positive integers, got {text!r}")
+    return widths
 
 
 def _seq_len(text: str) -> int:

@@ -256,3 +256,52 @@ def test_bad_multi_label_or_imported_is_a_bundle_error(extra: dict, message: str
 def test_multi_label_is_for_classifiers() -> None:
     with pytest.raises(BundleError, match="multi_label applies to 'onnx-text-classifier' bundles"):
         parse_manifest({"format": "onnx-text-embedding", "dim": 4, "max_seq_len": 32, "multi_label": True})
+
+
+EMBEDDING = {"format": "onnx-text-embedding", "dim": 384, "max_seq_len": 32}
+
+
+@pytest.mark.parametrize(("dims", "widths"), [
+    ([256, 128, 64], (384, 256, 128, 64)),  # the model's own width implied
+    ([384, 256, 128, 64], (384, 256, 128, 64)),  # or written first
+    ([1], (384, 1)),
+])
+def test_matryoshka_dims_parse_and_round_trip(dims: list[int], widths: tuple[int, ...]) -> None:
+    manifest = parse_manifest({**EMBEDDING, "matryoshka_dims": dims})
+    assert manifest.matryoshka_dims == tuple(dims) and manifest.widths == widths
+    assert manifest.to_dict()["matryoshka_dims"] == dims and parse_manifest(manifest.to_dict()) == manifest
+    plain = parse_manifest(EMBEDDING)
+    assert plain.widths == (384,) and "matryoshka_dims" not in plain.to_dict()
+
+
+@pytest.mark.parametrize(("dims", "message"), [
+    ([], r"must be a non-empty list of widths \(e\.g\. \[384, 192\]\), got \[\]"),
+    (256, r"must be a non-empty list of widths .*got 256"),
+    ([512, 256], r"widths must be integers in 1\.\.384 \(the embedding's dim\), got 512 in \[512, 256\]"),
+    ([256, 0], r"got 0 in"),
+    ([256, "128"], r"got '128' in"),
+    ([256, True], r"got True in"),
+    ([64, 128], r"widths must be descending without repeats \(widest first\), got \[64, 128\]"),
+    ([128, 128], r"descending without repeats"),
+])
+def test_bad_matryoshka_dims_are_bundle_errors(dims: object, message: str) -> None:
+    with pytest.raises(BundleError, match=message) as info:
+        parse_manifest({**EMBEDDING, "matryoshka_dims": dims})
+    assert str(info.value).startswith("manifest.json: matryoshka_dims ")
+
+
+@pytest.mark.parametrize("manifest", [CLASSIFIER, {"format": "onnx-token-classifier", "labels": ["O"],
+                                                   "max_seq_len": 32}])
+def test_matryoshka_dims_are_for_embedding_bundles(manifest: dict) -> None:
+    with pytest.raises(BundleError, match=r"matryoshka_dims applies to 'onnx-text-embedding' bundles \(the widths an "
+                                          r"embedding was trained to be truncated to\), not to 'onnx-t"):
+        parse_manifest({**manifest, "matryoshka_dims": [1]})
+
+
+def test_an_embedding_bundle_with_matryoshka_dims_validates(tmp_path: Path) -> None:
+    b = build_tiny_embedding_bundle(tmp_path / "e", dim=4)
+    _write_manifest(b, matryoshka_dims=[2, 1])
+    assert validate_bundle(b).widths == (4, 2, 1)
+    _write_manifest(b, matryoshka_dims=[8, 2])
+    with pytest.raises(BundleError, match=r"got 8 in \[8, 2\]"):
+        validate_bundle(b)

@@ -49,6 +49,7 @@ from ortserve.bundle.manifest import (
     TOKENIZER_FILE,
     BundleError,
     BundleManifest,
+    check_matryoshka_dims,
     pad_id,
 )
 from ortserve.bundle.validate import validate_bundle
@@ -118,7 +119,7 @@ class ImportResult:
 
 def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None = None,
                       max_seq_len: int | None = None, pooling: str | None = None, pairs: bool | None = None,
-                      progress: Progress | None = None) -> ImportResult:
+                      matryoshka_dims: Sequence[int] | None = None, progress: Progress | None = None) -> ImportResult:
     """Imports the checkpoint at `source` as a bundle at `dest` (absent or an empty directory); see the module
     docstring for the steps and what each failure raises."""
     report = progress or (lambda _line: None)
@@ -127,6 +128,10 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
     if problem := dest_problem(out):
         raise DestinationError(problem)
     checkpoint = read_checkpoint(source, task=task, pooling=pooling, pairs=pairs)
+    if matryoshka_dims is not None and checkpoint.labelled:
+        raise CheckpointError(f"{checkpoint.path}: matryoshka dims apply to an embedding model (the widths it was "
+                              f"trained to be truncated to); {checkpoint.class_name} is imported as a "
+                              f"{'token classifier' if checkpoint.per_token else 'classifier'}")
     what = (f"a classifier{' of pairs' if checkpoint.pairs else ''} of {len(checkpoint.labels)} labels "
             f"({', '.join(checkpoint.labels)})" + (", multi-label" if checkpoint.multi_label else "")
             + (f", SCORE through a {checkpoint.score_activation}" if checkpoint.score_activation else "")
@@ -146,6 +151,7 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
     limit = model.max_seq_len
     report(f"loaded with PyTorch {model.tools['torch']} and transformers {model.tools['transformers']}: inputs "
            f"{', '.join(model.input_names)}, max_seq_len {limit} ({time.perf_counter() - t0:.1f}s)")
+    widths = _matryoshka_dims(matryoshka_dims, model.columns, checkpoint.path)
     tokenizer_text = tokenizer_json(model.tokenizer, limit, lowercase=checkpoint.lowercase)
     spec = json.loads(tokenizer_text)
     texts = (*evals.texts, *_long_texts(evals.texts, tokenizer_text, limit))
@@ -192,7 +198,8 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
                             per_token=checkpoint.per_token)
     refs_bytes = refs.encode()
     outputs_from = f"PyTorch {model.tools['torch']} (eval, FP32, CPU): {model.reference_name}, {evals.name}"
-    manifest = _manifest(checkpoint, model, parity, limit, references.manifest_entry(refs_bytes, refs, outputs_from))
+    manifest = _manifest(checkpoint, model, parity, limit, references.manifest_entry(refs_bytes, refs, outputs_from),
+                         widths)
     files = {MODEL_FILE: exported.model_bytes, TOKENIZER_FILE: tokenizer_text.encode("utf-8"),
              REFERENCES_FILE: refs_bytes, MANIFEST_FILE: (json.dumps(manifest, indent=2) + "\n").encode("utf-8")}
     found = [checkpoint.path / name for name in (EVAL_JSONL_FILE, EVAL_TEXT_FILE) if (checkpoint.path / name).is_file()]
@@ -243,8 +250,19 @@ def _ordinary_id(tokenizer: Any) -> int:
     return int(ids[0]) if ids else int(tokenizer.unk_token_id or 0)
 
 
+def _matryoshka_dims(dims: Sequence[int] | None, width: int, path: Path) -> tuple[int, ...]:
+    """The widths the caller says the model was trained to be truncated to (sentence-transformers records none in
+    the checkpoint: MatryoshkaLoss's dims live only in the training script), checked against its width."""
+    if dims is None:
+        return ()
+    try:
+        return check_matryoshka_dims(list(dims), width)
+    except ValueError as e:
+        raise CheckpointError(f"{path}: matryoshka dims {e}") from None
+
+
 def _manifest(checkpoint: Checkpoint, model: torch_side.TorchModel, parity: ParityReport, limit: int,
-              refs_entry: dict[str, Any]) -> dict[str, Any]:
+              refs_entry: dict[str, Any], matryoshka_dims: tuple[int, ...] = ()) -> dict[str, Any]:
     import onnx
     import onnxruntime
     import tokenizers
@@ -267,6 +285,8 @@ def _manifest(checkpoint: Checkpoint, model: torch_side.TorchModel, parity: Pari
     else:
         assert checkpoint.pooling is not None
         kind = {"format": EMBEDDING_FORMAT, "dim": model.columns}
+        if matryoshka_dims:  # a call may ask for one of these widths (`dimensions`)
+            kind["matryoshka_dims"] = list(matryoshka_dims)
         task = {"task": "embed", "pooling": list(checkpoint.pooling.modes), "normalize": checkpoint.pooling.normalize}
         if checkpoint.prompts:  # sentence-transformers' prompts, by name: a call asks for one (`prompt_name`)
             task["prompts"] = dict(checkpoint.prompts)

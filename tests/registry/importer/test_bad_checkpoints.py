@@ -107,6 +107,12 @@ NO_WEIGHTS_NEEDED = {
                               "--max-seq-len: must be 8..8192, got 4"),
     "id2label keys not columns": (_edit_config(id2label={"0": "a", "2": "b"}), [],
                                   "id2label keys must be the column indices 0..1, got [0, 2]"),
+    "matryoshka dims of a classifier": (_without(), ["--matryoshka-dims", "16,8"],
+                                        "matryoshka dims apply to an embedding model (the widths it was trained to "
+                                        "be truncated to); BertForSequenceClassification is imported as a classifier"),
+    "matryoshka dims not numbers": (_without(), ["--matryoshka-dims", "16,eight"],
+                                    "--matryoshka-dims: expected widths separated by commas, e.g. 256,128,64; got "
+                                    "'16,eight'"),
 }
 WEIGHTS_NEEDED = {
     "ids past the embedding table": (_small_embedding_table, [], "the tokenizer has 600 tokens but the embedding "
@@ -115,6 +121,14 @@ WEIGHTS_NEEDED = {
                                                         label2id={"a": 0, "b": 1, "c": 2}), [],
                                            "config.json's id2label lists 3 labels but the checkpoint's classifier "
                                            "has 2 outputs (classifier.weight is [2, 32])"),
+    "matryoshka dims past the width": (lambda root: make_sentence_transformer(root / "ckpt", "bert"),
+                                       ["--matryoshka-dims", "64,16"],
+                                       "matryoshka dims widths must be integers in 1..32 (the embedding's dim), got "
+                                       "64 in [64, 16]"),
+    "matryoshka dims ascending": (lambda root: make_sentence_transformer(root / "ckpt", "bert"),
+                                  ["--matryoshka-dims", "8,16"],
+                                  "matryoshka dims widths must be descending without repeats (widest first), got "
+                                  "[8, 16]"),
     "weights that do not match the config": (_edit_config(hidden_size=64), [],
                                              "the weights do not match config.json: bert.embeddings"),
     "a classifier without its head's weights": (_without_head, [], "classifier.bias is missing (and 1 more); "
