@@ -16,7 +16,7 @@ A version at precision ``bf16`` (``EngineOptions(precision="bf16")``) runs on Op
 
 ``WordPiece`` (see ``load_wordpiece``) is the native BERT tokenizer, equal to HF tokenizers' ids.
 ``route_bucket`` and ``Split`` choose a call's version (the canary bucket and the weights' layout over it), for both
-front ends. The wire rules of a ModelInfer (``decode_call``, ``check_outputs``, ``encode_outputs``,
+front ends. The wire rules of a ModelInfer (``decode_call``, ``check_outputs``, ``prompted_texts``, ``encode_outputs``,
 ``choose_request_id``, ``choose_routing_key``, ``pushback_ms``, ``parse_trace_context``; ``WireError``) are the
 C++ ones both front ends and both transports use; ``classification_top_k`` is the classification extension's top-k
 (a softmax, or for a multi-label classifier a sigmoid per label).
@@ -116,6 +116,7 @@ WireError = _engine.WireError
 WireTooManyTexts = _engine.WireTooManyTexts
 decode_call = _engine.decode_call
 check_outputs = _engine.check_outputs
+prompted_texts = _engine.prompted_texts
 encode_outputs = _engine.encode_outputs
 choose_request_id = _engine.choose_request_id
 choose_routing_key = _engine.choose_routing_key
@@ -228,6 +229,7 @@ __all__ = [
     "ort_version",
     "parse_trace_context",
     "pick_lane",
+    "prompted_texts",
     "pushback_ms",
     "route_bucket",
     "split_rows",

@@ -2,7 +2,7 @@
 ONNX Runtime engine (C++). Import ortserve.engine_ext, not this module.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 import os
 from typing import Annotated
 
@@ -732,14 +732,29 @@ class DecodedCall:
         the priority parameter: True for bulk, False for interactive, None when absent (the batcher decides by the call's size)
         """
 
-def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None = None, priority: object | None = None) -> DecodedCall:
+    @property
+    def prompt_name(self) -> str | None:
+        """the prompt_name parameter; None when absent"""
+
+    @property
+    def dimensions(self) -> int:
+        """
+        the dimensions parameter (the embedding width to truncate to); 0 when absent
+        """
+
+def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None = None, priority: object | None = None, prompt_name: object | None = None, dimensions: object | None = None) -> DecodedCall:
     """
     The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: [(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a parameter: None when absent, else (WhichOneof('parameter_choice'), value).
     """
 
-def check_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], model: str, pairs: bool = False, score: str = '') -> None:
+def check_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], model: str, pairs: bool = False, score: str = '', prompts: Mapping[str, str] = {}, widths: Sequence[int] = []) -> None:
     """
-    WireError unless the call sends TEXT_PAIR exactly when the version takes `pairs`, every requested output is one a `kind` version answers (`output`; a reranker's LOGITS beside SCORE when `score` names its activation), and classification only on a classifier's LOGITS.
+    WireError unless the call sends TEXT_PAIR exactly when the version takes `pairs`, every requested output is one a `kind` version answers (`output`; a reranker's LOGITS beside SCORE when `score` names its activation), classification only on a classifier's LOGITS, prompt_name one of `prompts` ({name: text}) and dimensions one of `widths` (an embedding's, its own first).
+    """
+
+def prompted_texts(call: DecodedCall, prompts: Mapping[str, str]) -> list:
+    """
+    The texts the model reads for a call check_outputs passed: each after the prompt the call names (its text, then the text), else the texts as sent.
     """
 
 def encode_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], values: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], multi_label: bool = False, score: str = '', tokens: object | None = None) -> list:
@@ -781,7 +796,7 @@ class Frontend:
 
     def set_routes(self, routes: dict) -> None:
         """
-        Replace the native route table: {model: (split order, split upper, {version: ServedVersion}[, {version: (kind, output, labels[, multi_label])}])}.
+        Replace the native route table: {model: (split order, split upper, {version: ServedVersion}[, {version: (kind, output, labels[, multi_label[, pairs, score[, prompts, widths]]])}])}: prompts {name: text} a call may name (prompt_name), widths an embedding's dimensions a call may ask for, its own first.
         """
 
     def set_health(self, service: str, serving: bool) -> None:

@@ -23,6 +23,7 @@ def call_from(request: pb.ModelInferRequest, headers: Mapping[str, str], deadlin
         raw_input_contents=list(request.raw_input_contents),
         scores=param(request.parameters, "scores"), routing_key=param(request.parameters, "routing_key"),
         aggregation=param(request.parameters, "aggregation"), priority=param(request.parameters, "priority"),
+        prompt_name=param(request.parameters, "prompt_name"), dimensions=param(request.parameters, "dimensions"),
         headers=headers, deadline=deadline, transport="grpc")
 
 

@@ -56,17 +56,23 @@ class ServedOutput:
     pairs: bool = False
     score: str = ""
     """A reranker's score activation ("sigmoid", "identity"); "" for every other version."""
+    prompts: tuple[tuple[str, str], ...] = ()
+    """(name, text) per prompt a call may name (`prompt_name`): an imported sentence-transformers model's."""
+    widths: tuple[int, ...] = ()
+    """An embedding model's widths a call may ask for (`dimensions`), its own first; () for other kinds."""
 
     @classmethod
     def of(cls, manifest: BundleManifest) -> ServedOutput:
         score = manifest.score_activation or ""
         return cls(kind=manifest.kind, name=SCORE_OUTPUT if score else WIRE_OUTPUTS[manifest.kind],
                    labels=tuple(manifest.labels), columns=manifest.columns, multi_label=manifest.multi_label,
-                   pairs=manifest.pairs, score=score)
+                   pairs=manifest.pairs, score=score, prompts=tuple(sorted(manifest.prompts.items())),
+                   widths=manifest.widths)
 
-    def native_entry(self) -> tuple[str, str, list[str], bool, bool, str]:
+    def native_entry(self) -> tuple[str, str, list[str], bool, bool, str, dict[str, str], list[int]]:
         """What the native front end's route table takes per version (`Frontend.set_routes`)."""
-        return self.kind, self.name, list(self.labels), self.multi_label, self.pairs, self.score
+        return (self.kind, self.name, list(self.labels), self.multi_label, self.pairs, self.score,
+                dict(self.prompts), list(self.widths))
 
 
 @dataclass
@@ -86,6 +92,10 @@ class InferCall:
     aggregation: Param = None
     priority: Param = None
     """"interactive" or "bulk" (the batcher's classes); None: by the call's size (bulk_min_texts)."""
+    prompt_name: Param = None
+    """One of the version's prompts, put before each text; None: none."""
+    dimensions: Param = None
+    """An embedding's width to truncate to (one the version was trained for); None: its full width."""
     headers: Mapping[str, str] = field(default_factory=dict)
     """Lower-case names: x-request-id, x-routing-key and the trace headers (TRACE_HEADERS)."""
     deadline: float | None = None
@@ -101,6 +111,8 @@ class InferReply:
     id: str
     tensors: list[tuple[str, str, tuple[int, int], bool, Any]]
     """engine_ext.encode_outputs: (name, datatype, (rows, width), raw, payload) per output."""
+    read: list[str] = field(default_factory=list)
+    """The texts the model read: each after the call's prompt (`prompt_name`), else as sent."""
 
 
 class CallFailed(Exception):
@@ -154,13 +166,13 @@ class Inference:
                 assert lv.batcher is not None and lv.instance is not None  # READY versions always have both
                 served = ServedOutput.of(lv.instance.manifest)
                 check_outputs(decoded, served, call.model)
-                result = await lv.batcher.infer(decoded.texts, deadline=call.deadline, pairs=decoded.pairs,
-                                                bulk=decoded.bulk)
+                read = prompted_texts(decoded, served)
+                result = await lv.batcher.infer(read, deadline=call.deadline, pairs=decoded.pairs, bulk=decoded.bulk)
             tensors = encode_tensors(decoded, served, result.outputs, result.tokens)
             record.answered(result)
             self._finish(record, started, "OK", call.transport)
             return InferReply(request_id=request_id, model=call.model, version=lv.version, id=call.id,
-                              tensors=tensors)
+                              tensors=tensors, read=read)
         except ServiceError as e:
             self._finish(record, started, e.code.name, call.transport, error=e.message)
             raise CallFailed(e, request_id) from None
@@ -210,6 +222,10 @@ class Inference:
         if served.score:  # a reranker: SCORE [N] (the default), its LOGITS [N, 1] on request
             parameters["score_activation"] = served.score
             outputs = [(SCORE_OUTPUT, "FP32", [-1]), (WIRE_OUTPUTS["classifier"], "FP32", [-1, served.columns])]
+        if served.prompts:  # the names a call may send as its prompt_name parameter
+            parameters["prompts"] = json.dumps([name for name, _ in served.prompts], ensure_ascii=False)
+        if len(served.widths) > 1:  # trained to be truncated (Matryoshka): the dimensions a call may ask for
+            parameters["dimensions"] = json.dumps(list(served.widths))
         if served.kind == TOKEN_CLASSIFIER:  # ENTITIES and CHARS_READ by default, the per-token ones on request
             parameters["aggregation"] = json.dumps(list(engine_ext.AGGREGATIONS))  # the default first
             outputs = [(served.name, "BYTES", [-1]), (engine_ext.CHARS_READ_OUTPUT, "INT64", [-1]),
@@ -220,10 +236,11 @@ class Inference:
 
 def decode(call: InferCall, *, max_texts_per_request: int) -> Any:
     """The call by the C++ wire rules (`engine_ext.DecodedCall`: texts, pairs, outputs, probabilities, raw_output,
-    routing_key), or InvalidArgument naming the first rule it breaks."""
+    routing_key, prompt_name, dimensions), or InvalidArgument naming the first rule it breaks."""
     try:
         return engine_ext.decode_call(call.inputs, call.outputs, call.raw_input_contents, call.scores,
-                                      call.routing_key, max_texts_per_request, call.aggregation, call.priority)
+                                      call.routing_key, max_texts_per_request, call.aggregation, call.priority,
+                                      call.prompt_name, call.dimensions)
     except engine_ext.WireTooManyTexts as e:
         raise TooManyTexts(str(e)) from None
     except engine_ext.WireError as e:
@@ -231,13 +248,21 @@ def decode(call: InferCall, *, max_texts_per_request: int) -> Any:
 
 
 def check_outputs(decoded: Any, served: ServedOutput, model: str) -> None:
-    """InvalidArgument unless the leased version takes the call's inputs (TEXT_PAIR exactly when it takes pairs) and
-    answers every requested output (C++ wire rules)."""
+    """InvalidArgument unless the leased version takes the call's inputs (TEXT_PAIR exactly when it takes pairs),
+    answers every requested output, keeps the prompt it names and answers the dimensions it asks for (C++ wire
+    rules)."""
     try:
         engine_ext.check_outputs(decoded, served.kind, served.name, list(served.labels), model, pairs=served.pairs,
-                                 score=served.score)
+                                 score=served.score, prompts=dict(served.prompts), widths=list(served.widths))
     except engine_ext.WireError as e:
         raise InvalidArgument(str(e)) from None
+
+
+def prompted_texts(decoded: Any, served: ServedOutput) -> list[str]:
+    """The texts the model reads: each after the prompt the call names, else as sent (C++ wire rules)."""
+    if decoded.prompt_name is None:
+        return decoded.texts
+    return engine_ext.prompted_texts(decoded, dict(served.prompts))
 
 
 def encode_tensors(decoded: Any, served: ServedOutput, values: np.ndarray,

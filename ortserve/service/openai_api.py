@@ -2,7 +2,7 @@
 LlamaIndex and any client of `/v1/embeddings`:
 
     POST /v1/embeddings          {"input": str | [str], "model", "encoding_format": "float" | "base64",
-                                  "prompt_name"}
+                                  "dimensions", "prompt_name"}
     GET  /v1/models              the served models
     GET  /v1/models/{model}      one of them
     POST /v1/classify, /classify {"input": str | [str], "model"}: a classifier's labels and probabilities, in vLLM's
@@ -23,12 +23,11 @@ from aiohttp import web
 
 from ortserve.service.text_calls import (
     ApiError,
+    EmbeddingParams,
     TextCalls,
     api_route,
     json_response,
     probabilities,
-    prompted,
-    refuse_unsupported,
     texts_of,
 )
 
@@ -70,10 +69,8 @@ class OpenAiApi:
         if encoding not in ("float", "base64"):
             raise ApiError.invalid(f"'encoding_format' must be 'float' or 'base64', got {encoding!r}",
                                    "encoding_format")
-        refuse_unsupported(doc, served)
-        texts = prompted(doc, served, texts)
-        answer = await self._calls.run(request, served, texts)
-        tokens = await self._calls.count_tokens(answer, texts)
+        answer = await self._calls.run(request, served, texts, embedding=EmbeddingParams.of(doc))
+        tokens = await self._calls.count_tokens(answer, answer.read)
         rows = answer.values
         # base64: the float32 values' little-endian bytes, as OpenAI sends them (the SDK's default).
         data = [{"object": "embedding", "index": i,

@@ -232,8 +232,8 @@ def parse_infer(model: str, version: str, body: bytes, headers: Mapping[str, str
     call = InferCall(model=model, version=version, id=str(doc.get("id", "")), inputs=inputs, outputs=outputs,
                      raw_input_contents=raw_contents, scores=_param(parameters, "scores"),
                      routing_key=_param(parameters, "routing_key"), aggregation=_param(parameters, "aggregation"),
-                     priority=_param(parameters, "priority"),
-                     headers=headers,
+                     priority=_param(parameters, "priority"), prompt_name=_param(parameters, "prompt_name"),
+                     dimensions=_param(parameters, "dimensions"), headers=headers,
                      deadline=started + min(budgets) if budgets else None, transport="http")
     return call, binary_outputs
 

@@ -1,7 +1,7 @@
 """Hugging Face Text Embeddings Inference's routes on the HTTP port, with TEI's request and reply shapes, for TEI
 clients and `huggingface_hub.InferenceClient`:
 
-    POST /embed      {"inputs": str | [str], "normalize": true, "truncate", "prompt_name"} -> [[float]]
+    POST /embed      {"inputs": str | [str], "normalize": true, "truncate", "prompt_name", "dimensions"} -> [[float]]
     POST /rerank     {"query", "texts": [str], "raw_scores": false, "return_text"}    -> [{"index", "score", "text"}]
     POST /predict    {"inputs": str | [a, b] | [[str] | [a, b]], "raw_scores": false}  -> [{"score", "label"}] (a batch:
                                                                                           one such list per input)
@@ -31,6 +31,7 @@ from ortserve.bundle import tokenizer as bundle_tokenizer
 from ortserve.service.inference import SCORE_OUTPUT
 from ortserve.service.text_calls import (
     ApiError,
+    EmbeddingParams,
     ServedModel,
     TextCalls,
     api_route,
@@ -39,8 +40,6 @@ from ortserve.service.text_calls import (
     normalized,
     positive_int,
     probabilities,
-    prompted,
-    refuse_unsupported,
     texts_of,
 )
 
@@ -82,8 +81,7 @@ class TeiApi:
         if served.output.kind != "embedding":
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not an embedding "
                                    "model", "model")
-        refuse_unsupported(doc, served)
-        answer = await self._calls.run(request, served, prompted(doc, served, texts))
+        answer = await self._calls.run(request, served, texts, embedding=EmbeddingParams.of(doc))
         values = normalized(answer.values) if normalize else answer.values
         return json_response(values, headers=_headers(answer.request_id, answer.version))
 

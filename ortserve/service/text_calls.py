@@ -30,7 +30,15 @@ from aiohttp import web
 
 from ortserve.service.config import Settings
 from ortserve.service.errors import ResourceExhausted, ServiceError, Unavailable
-from ortserve.service.inference import INPUT_NAME, PAIR_INPUT, CallFailed, InferCall, Inference, ServedOutput
+from ortserve.service.inference import (
+    INPUT_NAME,
+    PAIR_INPUT,
+    CallFailed,
+    InferCall,
+    Inference,
+    Param,
+    ServedOutput,
+)
 from ortserve.service.instance import ModelInstance
 from ortserve.service.manager import ModelManager
 from ortserve.service.rest import RestServer, error_headers, header_timeout_s, http_status
@@ -121,12 +129,6 @@ class ServedModel:
     def reranker(self) -> bool:
         return bool(self.output.score)
 
-    @property
-    def prompts(self) -> dict[str, str]:
-        """The prompts its bundle keeps by name (an imported sentence-transformers model's); {} for none."""
-        imported = self.instance.manifest.imported
-        prompts = imported.details.get("prompts") if imported is not None else None
-        return dict(prompts) if isinstance(prompts, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,8 @@ class Answer:
     version: str
     request_id: str
     asked: ModelInstance
+    read: list[str]
+    """The texts the model read (each after the call's prompt, if it named one): what its tokens are counted of."""
     """The version the call was made knowing (its first routed one then): its tokenizer counts the tokens when the
     version that answered has left the route table since."""
 
@@ -226,10 +230,12 @@ class TextCalls:
     # ---- the call ---------------------------------------------------------------------------------------
 
     async def run(self, request: web.Request, served: ServedModel, texts: Sequence[str], *,
-                  pairs: Sequence[str] | None = None, output: str | None = None) -> Answer:
+                  pairs: Sequence[str] | None = None, output: str | None = None,
+                  embedding: EmbeddingParams | None = None) -> Answer:
         """`texts` (with `pairs`: TEXT_PAIR, [1] or one per text) as one V2 call to the model, with the request's
-        x-request-id, x-routing-key, trace headers and x-request-timeout-ms; its `output` (else the model's
-        default one) as float32 [texts, columns]."""
+        x-request-id, x-routing-key, trace headers and x-request-timeout-ms, and `embedding`'s prompt_name and
+        dimensions as its request parameters (the wire rules check and apply them, as for any V2 call); its
+        `output` (else the model's default one) as float32 [texts, columns]."""
         started = time.monotonic()
         headers = {k.lower(): v for k, v in request.headers.items()}
         try:
@@ -239,16 +245,18 @@ class TextCalls:
         inputs = [(INPUT_NAME, "BYTES", [len(texts)], True, _utf8(texts))]
         if pairs is not None:
             inputs.append((PAIR_INPUT, "BYTES", [len(pairs)], True, _utf8(pairs)))
+        wanted = embedding or EmbeddingParams()
         call = InferCall(model=served.name, inputs=inputs, outputs=[] if output is None else [(output, None, None)],
-                         headers=headers, deadline=started + min(budgets) if budgets else None, transport="http")
+                         prompt_name=wanted.prompt_param(), dimensions=wanted.dimensions_param(), headers=headers,
+                         deadline=started + min(budgets) if budgets else None, transport="http")
         try:
             reply = await self._inference.infer(call)
         except CallFailed as failed:
-            raise ApiError.of(failed.error, failed.request_id) from None
+            raise ApiError.of(failed.error, failed.request_id, param=named_param(failed.error.message)) from None
         _, _, shape, raw, payload = reply.tensors[0]
         values = np.frombuffer(payload, dtype="<f4") if raw else np.asarray(payload, dtype=np.float32)
         return Answer(values=values.reshape(shape[0], -1), model=reply.model, version=reply.version,
-                      request_id=reply.request_id, asked=served.instance)
+                      request_id=reply.request_id, asked=served.instance, read=reply.read)
 
     async def count_tokens(self, answer: Answer, texts: Sequence[str], pairs: Sequence[str] | None = None) -> int:
         """The tokens the model read for `texts` (with `pairs`: each text's pair, one row each), special tokens
@@ -310,30 +318,37 @@ def positive_int(doc: Mapping[str, Any], key: str) -> int | None:
     return value
 
 
-def refuse_unsupported(doc: Mapping[str, Any], served: ServedModel) -> None:
-    """`dimensions` (Matryoshka truncation) is refused with a message saying why: no bundle records that its model
-    was trained to be truncated; `dimensions` equal to the model's width is no truncation and is taken."""
-    dimensions = doc.get("dimensions")
-    if dimensions is not None and dimensions != served.output.columns:
-        raise ApiError.invalid(f"'dimensions' {dimensions!r} is refused: model '{served.name}' answers "
-                               f"{served.output.columns} dimensions and its bundle does not say it was trained to "
-                               "be truncated (Matryoshka); leave 'dimensions' out", "dimensions")
+@dataclass(frozen=True)
+class EmbeddingParams:
+    """An embedding call's `prompt_name` and `dimensions`, as JSON typed them; the V2 wire rules check them against
+    the version (a prompt it keeps, a width it was trained for) and apply them, for every API and front end alike."""
+
+    prompt_name: str | None = None
+    dimensions: int | None = None
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> EmbeddingParams:
+        """The body's `prompt_name` (a string) and `dimensions` (a positive integer); ApiError 400 another type."""
+        name = doc.get("prompt_name")
+        if name is not None and not isinstance(name, str):
+            raise ApiError.invalid(f"'prompt_name' must be a string, the name of one of the model's prompts, got "
+                                   f"{orjson.dumps(name).decode()[:40]}", "prompt_name")
+        return cls(prompt_name=name, dimensions=positive_int(doc, "dimensions"))
+
+    def prompt_param(self) -> Param:
+        return None if self.prompt_name is None else ("string_param", self.prompt_name)
+
+    def dimensions_param(self) -> Param:
+        return None if self.dimensions is None else ("int64_param", self.dimensions)
 
 
-def prompted(doc: Mapping[str, Any], served: ServedModel, texts: list[str]) -> list[str]:
-    """The texts, each after the prompt the call names in `prompt_name` (as sentence-transformers' `encode(...,
-    prompt_name=)` puts it: the prompt's text, then the text), or as they are when it names none. ApiError 400 for a
-    name the model's bundle does not keep, listing those it does."""
-    name = doc.get("prompt_name")
-    if name is None:
-        return texts
-    prompts = served.prompts
-    if not isinstance(name, str) or name not in prompts:
-        known = ", ".join(repr(n) for n in sorted(prompts))
-        raise ApiError.invalid(f"'prompt_name' {name!r} is not a prompt of model '{served.name}' " + (
-            f"(its prompts: {known})" if known else "(its bundle keeps no prompts: put the prompt in front of each "
-            "text)"), "prompt_name")
-    return [prompts[name] + text for text in texts]
+WIRE_PARAMS = ("prompt_name", "dimensions")
+"""The V2 request parameters a client API's body sets by the same name."""
+
+
+def named_param(message: str) -> str | None:
+    """The body field a wire rule's refusal names (`request parameter 'dimensions' ...`), for the API's `param`."""
+    return next((name for name in WIRE_PARAMS if f"request parameter '{name}'" in message), None)
 
 
 def normalized(values: np.ndarray) -> np.ndarray:

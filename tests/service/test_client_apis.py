@@ -43,6 +43,7 @@ TEXTS = ["The battery died after two days.", "ok", "Das Akku hält eine Woche, s
 EMBED_MAX_SEQ_LEN = 32
 MODELS = ("embed", "rerank", "classify")
 PROMPTS = {"query": "query: ", "passage": "passage: "}
+MATRYOSHKA_DIMS = (16, 8)
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +68,10 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def bundles(sources: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("client-api-bundles")
+    # The embedder as if trained to be truncated (Matryoshka) to 16 and 8 of its 32 dimensions: calls may ask.
     return {name: import_checkpoint(source, root / name,
-                                    max_seq_len=EMBED_MAX_SEQ_LEN if name == "embed" else IMPORT_MAX_SEQ_LEN).path
+                                    max_seq_len=EMBED_MAX_SEQ_LEN if name == "embed" else IMPORT_MAX_SEQ_LEN,
+                                    matryoshka_dims=MATRYOSHKA_DIMS if name == "embed" else None).path
             for name, source in sources.items()}
 
 
@@ -231,7 +234,9 @@ OPENAI_BAD = [
     ("no model of several", {"input": "x"}, 400, "model", "serves several models"),
     ("a classifier", {"model": "classify", "input": "x"}, 400, "model", "not an embedding model"),
     ("encoding", {"model": "embed", "input": "x", "encoding_format": "int8"}, 400, "encoding_format", "'float'"),
-    ("dimensions", {"model": "embed", "input": "x", "dimensions": 8}, 400, "dimensions", "Matryoshka"),
+    ("dimensions", {"model": "embed", "input": "x", "dimensions": 12}, 400, "dimensions",
+     "'dimensions' 12 is refused: model 'embed' answers 32 dimensions and was trained to be truncated (Matryoshka) "
+     "to 16, 8 only: send one of 32, 16, 8"),
     ("prompt_name", {"model": "embed", "input": "x", "prompt_name": "title"}, 400, "prompt_name",
      "'prompt_name' 'title' is not a prompt of model 'embed' (its prompts: 'passage', 'query')"),
 ]
@@ -533,6 +538,33 @@ def test_prompts_kept_at_import_and_chosen_per_call(url: str, sources: dict[str,
     assert_same_embeddings(hf, url, prompted["query"][:1], expected["query"][:1])
     plain = np.asarray([d.embedding for d in client.embeddings.create(model="embed", input=TEXTS).data])
     assert np.abs(plain - expected["query"]).max() > 1e-3  # the prompt changes the answer: the parity above means it
+
+
+def test_dimensions_equal_sentence_transformers_truncate_dim(url: str, sources: dict[str, Path],
+                                                             bundles: dict[str, Path]) -> None:
+    """`dimensions` (the OpenAI SDK's, TEI's) answers the first k components renormalised: the full answer so cut,
+    and SentenceTransformer(truncate_dim=k).encode(normalize_embeddings=True), with a prompt too."""
+    from openai import OpenAI
+    from sentence_transformers import SentenceTransformer
+
+    from ortserve.bundle.manifest import load_manifest
+
+    assert load_manifest(bundles["embed"]).widths == (32, *MATRYOSHKA_DIMS)
+    client = OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+    full = np.asarray([d.embedding for d in client.embeddings.create(model="embed", input=TEXTS).data])
+    for k in MATRYOSHKA_DIMS:
+        model = SentenceTransformer(str(sources["embed"]), device="cpu", truncate_dim=k)
+        reply = client.embeddings.create(model="embed", input=TEXTS, dimensions=k)
+        got = np.asarray([d.embedding for d in reply.data], dtype=np.float32)
+        cut = full[:, :k] / np.linalg.norm(full[:, :k], axis=1, keepdims=True)
+        np.testing.assert_allclose(got, cut, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(got, model.encode(TEXTS, convert_to_numpy=True, show_progress_bar=False,
+                                                     normalize_embeddings=True), rtol=0, atol=1e-4)
+        prompted = requests.post(f"{url}/embed", json={"model": "embed", "inputs": TEXTS, "dimensions": k,
+                                                       "prompt_name": "query"}, timeout=30).json()
+        np.testing.assert_allclose(prompted, model.encode(TEXTS, prompt_name="query", convert_to_numpy=True,
+                                                          show_progress_bar=False, normalize_embeddings=True),
+                                   rtol=0, atol=1e-4)
 
 
 # ---- the one status map ------------------------------------------------------------------------------------------

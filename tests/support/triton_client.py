@@ -3,7 +3,7 @@
 tritonclient registers its own copy of the KServe `inference` protobuf package, which cannot share
 a process with ortserve's, so the tests run this in a subprocess and read JSON from stdout.
 usage: triton_client.py ADDRESS MODEL TEXTS_JSON [--output NAME] [--class-count K] [--scores MODE] [--pair TEXT]
-                       [--aggregation STRATEGY]
+                       [--aggregation STRATEGY] [--param NAME=JSON ...]
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ def main() -> None:
     parser.add_argument("--scores", help="the request parameter `scores`")
     parser.add_argument("--pair", help="TEXT_PAIR [1]: the query, read first with every text (a cross-encoder's pairs)")
     parser.add_argument("--aggregation", help="the request parameter `aggregation` (a token classifier's ENTITIES)")
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=JSON",
+                        help="a request parameter, its value as JSON (tritonclient types it: int64, string, bool...)")
     args = parser.parse_args()
     with open(args.texts_path) as f:
         texts = json.load(f)
@@ -37,6 +39,9 @@ def main() -> None:
     parameters = {"scores": args.scores} if args.scores else {}
     if args.aggregation:
         parameters["aggregation"] = args.aggregation
+    for param in args.param:
+        name, value = param.split("=", 1)
+        parameters[name] = json.loads(value)
     inputs = [tensor]
     if args.pair is not None:
         pair = triton.InferInput("TEXT_PAIR", [1], "BYTES")

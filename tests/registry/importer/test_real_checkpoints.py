@@ -26,6 +26,7 @@ pytestmark = pytest.mark.slow  # real checkpoints through PyTorch
 LONG = " ".join(["The hotel was clean and the staff were kind, but the walls were thin and the street was loud "
                  "until three in the morning, every single night of our stay."] * 12)  # ~380 tokens
 TEXTS = ["I love it", "never again", "Le service était lent mais le repas excellent.", "ok", LONG]
+MATRYOSHKA_DIMS = (256, 128, 64)
 POSITIVE = ["I love this, it is wonderful", "what a great experience", "the best meal I have had in years",
             "fantastic service, friendly staff", "works perfectly, I recommend it", "absolutely delightful",
             "very happy with the purchase", "a joy to use every day", "brilliant, exceeded my hopes",
@@ -46,7 +47,10 @@ def minilm() -> Path:
 @pytest.fixture(scope="module")
 def minilm_bundle(minilm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("minilm") / "bundle"
-    result = run_registry("import", "--from", str(minilm), "--out", str(out), "--json", cwd=out.parent)
+    # Widths to truncate to: MiniLM was not trained for them (sentence-transformers records none), but the
+    # arithmetic is the same, so its answers check the served truncation against truncate_dim's.
+    result = run_registry("import", "--from", str(minilm), "--out", str(out), "--json", "--matryoshka-dims",
+                          ",".join(map(str, MATRYOSHKA_DIMS)), cwd=out.parent)
     assert result.returncode == 0, result.stderr
     return {"path": out, "summary": json.loads(result.stdout)}
 
@@ -80,6 +84,29 @@ def test_served_minilm_equals_sentence_transformers_encode(minilm_server: Server
     cosine = (got * expected).sum(axis=1) / np.linalg.norm(got, axis=1) / np.linalg.norm(expected, axis=1)
     assert cosine.min() >= MIN_COSINE, cosine
     assert minilm_server.wait_event("version_loaded")["tokenizer"] == "native"
+
+
+def test_dimensions_equal_sentence_transformers_truncate_dim(minilm_bundle: dict[str, Any],
+                                                             minilm_server: ServerProcess, minilm: Path) -> None:
+    """`registry import --matryoshka-dims` records the widths; a V2 call's `dimensions` parameter answers the first k
+    components renormalised, as SentenceTransformer(truncate_dim=k).encode(normalize_embeddings=True) does."""
+    from sentence_transformers import SentenceTransformer
+
+    from ortserve.bundle.manifest import load_manifest
+
+    assert load_manifest(minilm_bundle["path"]).widths == (384, *MATRYOSHKA_DIMS)
+    channel, stub = stub_for(minilm_server.address)
+    with channel:
+        for k in (128, 384):
+            request = infer_request(TEXTS, model="search")
+            request.parameters["dimensions"].int64_param = k
+            got = logits_of(stub.ModelInfer(request))
+            model = SentenceTransformer(str(minilm), device="cpu", truncate_dim=k)
+            expected = model.encode(TEXTS, convert_to_numpy=True, show_progress_bar=False, normalize_embeddings=True)
+            assert got.shape == (len(TEXTS), k)
+            np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, rtol=0, atol=1e-6)
+            cosine = (got * expected).sum(axis=1)
+            assert cosine.min() >= MIN_COSINE, cosine
 
 
 @pytest.fixture(scope="module")

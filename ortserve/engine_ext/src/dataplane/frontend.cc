@@ -180,6 +180,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   explicit InferReactor(Setup setup) : s_(std::move(setup)) { s_.impl->in_flight.fetch_add(1); }
 
   void Start() {
+    ApplyPrompt();
     const std::vector<std::string_view>& texts = s_.decoded.texts;
     texts_ = static_cast<int>(texts.size());
     // may_run_here: a lone call runs on this gRPC thread (Submit's comment says when); the other callback
@@ -263,6 +264,13 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     Finish(status);  // last: OnDone may delete this at once
   }
 
+  // The call's prompt before each text (PromptedTexts): the texts then view this reactor's own copies.
+  void ApplyPrompt() {
+    prompted_ = PromptedTexts(s_.decoded, *s_.served);
+    if (prompted_.empty()) return;
+    s_.decoded.texts.assign(prompted_.begin(), prompted_.end());
+  }
+
   bool NeedsLabels() const {
     for (const RequestedOutput& out : s_.decoded.outputs) {
       if (out.classes > 0) return true;
@@ -271,6 +279,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   }
 
   Setup s_;
+  std::vector<std::string> prompted_;  // the texts after the call's prompt; empty when it names none
   int texts_ = 0;
   std::mutex mutex_;
   CallHandle handle_;

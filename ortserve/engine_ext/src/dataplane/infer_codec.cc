@@ -65,6 +65,8 @@ WireRequest ToWire(const inference::ModelInferRequest& request) {
   wire.routing_key = Param(request.parameters(), kRoutingKeyParam);
   wire.aggregation = Param(request.parameters(), kAggregationParam);
   wire.priority = Param(request.parameters(), kPriorityParam);
+  wire.prompt_name = Param(request.parameters(), kPromptNameParam);
+  wire.dimensions = Param(request.parameters(), kDimensionsParam);
   return wire;
 }
 

@@ -5,7 +5,9 @@
 //
 //   Decode(request, max_texts_per_request) -> texts (and pairs), outputs, score mode, raw output | INVALID_ARGUMENT
 //   CheckOutputs(call, version)     -> the inputs are what the leased version takes (TEXT_PAIR exactly when it takes
-//                                      pairs) and the requested outputs what it answers | INVALID_ARGUMENT
+//                                      pairs), the requested outputs what it answers, the prompt one it keeps and
+//                                      the dimensions a width it was trained for | INVALID_ARGUMENT
+//   PromptedTexts(call, version)    -> the texts the model reads: each after the call's prompt
 //   EncodeOutputs(call, version, values[, tokens]) -> the reply's output tensors (a token classifier's entities)
 //   RequestId(header), RoutingKey(param, header, id), PushbackMs(retry_after_s)
 //
@@ -46,6 +48,8 @@ constexpr const char* kAggregationParam = "aggregation";  // how ENTITIES groups
 constexpr const char* kClassificationParam = "classification";  // a requested output's top-k
 constexpr const char* kScoresParam = "scores";                  // "logits" (default) or "probabilities"
 constexpr const char* kRoutingKeyParam = "routing_key";
+constexpr const char* kPromptNameParam = "prompt_name";  // one of the version's prompts, put before each text
+constexpr const char* kDimensionsParam = "dimensions";   // an embedding's width to truncate to (Matryoshka)
 constexpr const char* kBinaryDataParam = "binary_data";
 // The longest x-request-id a caller may send: it is echoed in the reply's trailers (a gRPC client refuses trailers
 // past 16 KiB) and logged.
@@ -81,7 +85,7 @@ struct WireRequest {
   std::vector<WireInput> inputs;
   std::vector<WireOutput> outputs;
   std::vector<std::string_view> raw_input_contents;
-  WireParam scores, routing_key, aggregation, priority;
+  WireParam scores, routing_key, aggregation, priority, prompt_name, dimensions;
 };
 
 struct RequestedOutput {
@@ -102,6 +106,8 @@ struct DecodedCall {
   std::string_view routing_key;          // the routing_key parameter; "" when absent
   std::optional<Aggregation> aggregation;  // the aggregation parameter; nullopt when absent (simple)
   std::optional<bool> bulk;                // the priority parameter: true for "bulk"; nullopt when absent
+  std::optional<std::string_view> prompt_name;  // the prompt_name parameter; nullopt when absent
+  int64_t dimensions = 0;                       // the dimensions parameter (>= 1); 0 when absent: the full width
 };
 
 struct WireError {
@@ -116,14 +122,21 @@ struct WireError {
 // TEXT_PAIR, by the same rules with N or 1 elements (raw: one raw_input_contents entry per input); each output name
 // once, a classification parameter an integer >= 1; scores "logits" or "probabilities", with a classification
 // output; routing_key a string; aggregation a string naming one of entities.h's strategies; priority "interactive"
-// or "bulk".
+// or "bulk"; prompt_name a string; dimensions an integer >= 1.
 std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts_per_request);
 
 // What a loaded version takes and answers (route.h VersionOutput): TEXT_PAIR exactly when it takes pairs; every
 // requested output is one it answers (its output, a reranker's LOGITS beside SCORE, a token classifier's
 // TOKEN_LOGITS and CHARS_READ beside ENTITIES), classification only on a classifier's LOGITS, aggregation only for a
-// token classifier. `model` names the model in the message.
+// token classifier; prompt_name one of the version's prompts (the message lists them); dimensions only for an
+// embedding model, one of its widths (its own, or one it was trained to be truncated to: the message lists them).
+// `model` names the model in the message.
 std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutput& version, std::string_view model);
+
+// The texts the model reads for a call that passed CheckOutputs: each after the call's prompt (the prompt's text,
+// then the text, as sentence-transformers' encode(prompt_name=) puts it); empty when the call names no prompt (the
+// model reads `call.texts` as sent).
+std::vector<std::string> PromptedTexts(const DecodedCall& call, const VersionOutput& version);
 
 // One output tensor of the reply: raw (little-endian numbers, or length-prefixed strings) for raw_output_contents,
 // else its contents (fp32, int64 or bytes).
@@ -149,6 +162,8 @@ struct TokenRows {
 // was requested, else each requested one, a classification one as BYTES [rows, min(k, labels)] of
 // "score:index:label" (classification.h; probabilities a sigmoid per label for a multi_label version), SCORE as
 // FP32 [rows] of the one column through the version's score activation. `values` is row-major rows x columns.
+// With dimensions k < columns (an embedding model's), each row is its first k values renormalised to unit L2
+// length (as sentence-transformers' truncate_dim with normalize_embeddings, and OpenAI's dimensions): [rows, k].
 // A token classifier (`tokens` required): each row of `values` holds its tokens' logits (labels floats each) from
 // its start; ENTITIES BYTES [rows] of JSON arrays of {"label", "score", "start", "end", "text"} (and "index", the
 // token's position, with aggregation none), grouped by the call's aggregation (entities.h; "O" left out), offsets

@@ -48,6 +48,10 @@ struct VersionOutput {
   // A one-output cross-encoder (name "SCORE", its LOGITS requestable too): the activation its score goes through,
   // "sigmoid" or "identity"; "" for every other version.
   std::string score;
+  std::map<std::string, std::string> prompts;  // name -> text: the prompts a call may name (prompt_name)
+  // An embedding model's widths a call may ask for (dimensions), its own first, then those it was trained to be
+  // truncated to (the manifest's matryoshka_dims); empty for every other version.
+  std::vector<int64_t> widths;
 };
 
 struct ModelRoute {

@@ -2,12 +2,14 @@
 // with them, so both front ends answer each call by the one implementation.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -37,6 +39,8 @@ struct OwnedWireCall {
   std::string routing_key;
   std::optional<ortserve::Aggregation> aggregation;
   std::optional<bool> bulk;
+  std::optional<std::string> prompt_name;
+  int64_t dimensions = 0;
 
   ortserve::DecodedCall View() const {
     ortserve::DecodedCall call;
@@ -48,6 +52,8 @@ struct OwnedWireCall {
     call.routing_key = routing_key;
     call.aggregation = aggregation;
     call.bulk = bulk;
+    if (prompt_name) call.prompt_name = *prompt_name;
+    call.dimensions = dimensions;
     return call;
   }
 };
@@ -97,8 +103,10 @@ WireParam Param(nb::handle param) {
 }
 
 ortserve::VersionOutput Version(const std::string& kind, const std::string& output, std::vector<std::string> labels,
-                                bool multi_label = false, bool pairs = false, std::string score = "") {
-  return ortserve::VersionOutput{kind, output, std::move(labels), multi_label, pairs, std::move(score)};
+                                bool multi_label = false, bool pairs = false, std::string score = "",
+                                std::map<std::string, std::string> prompts = {}, std::vector<int64_t> widths = {}) {
+  return ortserve::VersionOutput{kind, output, std::move(labels), multi_label, pairs, std::move(score),
+                                 std::move(prompts), std::move(widths)};
 }
 
 nb::list Strs(const std::vector<std::string>& texts) {
@@ -154,12 +162,16 @@ void BindWire(nb::module_& m) {
       .def_ro("raw_output", &OwnedWireCall::raw_output)
       .def_ro("routing_key", &OwnedWireCall::routing_key, "the routing_key parameter; '' when absent")
       .def_ro("bulk", &OwnedWireCall::bulk, "the priority parameter: True for bulk, False for interactive, None "
-              "when absent (the batcher decides by the call's size)");
+              "when absent (the batcher decides by the call's size)")
+      .def_ro("prompt_name", &OwnedWireCall::prompt_name, "the prompt_name parameter; None when absent")
+      .def_ro("dimensions", &OwnedWireCall::dimensions,
+              "the dimensions parameter (the embedding width to truncate to); 0 when absent");
 
   m.def(
       "decode_call",
       [](nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores, nb::handle routing_key,
-         long long max_texts_per_request, nb::handle aggregation, nb::handle priority) {
+         long long max_texts_per_request, nb::handle aggregation, nb::handle priority, nb::handle prompt_name,
+         nb::handle dimensions) {
         ortserve::WireRequest request;
         for (nb::handle item : inputs) {
           nb::tuple t = nb::cast<nb::tuple>(item);
@@ -184,6 +196,8 @@ void BindWire(nb::module_& m) {
         request.routing_key = Param(routing_key);
         request.aggregation = Param(aggregation);
         request.priority = Param(priority);
+        request.prompt_name = Param(prompt_name);
+        request.dimensions = Param(dimensions);
         auto decoded = ortserve::Decode(request, max_texts_per_request);
         if (auto* error = std::get_if<ortserve::WireError>(&decoded)) Raise(*error);
         const auto& call = std::get<ortserve::DecodedCall>(decoded);
@@ -198,10 +212,13 @@ void BindWire(nb::module_& m) {
         owned.routing_key = std::string(call.routing_key);
         owned.aggregation = call.aggregation;
         owned.bulk = call.bulk;
+        if (call.prompt_name) owned.prompt_name = std::string(*call.prompt_name);
+        owned.dimensions = call.dimensions;
         return owned;
       },
       "inputs"_a, "outputs"_a, "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(), "max_texts_per_request"_a,
-      "aggregation"_a.none() = nb::none(), "priority"_a.none() = nb::none(),
+      "aggregation"_a.none() = nb::none(), "priority"_a.none() = nb::none(), "prompt_name"_a.none() = nb::none(),
+      "dimensions"_a.none() = nb::none(),
       "The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: "
       "[(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a "
       "parameter: None when absent, else (WhichOneof('parameter_choice'), value).");
@@ -209,16 +226,29 @@ void BindWire(nb::module_& m) {
   m.def(
       "check_outputs",
       [](const OwnedWireCall& call, const std::string& kind, const std::string& output, std::vector<std::string> labels,
-         const std::string& model, bool pairs, std::string score) {
-        if (auto error = ortserve::CheckOutputs(
-                call.View(), Version(kind, output, std::move(labels), false, pairs, std::move(score)), model)) {
-          Raise(*error);
-        }
+         const std::string& model, bool pairs, std::string score, std::map<std::string, std::string> prompts,
+         std::vector<int64_t> widths) {
+        const auto version = Version(kind, output, std::move(labels), false, pairs, std::move(score),
+                                     std::move(prompts), std::move(widths));
+        if (auto error = ortserve::CheckOutputs(call.View(), version, model)) Raise(*error);
       },
       "call"_a, "kind"_a, "output"_a, "labels"_a, "model"_a, "pairs"_a = false, "score"_a = "",
+      "prompts"_a = std::map<std::string, std::string>(), "widths"_a = std::vector<int64_t>(),
       "WireError unless the call sends TEXT_PAIR exactly when the version takes `pairs`, every requested output is "
       "one a `kind` version answers (`output`; a reranker's LOGITS beside SCORE when `score` names its activation), "
-      "and classification only on a classifier's LOGITS.");
+      "classification only on a classifier's LOGITS, prompt_name one of `prompts` ({name: text}) and dimensions one "
+      "of `widths` (an embedding's, its own first).");
+  m.def(
+      "prompted_texts",
+      [](const OwnedWireCall& call, std::map<std::string, std::string> prompts) {
+        ortserve::VersionOutput version;
+        version.prompts = std::move(prompts);
+        const std::vector<std::string> prompted = ortserve::PromptedTexts(call.View(), version);
+        return Strs(prompted.empty() ? call.texts : prompted);
+      },
+      "call"_a, "prompts"_a,
+      "The texts the model reads for a call check_outputs passed: each after the prompt the call names (its text, "
+      "then the text), else the texts as sent.");
 
   m.def(
       "encode_outputs",

@@ -13,7 +13,57 @@ std::string Article(std::string_view kind) {
   return std::string(vowel ? "an " : "a ") + std::string(kind) + " model";
 }
 
+// prompt_name: one of the version's prompts; the message lists them, or says it keeps none.
+std::optional<WireError> CheckPrompt(const DecodedCall& call, const VersionOutput& version, std::string_view model) {
+  if (!call.prompt_name || version.prompts.count(std::string(*call.prompt_name)) > 0) return std::nullopt;
+  std::string known;
+  for (const auto& [name, text] : version.prompts) known += (known.empty() ? "" : ", ") + PyRepr(name);
+  return Invalid("request parameter " + Quote(kPromptNameParam) + " " + PyRepr(*call.prompt_name) +
+                 " is not a prompt of model " + Quote(model) +
+                 (known.empty() ? " (its bundle keeps no prompts: put the prompt in front of each text)"
+                                : " (its prompts: " + known + ")"));
+}
+
+// dimensions: an embedding model's width, its own or one it was trained to be truncated to (the message lists them).
+std::optional<WireError> CheckDimensions(const DecodedCall& call, const VersionOutput& version,
+                                         std::string_view model) {
+  if (call.dimensions == 0) return std::nullopt;
+  const std::string what = "request parameter " + Quote(kDimensionsParam);
+  if (version.widths.empty()) {
+    return Invalid(what + " applies to an embedding model's " + Quote(kEmbeddingOutput) + "; model " + Quote(model) +
+                   " is " + Article(version.kind));
+  }
+  if (std::find(version.widths.begin(), version.widths.end(), call.dimensions) != version.widths.end()) {
+    return std::nullopt;
+  }
+  const std::string asked = what + " " + std::to_string(call.dimensions) + " is refused: model " + Quote(model);
+  const std::string width = std::to_string(version.widths.front());
+  if (version.widths.size() == 1) {
+    return Invalid(asked + " answers " + width + " dimensions and its bundle does not record that it was trained to "
+                   "be truncated (Matryoshka); send " + width + " or leave " + Quote(kDimensionsParam) + " out");
+  }
+  std::string narrower, allowed = width;
+  for (size_t i = 1; i < version.widths.size(); ++i) {
+    narrower += (i > 1 ? ", " : "") + std::to_string(version.widths[i]);
+  }
+  return Invalid(asked + " answers " + width + " dimensions and was trained to be truncated (Matryoshka) to " +
+                 narrower + " only: send one of " + allowed + ", " + narrower);
+}
+
 }  // namespace
+
+std::vector<std::string> PromptedTexts(const DecodedCall& call, const VersionOutput& version) {
+  std::vector<std::string> texts;
+  if (!call.prompt_name) return texts;
+  const auto found = version.prompts.find(std::string(*call.prompt_name));
+  if (found == version.prompts.end()) return texts;  // CheckOutputs refuses it first
+  texts.reserve(call.texts.size());
+  for (std::string_view text : call.texts) {
+    std::string& prompted = texts.emplace_back(found->second);
+    prompted.append(text);
+  }
+  return texts;
+}
 
 std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutput& version, std::string_view model) {
   if (version.pairs && call.pairs.empty()) {
@@ -46,7 +96,8 @@ std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutp
                      "classifier's " + Quote(kClassifierOutput));
     }
   }
-  return std::nullopt;
+  if (auto error = CheckPrompt(call, version, model)) return error;
+  return CheckDimensions(call, version, model);
 }
 
 }  // namespace ortserve

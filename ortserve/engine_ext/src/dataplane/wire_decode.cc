@@ -154,6 +154,25 @@ std::optional<WireError> DecodeOutputs(const WireRequest& request, std::vector<R
   return std::nullopt;
 }
 
+// The dimensions parameter: an integer >= 1 (int64_param or uint64_param); 0 when absent.
+std::optional<WireError> DecodeDimensions(const WireParam& param, int64_t& dimensions) {
+  if (!param.present) return std::nullopt;
+  const std::string what = "request parameter " + Quote(kDimensionsParam);
+  if (param.kind == WireParam::Kind::kInt64) {
+    dimensions = param.int64_value;
+  } else if (param.kind == WireParam::Kind::kUint64) {
+    dimensions = param.uint64_value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                     ? std::numeric_limits<int64_t>::max()
+                     : static_cast<int64_t>(param.uint64_value);
+  } else {
+    return Invalid(what + " must be an integer (int64_param), got " + param.KindName());
+  }
+  if (dimensions < 1) {
+    return Invalid(what + " must be >= 1 (the embedding width to truncate to), got " + std::to_string(dimensions));
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 const char* WireParam::KindName() const {
@@ -215,6 +234,14 @@ std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long lon
     }
     call.bulk = value == "bulk";
   }
+  if (request.prompt_name.present) {
+    if (request.prompt_name.kind != WireParam::Kind::kString) {
+      return Invalid("request parameter " + Quote(kPromptNameParam) + " must be a string (string_param), got " +
+                     request.prompt_name.KindName());
+    }
+    call.prompt_name = request.prompt_name.string_value;
+  }
+  if (auto error = DecodeDimensions(request.dimensions, call.dimensions)) return *error;
   for (const WireOutput& out : request.outputs) {
     if (out.binary_data.kind == WireParam::Kind::kBool) {
       call.raw_output = out.binary_data.bool_value;

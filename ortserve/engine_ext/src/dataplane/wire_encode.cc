@@ -240,6 +240,20 @@ std::vector<ReplyTensor> EncodeTokens(const DecodedCall& call, const VersionOutp
   return tensors;
 }
 
+// Each row's first `k` values, renormalised to unit L2 length (a zero row stays zero): a Matryoshka embedding
+// truncated, as sentence-transformers' truncate_dim with normalize_embeddings gives it.
+std::vector<float> Truncated(const float* values, int rows, int columns, int k) {
+  std::vector<float> out(static_cast<size_t>(std::max(rows, 0)) * static_cast<size_t>(k));
+  for (size_t r = 0; r < static_cast<size_t>(std::max(rows, 0)); ++r) {
+    const float* row = values + r * static_cast<size_t>(columns);
+    double squares = 0;
+    for (int c = 0; c < k; ++c) squares += static_cast<double>(row[c]) * row[c];
+    const double scale = squares > 0 ? 1.0 / std::sqrt(squares) : 1.0;
+    for (int c = 0; c < k; ++c) out[r * static_cast<size_t>(k) + c] = static_cast<float>(row[c] * scale);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOutput& version, const float* values,
@@ -247,6 +261,13 @@ std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOut
   if (version.kind == kTokenClassifier) {
     if (tokens == nullptr) throw std::invalid_argument("a token classifier's reply needs its token rows");
     return EncodeTokens(call, version, values, rows, columns, *tokens);
+  }
+  if (call.dimensions > 0 && call.dimensions < columns) {  // CheckOutputs let only an embedding's widths through
+    const int k = static_cast<int>(call.dimensions);
+    const std::vector<float> truncated = Truncated(values, rows, columns, k);
+    DecodedCall full = call;
+    full.dimensions = 0;
+    return EncodeOutputs(full, version, truncated.data(), rows, k, tokens);
   }
   std::vector<ReplyTensor> tensors;
   auto score = [&] {
