@@ -9,6 +9,9 @@
     report.passed, report.refusals, report.table(), report.manifest_entry()
 
 `compare` and `refusals` are pure functions over numpy arrays; everything that runs a model comes after them.
+An embedding model (`kind="embedding"`) is judged by `compare_vectors` and `vector_refusals` instead: a text keeps
+its answer when its vector's cosine to the source's reaches the floor the server will hold the version to at its
+precision (bundle/outputs.py: 0.999 at bf16, 0.99 at int8 and fp16), and the same bound is judged over every text.
 A text is *decisive* when the source's top-1 probability is at least `min_margin` above the runner-up: near-ties
 flip under any rounding (the MiniLM demo head's median margin is about one logit), so agreement is judged on
 the decisive texts and reported over all of them too.
@@ -46,6 +49,7 @@ import numpy as np
 
 from ortserve.bundle.cpu import CpuInfo, cpu_info
 from ortserve.bundle.manifest import read_pad_id
+from ortserve.bundle.outputs import cosines, min_cosine
 
 EVAL_TEXT_FILE = "eval.txt"
 EVAL_JSONL_FILE = "eval.jsonl"
@@ -170,6 +174,27 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class VectorComparison:
+    """Source against optimised vectors over the same texts (`compare_vectors`): how many kept the floor."""
+
+    texts: int
+    close: int  # texts whose cosine to the source's vector reaches min_cosine
+    min_cosine: float
+    worst_cosine: float
+    mean_cosine: float
+    max_abs_delta: float
+    non_finite: int = 0  # texts whose optimised vector holds a NaN or an infinity
+
+    @property
+    def agreement(self) -> float:
+        return self.close / self.texts
+
+    def lower_bound(self, confidence: float) -> float:
+        """The one-sided lower confidence bound on the share of texts that keep the floor."""
+        return agreement_lower_bound(self.close, self.texts, confidence)
+
+
+@dataclass(frozen=True)
 class Speed:
     """Engine-alone texts/s of both models over the same batches: each batch's best round, summed."""
 
@@ -196,7 +221,8 @@ class GateReport:
 
     level: str
     evals: EvalSet
-    comparison: Comparison
+    comparison: Comparison | VectorComparison
+    """A classifier's labels (Comparison) or an embedding model's vectors (VectorComparison)."""
     settings: GateSettings
     refusals: tuple[str, ...]  # why the gate refuses, one line each; empty when it passes
     speed: Speed | None = None
@@ -206,7 +232,7 @@ class GateReport:
     """float32 [texts, labels]: the source's logits on the eval texts (the bundle's reference answers come from
     them)."""
     optimized_outputs: np.ndarray | None = field(default=None, repr=False, compare=False)
-    alone: Comparison | None = None
+    alone: Comparison | VectorComparison | None = None
     """The candidate run one text at a time against the source. A dynamically quantized (int8) graph scales its
     activations per batch, so a text's logits depend on the texts batched with it; the server forms batches of
     every size, so the gate holds both ends, batches of `batch_size` (`comparison`) and single texts, to its
@@ -218,7 +244,8 @@ class GateReport:
     @property
     def max_abs_delta_logit(self) -> float:
         """The largest |delta logit| against the source over both batchings: what a server may see on any text."""
-        return max(self.comparison.max_abs_delta_logit, self.alone.max_abs_delta_logit if self.alone else 0.0)
+        both = [c for c in (self.comparison, self.alone) if isinstance(c, Comparison)]
+        return max((c.max_abs_delta_logit for c in both), default=0.0)
 
     @property
     def passed(self) -> bool:
@@ -235,6 +262,8 @@ class GateReport:
         Speed is left out: it is this machine at this moment, and a re-publish of the same source and level on
         the same machine must give the same bytes (same sha256). The CPU is in: it says where the gate vouched."""
         c, s = self.comparison, self.settings
+        if isinstance(c, VectorComparison):
+            return self._vector_entry(c)
         return {
             "eval": {"source": self.evals.name, "sha256": self.evals.sha256, "texts": c.texts,
                      "labelled": self.evals.labels is not None},
@@ -258,6 +287,32 @@ class GateReport:
             **({"cpu": self.cpu.to_dict()} if self.cpu is not None else {}),
         }
 
+    def _vector_entry(self, c: VectorComparison) -> dict[str, Any]:
+        """An embedding model's `optimization.accuracy`: the cosine floor, how many texts kept it, and the bound."""
+        s = self.settings
+        entry: dict[str, Any] = {
+            "eval": {"source": self.evals.name, "sha256": self.evals.sha256, "texts": c.texts, "labelled": False},
+            "min_cosine": c.min_cosine,
+            "close": c.close,
+            "agreement": _ratio(c.agreement),
+            "agreement_bound": {"lower": _ratio(c.lower_bound(s.confidence)), "method": BOUND_METHOD,
+                                "one_sided": True, "confidence": s.confidence,
+                                "texts_needed": decisive_needed(s.min_agreement, s.confidence)},
+            "worst_cosine": _cosine(c.worst_cosine),
+            "mean_cosine": _cosine(c.mean_cosine),
+            "max_abs_delta": _sig(c.max_abs_delta),
+            "min_agreement": s.min_agreement,
+            "passed": self.passed,
+            "accepted_loss": self.accepted_loss,
+        }
+        if isinstance(self.alone, VectorComparison):
+            a = self.alone
+            entry["alone"] = {"close": a.close, "agreement_lower_bound": _ratio(a.lower_bound(s.confidence)),
+                              "worst_cosine": _cosine(a.worst_cosine)}
+        if self.cpu is not None:
+            entry["cpu"] = self.cpu.to_dict()
+        return entry
+
     def _bound_entry(self, c: Comparison) -> dict[str, Any]:
         """What the gate judges: the lower bound, how it was computed, and the fewest decisive texts that can pass."""
         s = self.settings
@@ -265,7 +320,7 @@ class GateReport:
                 "confidence": s.confidence, "decisive_needed": decisive_needed(s.min_agreement, s.confidence)}
 
     def _alone_entry(self) -> dict[str, Any]:
-        if self.alone is None:
+        if not isinstance(self.alone, Comparison):
             return {}
         a = self.alone
         return {"alone": {"agreement": _ratio(a.agreement), "decisive": a.decisive,
@@ -278,6 +333,10 @@ class GateReport:
     def to_dict(self) -> dict[str, Any]:
         """Everything, for `--json`: the manifest's entry, the counts, the reasons, and the speed."""
         c = self.comparison
+        if isinstance(c, VectorComparison):
+            return {"level": self.level, **self.manifest_entry(), "counts": {"close": c.close,
+                    "non_finite": c.non_finite}, "refusals": list(self.refusals),
+                    "speed": self.speed.to_dict() if self.speed else None}
         counts = {"agree": c.agree, "decisive_agree": c.decisive_agree, "non_finite": c.non_finite,
                   "correct_before": c.correct_before, "correct_after": c.correct_after}
         return {"level": self.level, **self.manifest_entry(), "counts": counts, "refusals": list(self.refusals),
@@ -288,6 +347,8 @@ class GateReport:
         c, s = self.comparison, self.settings
         needed = decisive_needed(s.min_agreement, s.confidence)
         rows = [("", "SOURCE -> " + self.level.upper(), "REQUIRED")]
+        if isinstance(c, VectorComparison):
+            return self._lines(rows + self._vector_rows(c, needed))
         rows.append(("argmax agreement, all texts", f"{c.agreement:.4f} ({c.agree}/{c.texts})", ""))
         decisive = ("n/a (no text is decisive)" if c.decisive_agreement is None
                     else f"{c.decisive_agreement:.4f} ({c.decisive_agree}/{c.decisive})")
@@ -296,7 +357,7 @@ class GateReport:
         rows.append((f"  its lower bound (one-sided {s.confidence:.0%}, {BOUND_METHOD})",
                      f"{c.decisive_lower_bound(s.confidence):.4f}", f">= {s.min_agreement:g}"))
         rows.append(("|delta logit| max / mean", f"{c.max_abs_delta_logit:.3g} / {c.mean_abs_delta_logit:.3g}", ""))
-        if self.alone is not None:
+        if isinstance(self.alone, Comparison):
             a = self.alone
             alone = ("n/a" if a.decisive_agreement is None
                      else f"{a.decisive_agreement:.4f} ({a.decisive_agree}/{a.decisive}), lower bound "
@@ -311,6 +372,27 @@ class GateReport:
         if c.accuracy_before is not None and c.accuracy_after is not None:
             rows.append(("accuracy (labels)", f"{c.accuracy_before:.2%} -> {c.accuracy_after:.2%}",
                          f"drop <= {s.max_accuracy_drop:g} points"))
+        return self._lines(rows)
+
+    def _vector_rows(self, c: VectorComparison, needed: int) -> list[tuple[str, str, str]]:
+        s = self.settings
+        rows = [(f"texts with cosine >= {c.min_cosine:g} to the source", f"{c.agreement:.4f} ({c.close}/{c.texts})",
+                 f">= {needed} texts"),
+                (f"  its lower bound (one-sided {s.confidence:.0%}, {BOUND_METHOD})",
+                 f"{c.lower_bound(s.confidence):.4f}", f">= {s.min_agreement:g}"),
+                ("cosine worst / mean", f"{c.worst_cosine:.6f} / {c.mean_cosine:.6f}", ""),
+                ("|delta| max", f"{c.max_abs_delta:.3g}", "")]
+        if isinstance(self.alone, VectorComparison):
+            a = self.alone
+            rows.append(("  one text at a time: texts kept, lower bound",
+                         f"{a.close}/{a.texts}, {a.lower_bound(s.confidence):.4f}", f">= {s.min_agreement:g}"))
+            rows.append(("  one text at a time: cosine worst", f"{a.worst_cosine:.6f}", ""))
+        if c.non_finite:
+            rows.append(("texts with non-finite vectors", str(c.non_finite), "0"))
+        return rows
+
+    def _lines(self, rows: list[tuple[str, str, str]]) -> list[str]:
+        """The table's rows (the speed and the CPU added) and the verdict, as printed."""
         if self.speed is not None:
             sp = self.speed
             rows.append((f"texts/s, engine alone ({sp.threads} threads, batches of {sp.batch_size})",
@@ -332,6 +414,11 @@ def _ratio(value: float) -> float:
 def _sig(value: float) -> float | None:
     # Four significant digits: the manifest shows the size of a delta, not float32 noise; None keeps JSON strict.
     return float(f"{value:.4g}") if math.isfinite(value) else None
+
+
+def _cosine(value: float) -> float | None:
+    # Seven decimals: a cosine's distance from 1 is what it says (0.9999731, not 1.0).
+    return round(value, 7) if math.isfinite(value) else None
 
 
 # -- pure functions -------------------------------------------------------------------------------------
@@ -460,6 +547,38 @@ def refusals(c: Comparison, *, min_agreement: float, max_accuracy_drop: float,
     if drop is not None and drop > max_accuracy_drop + 1e-9:  # 1e-9: a drop of exactly the limit is allowed
         reasons.append(f"accuracy fell {drop:.2f} points ({c.accuracy_before:.2%} -> {c.accuracy_after:.2%}), "
                        f"more than --max-accuracy-drop {max_accuracy_drop:g}")
+    return tuple(reasons)
+
+
+def compare_vectors(source: np.ndarray, optimized: np.ndarray, *, min_cosine: float) -> VectorComparison:
+    """An embedding model's texts: the cosine of each optimised vector to the source's, how many reach `min_cosine`."""
+    if source.ndim != 2 or source.shape != optimized.shape or len(source) == 0:
+        raise ValueError(f"need two [texts, dim] arrays of one shape, got {source.shape} and {optimized.shape}")
+    finite = np.isfinite(optimized).all(axis=1)
+    cosine = cosines(source, optimized)
+    delta = np.abs(optimized[finite].astype(np.float64) - source[finite])
+    return VectorComparison(texts=len(source), close=int((cosine >= min_cosine).sum()), min_cosine=min_cosine,
+                            worst_cosine=float(cosine.min()), mean_cosine=float(cosine.mean()),
+                            max_abs_delta=float(delta.max()) if delta.size else math.inf,
+                            non_finite=int((~finite).sum()))
+
+
+def vector_refusals(c: VectorComparison, *, min_agreement: float, confidence: float = 0.95) -> tuple[str, ...]:
+    """Why the gate refuses an embedding model, one line each, or () when it passes: the share of texts whose vector
+    keeps the cosine floor must have its lower bound at `min_agreement` or more (`refusals`' rule, over every text)."""
+    reasons = []
+    if c.non_finite:
+        reasons.append(f"{c.non_finite} of {c.texts} texts got non-finite vectors (NaN or infinity)")
+    needed = decisive_needed(min_agreement, confidence)
+    how = f"one-sided {confidence:.0%} {BOUND_METHOD} lower bound"
+    if c.texts < needed:
+        most = agreement_lower_bound(c.texts, c.texts, confidence)
+        reasons.append(f"too few texts to prove --min-agreement {min_agreement:g}: {c.close}/{c.texts} kept cosine "
+                       f">= {c.min_cosine:g}, whose {how} is at most {most:.4f}; the eval set needs at least "
+                       f"{needed} texts")
+    elif (bound := c.lower_bound(confidence)) < min_agreement:
+        reasons.append(f"{c.close} of {c.texts} texts kept cosine >= {c.min_cosine:g} to the source's vector (worst "
+                       f"{c.worst_cosine:.6f}): the {how} {bound:.4f} is below --min-agreement {min_agreement:g}")
     return tuple(reasons)
 
 
@@ -669,7 +788,7 @@ def run_token_outputs(session: Any, batches: Sequence[Batch], texts: int,
 
 
 def measure_speed(source: Any, optimized: Any, batches: Sequence[Batch], *, rounds: int, budget_s: float,
-                  threads: int, batch_size: int) -> Speed:
+                  threads: int, batch_size: int, output: str = OUTPUT_NAME) -> Speed:
     """Both models batch by batch, alternating, so a busy neighbour slows both alike; best round per batch."""
     names = [{i.name for i in s.get_inputs()} for s in (source, optimized)]
     feeds = [[{k: v for k, v in b.feed.items() if k in wanted} for b in batches] for wanted in names]
@@ -679,7 +798,7 @@ def measure_speed(source: Any, optimized: Any, batches: Sequence[Batch], *, roun
         for j in range(len(batches)):
             for m, session in enumerate((source, optimized)):
                 t0 = time.perf_counter()
-                session.run([OUTPUT_NAME], feeds[m][j])
+                session.run([output], feeds[m][j])
                 best[m, j] = min(best[m, j], time.perf_counter() - t0)
         done += 1
     texts = sum(len(b.rows) for b in batches)
@@ -689,9 +808,12 @@ def measure_speed(source: Any, optimized: Any, batches: Sequence[Batch], *, roun
 
 def run_gate(source_model: str | Path, candidate: bytes | Path, tokenizer_json: str | Path, max_seq_len: int,
              evals: EvalSet, settings: GateSettings, *, level: str, precision: str = "fp32",
-             progress: Progress | None = None) -> GateReport:
+             progress: Progress | None = None, kind: str = "classifier", output: str = OUTPUT_NAME) -> GateReport:
     """Runs both models on `evals` and judges the candidate (the optimised graph's serialized bytes, or at bf16 the
-    FP32 graph's file, which OpenVINO runs in bf16)."""
+    FP32 graph's file, which OpenVINO runs in bf16). `kind` "embedding": the graph's `output` vectors are judged by
+    their cosine to the source's, at the floor the server holds `precision` to (bundle/outputs.py)."""
+    vectors = kind == "embedding"
+    floor = min_cosine(precision)
     report = progress or (lambda _line: None)
     batches = make_batches(tokenizer_json, max_seq_len, evals.texts, settings.batch_size)
     report(f"gate: {evals.describe()}, {len(batches)} length-sorted batches of <= {settings.batch_size}")
@@ -700,28 +822,34 @@ def run_gate(source_model: str | Path, candidate: bytes | Path, tokenizer_json: 
         t0 = time.perf_counter()
         try:
             session = open_session(model, settings.threads, runs_at)
-            logits.append((session, run_outputs(session, batches, len(evals.texts))))
+            logits.append((session, run_outputs(session, batches, len(evals.texts), output)))
         except ModelRunError:
             raise
         except Exception as e:  # ORT raises its own types (Fail, InvalidGraph, RuntimeException...)
             first = (str(e).strip().splitlines() or [""])[0][:200]
             runtime = "OpenVINO" if runs_at == "bf16" else "ONNX Runtime"
             raise ModelRunError(f"{runtime} could not run the {name} model ({type(e).__name__}: {first})") from e
-        report(f"gate: {name} logits ({time.perf_counter() - t0:.1f}s)")
+        report(f"gate: {name} {'vectors' if vectors else 'logits'} ({time.perf_counter() - t0:.1f}s)")
     (source, source_logits), (optimized, optimized_logits) = logits
     if source_logits.shape != optimized_logits.shape:
         raise ModelRunError(f"the {level} model gives logits of shape {list(optimized_logits.shape)}, the source "
                             f"{list(source_logits.shape)}")
-    comparison = compare(source_logits, optimized_logits, min_margin=settings.min_margin, labels=evals.labels)
+
+    def judged(candidate: np.ndarray) -> Comparison | VectorComparison:
+        if vectors:
+            return compare_vectors(source_logits, candidate, min_cosine=floor)
+        return compare(source_logits, candidate, min_margin=settings.min_margin, labels=evals.labels)
+
+    comparison = judged(optimized_logits)
     t0 = time.perf_counter()
     try:
         optimized_alone = run_outputs(optimized, make_batches(tokenizer_json, max_seq_len, evals.texts, 1),
-                                      len(evals.texts))
+                                      len(evals.texts), output)
     except Exception as e:  # as above
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise ModelRunError(f"ONNX Runtime could not run the {level} model ({type(e).__name__}: {first})") from e
-    report(f"gate: {level} logits one text at a time ({time.perf_counter() - t0:.1f}s)")
-    alone = compare(source_logits, optimized_alone, min_margin=settings.min_margin, labels=evals.labels)
+    report(f"gate: {level} {'vectors' if vectors else 'logits'} one text at a time ({time.perf_counter() - t0:.1f}s)")
+    alone = judged(optimized_alone)
     both_finite = np.isfinite(optimized_logits).all(axis=1) & np.isfinite(optimized_alone).all(axis=1)
     spread = float(np.abs(optimized_logits[both_finite] - optimized_alone[both_finite]).max(initial=0.0))
     speed = None
@@ -729,12 +857,17 @@ def run_gate(source_model: str | Path, candidate: bytes | Path, tokenizer_json: 
         t0 = time.perf_counter()
         speed = measure_speed(source, optimized, batches, rounds=settings.speed_rounds,
                               budget_s=settings.speed_budget_s, threads=settings.threads,
-                              batch_size=settings.batch_size)
+                              batch_size=settings.batch_size, output=output)
         report(f"gate: timed both models, {speed.rounds} rounds ({time.perf_counter() - t0:.1f}s)")
-    thresholds = {"min_agreement": settings.min_agreement, "max_accuracy_drop": settings.max_accuracy_drop,
-                  "confidence": settings.confidence}
-    reasons = refusals(comparison, **thresholds)
-    reasons += tuple(f"one text at a time: {r}" for r in refusals(alone, **thresholds) if r not in reasons)
+
+    def why(c: Comparison | VectorComparison) -> tuple[str, ...]:
+        if isinstance(c, VectorComparison):
+            return vector_refusals(c, min_agreement=settings.min_agreement, confidence=settings.confidence)
+        return refusals(c, min_agreement=settings.min_agreement, max_accuracy_drop=settings.max_accuracy_drop,
+                        confidence=settings.confidence)
+
+    reasons = why(comparison)
+    reasons += tuple(f"one text at a time: {r}" for r in why(alone) if r not in reasons)
     return GateReport(level=level, evals=evals, comparison=comparison, settings=settings, speed=speed,
                       refusals=reasons, cpu=cpu_info(), source_outputs=source_logits,
                       optimized_outputs=optimized_logits, alone=alone, batch_spread=spread,

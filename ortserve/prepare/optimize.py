@@ -47,12 +47,12 @@ from ortserve.bundle.manifest import (
     MANIFEST_FILE,
     MODEL_FILE,
     OPTIMIZATION_LEVELS,
-    OUTPUT_NAME,
     REFERENCES_FILE,
     TOKENIZER_FILE,
     BundleError,
     BundleManifest,
 )
+from ortserve.bundle.outputs import cosines, min_cosine
 from ortserve.bundle.validate import validate_bundle
 from ortserve.prepare import reference_choice
 from ortserve.prepare.accuracy import (
@@ -187,9 +187,6 @@ def optimize_bundle(source: str | Path, dest: str | Path, level: str, progress: 
     manifest = validate_bundle(src)
     if manifest.per_token:
         raise OptimizeError(f"{src}: {TOKEN_CLASSIFIER_REFUSAL}")
-    if manifest.kind != "classifier":
-        raise OptimizeError(f"{src}: an {manifest.format} bundle; optimisation and its accuracy gate (which "
-                            "compares labels) take classifier bundles only: publish it without --optimize")
     if manifest.pairs:
         raise OptimizeError(f"{src}: a classifier of pairs; the accuracy gate reads single texts, so it cannot judge "
                             "an optimised copy yet: publish it without --optimize")
@@ -219,7 +216,7 @@ def optimize_bundle(source: str | Path, dest: str | Path, level: str, progress: 
                 raise OptimizeError(f"{model_path}: {step.__name__.strip('_')} step failed in ONNX Runtime's "
                                     f"tooling ({type(e).__name__}: {_first_line(e)})") from e
     final = work.graph
-    _check_wire(final, where=f"{level} graph")
+    _check_wire(final, where=f"{level} graph", output=manifest.output_name)
     # A level without steps (bf16) keeps the source's file byte for byte: its sha256 is the source's.
     model_bytes = final.SerializeToString() if STEPS[level] else model_path.read_bytes()
 
@@ -232,7 +229,7 @@ def optimize_bundle(source: str | Path, dest: str | Path, level: str, progress: 
         optimization["accuracy"] = verdict.manifest_entry()
         if level == "int8" and verdict.speed is not None and verdict.speed.ratio < INT8_NO_FASTER:
             report(_no_faster(verdict, size_before, len(model_bytes)))
-    refs = _reference_answers(src, manifest, verdict, source_sha)
+    refs = _reference_answers(src, manifest, verdict, source_sha, level)
     references_bytes = refs.set.encode()
     precision = LEVEL_PRECISION[level]
     new_manifest = {**raw_manifest, "precision": precision, "optimization": optimization,
@@ -251,10 +248,11 @@ class _References:
     outputs_from: str
 
 
-def _reference_answers(src: Path, manifest: BundleManifest, verdict: GateReport | None,
-                       source_sha: str) -> _References:
-    """The optimised bundle's reference answers: the source's FP32 logits (the gate's, when it ran), on texts chosen
-    where both models are sure of the same label, so that only a fault can flip one on another machine."""
+def _reference_answers(src: Path, manifest: BundleManifest, verdict: GateReport | None, source_sha: str,
+                       level: str) -> _References:
+    """The optimised bundle's reference answers: the source's FP32 outputs (the gate's, when it ran). A classifier's
+    texts are chosen where both models are sure of the same label, an embedding model's where every candidate run
+    kept the cosine floor of the level's precision, so that only a fault can fail the check on another machine."""
     import onnxruntime
 
     candidates: list[np.ndarray] = []
@@ -264,10 +262,16 @@ def _reference_answers(src: Path, manifest: BundleManifest, verdict: GateReport 
     else:  # no gate: the source alone, on its evaluation texts
         evals = _eval_set(src, manifest)
         batches = make_batches(src / TOKENIZER_FILE, manifest.max_seq_len, evals.texts, 16)
-        source = run_outputs(open_session(src / MODEL_FILE, 2), batches, len(evals.texts))
+        source = run_outputs(open_session(src / MODEL_FILE, 2), batches, len(evals.texts), manifest.output_name)
+    classifier = manifest.kind == "classifier"
+    eligible = None
+    if not classifier:
+        floor = min_cosine(LEVEL_PRECISION[level])
+        eligible = np.logical_and.reduce([cosines(source, c) >= floor for c in candidates] or
+                                         [np.ones(len(evals.texts), dtype=bool)])
     chosen = reference_choice.build(evals.texts, references.token_counts(src / TOKENIZER_FILE, evals.texts),
-                              np.asarray(source), max_seq_len=manifest.max_seq_len, classifier=True,
-                              candidates=candidates)
+                                    np.asarray(source), max_seq_len=manifest.max_seq_len, classifier=classifier,
+                                    candidates=candidates if classifier else (), eligible=eligible)
     return _References(chosen, f"the source bundle's model.onnx (sha256 {source_sha[:12]}) in FP32, ONNX Runtime "
                                f"{onnxruntime.__version__} on the CPU, {evals.name}")
 
@@ -294,7 +298,8 @@ def _run_gate(src: Path, manifest: BundleManifest, model_bytes: bytes, evals: Ev
         precision = LEVEL_PRECISION[level]
         candidate = src / MODEL_FILE if precision == "bf16" else model_bytes  # bf16: the same graph, another runtime
         verdict = run_gate(src / MODEL_FILE, candidate, src / TOKENIZER_FILE, manifest.max_seq_len, evals, gate,
-                           level=level, precision=precision, progress=report)
+                           level=level, precision=precision, progress=report, kind=manifest.kind,
+                           output=manifest.output_name)
     except ModelRunError as e:
         raise OptimizeError(f"{src}: gate step failed: {e}") from e
     for line in verdict.table():
@@ -457,8 +462,8 @@ def _check_not_optimised(src: Path, manifest: BundleManifest, level: str) -> Non
         raise OptimizeError(f"{src}: precision is {manifest.precision}; optimisation starts from an fp32 graph")
 
 
-def _check_wire(model: Any, *, where: str) -> None:
-    """The server feeds int64 ids and reads float32 logits whatever the graph computes in."""
+def _check_wire(model: Any, *, where: str, output: str) -> None:
+    """The server feeds int64 ids and reads float32 `output` (logits or vectors) whatever the graph computes in."""
     import onnx
 
     initializers = {t.name for t in model.graph.initializer}
@@ -468,8 +473,8 @@ def _check_wire(model: Any, *, where: str) -> None:
         if vi.type.tensor_type.elem_type != onnx.TensorProto.INT64:
             raise OptimizeError(f"{where}: input {vi.name!r} is no longer int64")
     outputs = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.output}
-    if outputs.get(OUTPUT_NAME) != onnx.TensorProto.FLOAT:
-        raise OptimizeError(f"{where}: output {OUTPUT_NAME!r} is no longer float32")
+    if outputs.get(output) != onnx.TensorProto.FLOAT:
+        raise OptimizeError(f"{where}: output {output!r} is no longer float32")
 
 
 # -- writing --------------------------------------------------------------------------------------------

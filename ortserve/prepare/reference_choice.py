@@ -89,8 +89,12 @@ def decisive_token_texts(source: Sequence[np.ndarray], candidates: Sequence[Sequ
 
 def choose(texts: Sequence[str], token_counts: Sequence[int], source: np.ndarray | Sequence[np.ndarray], *,
            max_seq_len: int, classifier: bool, candidates: Sequence[np.ndarray | Sequence[np.ndarray]] = (),
-           min_margin: float = MIN_MARGIN, count: int = COUNT, per_token: bool = False) -> Selection:
+           min_margin: float = MIN_MARGIN, count: int = COUNT, per_token: bool = False,
+           eligible: Sequence[bool] | np.ndarray | None = None) -> Selection:
     """Which evaluation texts a bundle keeps as references (see the module docstring); deterministic.
+
+    `eligible` (bool per text): only these may be kept (an optimised embedding model's texts whose vectors kept the
+    precision's cosine floor in every candidate run); None: every text.
 
     `per_token`: a token classifier's, `source` (and each candidate) float32 [T, labels] per text; a text is
     decisive when all its tokens are, its margin is its least decisive token's, and "the most confident of each
@@ -99,13 +103,16 @@ def choose(texts: Sequence[str], token_counts: Sequence[int], source: np.ndarray
     if not (len(token_counts) == n == len(source)) or any(len(c) != n for c in candidates):
         raise ValueError(f"{n} texts, {len(token_counts)} token counts and {len(source)} outputs do not line up")
     picked: dict[int, None] = {}  # insertion-ordered set
+    allowed = np.ones(n, dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
+    if len(allowed) != n:
+        raise ValueError(f"{n} texts and {len(allowed)} eligibility flags do not line up")
 
     def take(indices: Sequence[int] | np.ndarray, most: int) -> None:
         added = 0
         for i in indices:
             if len(picked) >= count or added >= most:
                 return
-            if int(i) not in picked:
+            if int(i) not in picked and allowed[int(i)]:
                 picked[int(i)] = None
                 added += 1
 
@@ -140,7 +147,7 @@ def choose(texts: Sequence[str], token_counts: Sequence[int], source: np.ndarray
         for label in range(source.shape[1]):
             of_label = [i for i in sure if top[i] == label]
             take(sorted(of_label, key=lambda i: (-lead[i], i)), CONFIDENT_PER_LABEL)
-    rest = [i for i in range(n) if i not in picked]
+    rest = [i for i in range(n) if i not in picked and allowed[i]]
     want = count - len(picked)
     if want > 0 and rest:
         step = len(rest) / want
@@ -152,12 +159,13 @@ def choose(texts: Sequence[str], token_counts: Sequence[int], source: np.ndarray
 def build(texts: Sequence[str], token_counts: Sequence[int], source: np.ndarray | Sequence[np.ndarray], *,
           max_seq_len: int, classifier: bool, candidates: Sequence[np.ndarray | Sequence[np.ndarray]] = (),
           min_margin: float = MIN_MARGIN, count: int = COUNT, pairs: Sequence[str] | None = None,
-          per_token: bool = False) -> ReferenceSet:
+          per_token: bool = False, eligible: Sequence[bool] | np.ndarray | None = None) -> ReferenceSet:
     """The reference set: `choose`'s texts (with their second texts, `pairs`) with the source's outputs for them.
     `per_token`: `source` is a token classifier's, float32 [T, labels] per text, T its tokens as the server reads
     them (truncated at max_seq_len)."""
     picked = choose(texts, token_counts, source, max_seq_len=max_seq_len, classifier=classifier,
-                    candidates=candidates, min_margin=min_margin, count=count, per_token=per_token)
+                    candidates=candidates, min_margin=min_margin, count=count, per_token=per_token,
+                    eligible=eligible)
     rows = list(picked.rows)
     chosen = tuple(texts[i] for i in rows)
     second = None if pairs is None else tuple(pairs[i] for i in rows)

@@ -35,13 +35,13 @@ from typing import Any
 import numpy as np
 
 from ortserve.bundle.manifest import BundleManifest
+from ortserve.bundle.outputs import cosines, min_cosine
 from ortserve.bundle.references import ReferenceSet
 
 RESULTS = ("passed", "failed", "unverified", "skipped")
 FP32_CPU_RELATIVE, FP32_GPU_RELATIVE = 1e-3, 2e-2
 GATE_FACTOR = 1.5
 SLACK = {"int8": 0.01, "fp16": 0.05, "bf16": 0.02}
-MIN_COSINE = {"fp32-cpu": 0.9999, "fp32-gpu": 0.999, "bf16": 0.999, "optimised": 0.99}
 TEXT_SHOWN = 60
 
 
@@ -75,8 +75,7 @@ def rule_for(manifest: BundleManifest, device: str) -> Rule:
     on_gpu = device.startswith("cuda")
     precision = manifest.precision
     if manifest.kind == "embedding":
-        key = {"fp32": "fp32-gpu" if on_gpu else "fp32-cpu", "bf16": "bf16"}.get(precision, "optimised")
-        return Rule(name=f"{precision} embedding on {device}", min_cosine=MIN_COSINE[key])
+        return Rule(name=f"{precision} embedding on {device}", min_cosine=min_cosine(precision, on_gpu=on_gpu))
     if precision == "fp32":
         return Rule(name=f"fp32 on {device}", relative=FP32_GPU_RELATIVE if on_gpu else FP32_CPU_RELATIVE)
     gate = manifest.optimization.gate_max_abs_delta if manifest.optimization is not None else None
@@ -161,7 +160,7 @@ def judge(refs: ReferenceSet, outputs: np.ndarray, rule: Rule) -> Verdict:
         reasons.append(f"{int((~finite).sum())} of {len(finite)} {rows} got non-finite outputs, first "
                        f"{_quote(refs.texts[text_of[bad]])}")
     if rule.min_cosine is not None:
-        cosine = _cosines(expected, np.nan_to_num(got))
+        cosine = cosines(expected, got)
         worst = int(np.argmin(cosine))
         figures.update(min_cosine=float(cosine[worst]), worst_text=_quote(refs.texts[worst]))
         if cosine[worst] < rule.min_cosine:
@@ -193,11 +192,6 @@ def judge(refs: ReferenceSet, outputs: np.ndarray, rule: Rule) -> Verdict:
                            f"{_quote(refs.texts[text_of[first]])})")
     return Verdict(result="failed" if reasons else "passed", rule=rule.describe(), texts=len(refs.texts),
                    reasons=tuple(reasons), figures=figures)
-
-
-def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    return np.where(norms > 0, (a * b).sum(axis=1) / np.maximum(norms, 1e-300), 0.0)
 
 
 def _quote(text: str) -> str:

@@ -35,9 +35,11 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from ortserve.bundle.cpu import CpuInfo
+from ortserve.bundle.outputs import cosines, min_cosine
 
 LOGIT_TOLERANCE = 1e-4
-MIN_COSINE = 0.9999
+MIN_COSINE = min_cosine("fp32")
+"""ONNX Runtime's FP32 export against PyTorch's FP32: what the load-time check asks of an FP32 version on a CPU."""
 TEXT_SHOWN = 60
 CLASSIFIER, EMBEDDING, TOKEN_CLASSIFIER = "classifier", "embedding", "token-classifier"
 TokenOutputs: TypeAlias = Sequence[np.ndarray]
@@ -298,8 +300,7 @@ def judge_run(kind: str, reference: np.ndarray | TokenOutputs, run: Run) -> RunV
                           over_tolerance=int((relative > LOGIT_TOLERANCE).sum()),
                           max_relative_delta=float(relative.max()),
                           first_disagreement=int(disagree[0]) if disagree.size else None)
-    norms = np.linalg.norm(want, axis=1) * np.linalg.norm(np.nan_to_num(got), axis=1)
-    cosine = np.where(finite & (norms > 0), (want * np.nan_to_num(got)).sum(axis=1) / np.maximum(norms, 1e-300), 0.0)
+    cosine = cosines(want, got)
     return RunVerdict(name=run.name, texts=len(got), non_finite=int((~finite).sum()), max_abs_delta=worst_abs,
                       worst_text=int(np.argmin(cosine)), min_cosine=float(cosine.min()),
                       below_cosine=int((cosine < MIN_COSINE).sum()))
