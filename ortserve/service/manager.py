@@ -33,6 +33,7 @@ from ortserve.service.data_plane import VersionBatcher
 from ortserve.service.errors import NotFound, Unavailable
 from ortserve.service.instance import ModelInstance
 from ortserve.service.lifecycle import State, check_transition
+from ortserve.service.logs import iso_utc
 from ortserve.service.verify import Verdict
 
 log = structlog.get_logger("ortserve.manager")
@@ -334,14 +335,15 @@ class ModelManager:
             models[model] = ModelRoute(versions=dict(ready), weights=dict(weights), split=split)
         else:
             models.pop(model, None)
+        since = time.time()
         self._table = RouteTable(models)  # the swap: one assignment on the loop thread
-        if models.get(model) != current:
-            # Logged before the native data path has the table: its calls are logged from another thread, and
-            # the line of a call served on the new table must not come before the line that says it changed.
-            self._observe("swapped", model, ",".join(sorted(ready)), weights=weights,
-                          took_s=round(time.monotonic() - started, 4))
         if self._data_path is not None:
             self._data_path.publish(self._table)
+        if models.get(model) != current:
+            # Logged once every front end has the table (until then the native one serves the old table), with
+            # `since`, when the Python one took it: a call on this table took its lease between the two.
+            self._observe("swapped", model, ",".join(sorted(ready)), weights=weights,
+                          took_s=round(time.monotonic() - started, 4), since=iso_utc(since))
         for old in self._superseded.pop(model, []):
             self._start_retire(old)
         for version in plan.retire:

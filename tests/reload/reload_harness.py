@@ -219,33 +219,31 @@ def unroutable_replies(logs: list[dict[str, Any]], model: str, *,
     """Replies (unpinned, OK) whose version had weight 0 in every route table that was in force while
     the request could have taken its lease. Returns (replies checked, violations).
 
-    The server writes a `version_swapped` line as the route table is replaced (it carries the new
-    `weights`), before the native front end gets the table, and a `request` line when a call ends (from
-    the event loop, or from the native front end's event thread): no call served on a table is logged
-    before that table's swap line.
-    A call takes its lease synchronously at its very start (no await between the start of the
-    handler and the lease), i.e. at end - total_ms. So the tables that could have served it are:
-    the table in force at `timestamp - total_ms - slack` (found by timestamp: the last swap logged
-    at or before that instant) plus every table swapped in after that instant and before the
-    request's own line (found by log order). The version that answered must have weight > 0 in at
-    least one of them. `slack_s` only widens the window (more candidates), never narrows it.
+    The server writes a `version_swapped` line (the new `weights`) once every front end has the new table,
+    with `since`, the instant the Python front end took it; the native front end keeps serving the old
+    table until it has the new one, i.e. until that line's timestamp at the latest. So table k was in force
+    from its `since` to the next swap line's timestamp (the last one: to the end). A call takes its lease
+    synchronously at its very start, i.e. at end - total_ms, and the request line's timestamp is the call's
+    end (either front end). The tables that could have served it are those in force at that instant, give or
+    take `slack_s`; the version that answered must have weight > 0 in at least one of them. Timestamps, not
+    log order, decide (a native call on the new table may be logged before its swap line). `slack_s` only
+    widens the window (more candidates), never narrows it.
     """
-    swaps: list[tuple[int, float, dict[str, int]]] = []  # (log position, timestamp, weights)
+    swaps = [(parse_ts(e["since"]), parse_ts(e["timestamp"]), dict(e.get("weights") or {})) for e in logs
+             if e.get("model") == model and e.get("event") == "version_swapped"]
+    windows = [(since, swaps[k + 1][1] if k + 1 < len(swaps) else float("inf"), weights)
+               for k, (since, _, weights) in enumerate(swaps)]
     checked = 0
     violations: list[Violation] = []
-    for pos, event in enumerate(logs):
-        if event.get("model") != model:
+    for event in logs:
+        if event.get("model") != model or event.get("event") != "request" or event.get("status") != "OK" \
+                or not str(event.get("route", "")).startswith("bucket"):
             continue
-        if event.get("event") == "version_swapped":
-            swaps.append((pos, parse_ts(event["timestamp"]), dict(event.get("weights") or {})))
-        elif event.get("event") == "request" and event.get("status") == "OK" and str(event.get("route", "")) \
-                .startswith("bucket"):
-            checked += 1
-            began = parse_ts(event["timestamp"]) - event["total_ms"] / 1000 - slack_s
-            before = [w for _, ts, w in swaps if ts <= began]
-            candidates = ([before[-1]] if before else []) + [w for _, ts, w in swaps if ts > began]
-            if not any(c.get(event["version"], 0) > 0 for c in candidates):
-                violations.append(Violation(event["request_id"], event["version"], candidates))
+        checked += 1
+        began = parse_ts(event["timestamp"]) - event["total_ms"] / 1000
+        candidates = [w for since, until, w in windows if since <= began + slack_s and until >= began - slack_s]
+        if not any(c.get(event["version"], 0) > 0 for c in candidates):
+            violations.append(Violation(event["request_id"], event["version"], candidates))
     return checked, violations
 
 

@@ -151,3 +151,24 @@ def test_swap_under_load(registry: Registry, bundle: Callable[..., Path], tmp_pa
 def _request_lines(logs: list[dict[str, Any]], ids: dict[str, str]) -> dict[str, dict[str, Any]] | None:
     found = {e["request_id"]: e for e in list(logs) if e.get("event") == "request" and e.get("request_id") in ids}
     return found if len(found) == len(ids) else None
+
+
+def test_the_routing_check_allows_the_old_table_until_every_front_end_has_the_new_one() -> None:
+    """Plain values: v1's table from t=0, v2's from t=10 (Python) to t=10.05 (the native front end had it)."""
+    def at(seconds: float) -> str:
+        return f"2026-01-01T00:00:{seconds:09.6f}+00:00"
+
+    def swap(since: float, logged: float, weights: dict[str, int]) -> dict[str, Any]:
+        return {"event": "version_swapped", "model": MODEL, "since": at(since), "timestamp": at(logged),
+                "weights": weights}
+
+    def call(rid: str, version: str, began: float, total_ms: float = 4.0) -> dict[str, Any]:
+        return {"event": "request", "model": MODEL, "request_id": rid, "version": version, "route": "bucket 7",
+                "status": "OK", "timestamp": at(began + total_ms / 1000), "total_ms": total_ms}
+
+    logs = [swap(0.0, 0.001, {"v1": 100}), call("native-old", "v1", 10.03), call("early-new", "v2", 10.001),
+            swap(10.0, 10.05, {"v2": 100}), call("late-old", "v1", 10.2), call("new", "v2", 10.2),
+            call("before-v2", "v2", 5.0)]
+    checked, violations = unroutable_replies(logs, MODEL)
+    assert checked == 5
+    assert [v.request_id for v in violations] == ["late-old", "before-v2"]
