@@ -1,6 +1,6 @@
 """The model bundle format: a directory with model.onnx, tokenizer.json and manifest.json.
 
-Three kinds, told apart by the manifest's "format":
+Three kinds, told apart by the manifest's "format" (kinds.py holds each kind's spec):
 
     {"format": "onnx-text-classifier", "labels": ["negative", "positive"], "max_seq_len": 128, "notes": "..."}
         model.onnx outputs `logits` float32 [batch, len(labels)]
@@ -68,16 +68,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CLASSIFIER_FORMAT = "onnx-text-classifier"
-EMBEDDING_FORMAT = "onnx-text-embedding"
-TOKEN_CLASSIFIER_FORMAT = "onnx-token-classifier"
-# format -> (kind, the graph's output): the one table of bundle kinds (a new kind adds a row here).
-FORMATS = {CLASSIFIER_FORMAT: ("classifier", "logits"), EMBEDDING_FORMAT: ("embedding", "embedding"),
-           TOKEN_CLASSIFIER_FORMAT: ("token-classifier", "logits")}
-LABELLED_FORMATS = (CLASSIFIER_FORMAT, TOKEN_CLASSIFIER_FORMAT)
-"""Formats whose output's last dimension is the labels (the manifest lists them)."""
-OUTPUT_RANK = {CLASSIFIER_FORMAT: 2, EMBEDDING_FORMAT: 2, TOKEN_CLASSIFIER_FORMAT: 3}
-"""The graph output's rank: [batch, columns], or [batch, seq, labels] for a label per token."""
+from ortserve.bundle.kinds import BY_FORMAT, Kind
+
 MODEL_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 MANIFEST_FILE = "manifest.json"
@@ -85,7 +77,6 @@ REFERENCES_FILE = "references.jsonl"
 REQUIRED_FILES = (MODEL_FILE, TOKENIZER_FILE, MANIFEST_FILE)
 REQUIRED_INPUTS = ("input_ids", "attention_mask")
 OPTIONAL_INPUTS = ("token_type_ids",)
-OUTPUT_NAME = FORMATS[CLASSIFIER_FORMAT][1]  # a classifier's output (the optimiser and accuracy gate read it)
 MIN_SEQ_LEN = 8
 PAD_TOKENS = ("[PAD]", "<pad>")
 MAX_EMBEDDING_DIM = 65536
@@ -196,24 +187,29 @@ class BundleManifest:
     """An embedding bundle's widths it was trained to be truncated to, descending (as written); () for none."""
 
     @property
+    def spec(self) -> Kind:
+        """The bundle's kind (kinds.py): everything its format decides."""
+        return BY_FORMAT[self.format]
+
+    @property
     def kind(self) -> str:
-        """"classifier", "embedding" or "token-classifier"."""
-        return FORMATS[self.format][0]
+        """The kind's name: "classifier", "embedding" or "token-classifier"."""
+        return self.spec.name
 
     @property
     def output_name(self) -> str:
         """The graph output the server reads: "logits" or "embedding"."""
-        return FORMATS[self.format][1]
+        return self.spec.graph_output
 
     @property
     def columns(self) -> int:
         """Columns of that output per text (per token for a token classifier): the labels, or the embedding's dim."""
-        return len(self.labels) if self.format in LABELLED_FORMATS else int(self.dim or 0)
+        return len(self.labels) if self.spec.labelled else int(self.dim or 0)
 
     @property
     def per_token(self) -> bool:
         """The output holds a row of `columns` per token ([batch, seq, labels]), not per text."""
-        return OUTPUT_RANK[self.format] == 3
+        return self.spec.per_token
 
     @property
     def prompts(self) -> dict[str, str]:
@@ -232,7 +228,7 @@ class BundleManifest:
         return (self.dim, *(d for d in self.matryoshka_dims if d != self.dim))
 
     def to_dict(self) -> dict[str, Any]:
-        shape: dict[str, Any] = {"labels": list(self.labels)} if self.format in LABELLED_FORMATS else {"dim": self.dim}
+        shape: dict[str, Any] = {"labels": list(self.labels)} if self.spec.labelled else {"dim": self.dim}
         if self.matryoshka_dims:
             shape["matryoshka_dims"] = list(self.matryoshka_dims)
         if self.multi_label:  # only where true, so other records keep their shape
@@ -264,19 +260,19 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
     if not isinstance(data, dict):
         raise BundleError(f"{where}: expected a JSON object, got {type(data).__name__}")
     fmt = data.get("format")
-    if fmt not in FORMATS:
-        raise BundleError(f"{where}: format must be one of {', '.join(map(repr, FORMATS))}, got {fmt!r}")
+    if fmt not in BY_FORMAT:
+        raise BundleError(f"{where}: format must be one of {', '.join(map(repr, BY_FORMAT))}, got {fmt!r}")
+    spec = BY_FORMAT[fmt]
+    for key in _KIND_KEYS:
+        if key not in spec.keys and data.get(key) is not None and not (data[key] is False and key in _FLAGS):
+            verb, hint = "apply" if key == "labels" else "applies", _KEY_HINTS.get(key, "")
+            what, after = (hint, "") if hint.startswith(" (") else ("", hint)
+            raise BundleError(f"{where}: {key} {verb} to {_formats_with(key)} bundles{what}, not to {fmt!r}{after}")
     labels: list[str] = []
     dim = None
-    if fmt in LABELLED_FORMATS:
+    if spec.labelled:
         labels = _parse_labels(data.get("labels"), where)
-        if data.get("dim") is not None:
-            raise BundleError(f"{where}: dim applies to {EMBEDDING_FORMAT!r} bundles; a classifier's width is its "
-                              "labels")
     else:
-        if data.get("labels") is not None:
-            raise BundleError(f"{where}: labels apply to {' and '.join(map(repr, LABELLED_FORMATS))} bundles; an "
-                              "embedding bundle declares dim")
         dim = data.get("dim")
         if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_EMBEDDING_DIM:
             raise BundleError(f"{where}: dim (the embedding width) must be an integer in 1..{MAX_EMBEDDING_DIM}, "
@@ -302,11 +298,11 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
     references = None
     if data.get("references") is not None:
         references = _parse_references(data["references"], where)
-    multi_label = _classifier_flag(data, "multi_label", fmt, where)
+    multi_label = _flag(data, "multi_label", where)
     imported = None
     if data.get("imported") is not None:
         imported = _parse_imported(data["imported"], where)
-    pairs = _classifier_flag(data, "pairs", fmt, where, " (a cross-encoder)")
+    pairs = _flag(data, "pairs", where)
     score_activation = data.get("score_activation")
     if score_activation is not None:
         if score_activation not in SCORE_ACTIVATIONS:
@@ -315,7 +311,7 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
         if not pairs or len(labels) != 1:
             raise BundleError(f"{where}: score_activation applies to a bundle of pairs with one label (a reranker), "
                               f"not to one with pairs={str(pairs).lower()} and {len(labels)} labels")
-    matryoshka_dims = _parse_matryoshka_dims(data.get("matryoshka_dims"), fmt, dim, where)
+    matryoshka_dims = _parse_matryoshka_dims(data.get("matryoshka_dims"), dim, where)
     return BundleManifest(format=fmt, labels=tuple(labels), max_seq_len=max_seq_len, notes=notes,
                           precision=precision, optimization=optimization, dim=dim, references=references,
                           multi_label=multi_label, imported=imported, pairs=pairs, score_activation=score_activation,
@@ -337,25 +333,33 @@ def check_matryoshka_dims(dims: Any, dim: int) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def _parse_matryoshka_dims(dims: Any, fmt: str, dim: int | None, where: str) -> tuple[int, ...]:
-    if dims is None:
+def _parse_matryoshka_dims(dims: Any, dim: int | None, where: str) -> tuple[int, ...]:
+    if dims is None or dim is None:  # a kind without dim carries none (parse_manifest's key check)
         return ()
-    if fmt != EMBEDDING_FORMAT or dim is None:
-        raise BundleError(f"{where}: matryoshka_dims applies to {EMBEDDING_FORMAT!r} bundles (the widths an embedding "
-                          f"was trained to be truncated to), not to {fmt!r}")
     try:
         return check_matryoshka_dims(dims, dim)
     except ValueError as e:
         raise BundleError(f"{where}: matryoshka_dims {e}") from None
 
 
-def _classifier_flag(data: dict[str, Any], name: str, fmt: str, where: str, kind: str = "") -> bool:
-    """An optional boolean of the manifest that only a classifier may set (multi_label, pairs); false when absent."""
+_KIND_KEYS = tuple(dict.fromkeys(key for kind in BY_FORMAT.values() for key in kind.keys))
+"""The manifest keys some kind owns (Kind.keys); any other kind's manifest leaves them out (or false)."""
+_FLAGS = ("multi_label", "pairs")
+"""Booleans a manifest of any kind may write as false (the kinds they do not apply to say nothing)."""
+_KEY_HINTS = {"labels": "; an embedding bundle declares dim", "dim": "; a classifier's width is its labels",
+              "pairs": " (a cross-encoder)",
+              "matryoshka_dims": " (the widths an embedding was trained to be truncated to)"}
+
+
+def _formats_with(key: str) -> str:
+    return " and ".join(repr(kind.format) for kind in BY_FORMAT.values() if key in kind.keys)
+
+
+def _flag(data: dict[str, Any], name: str, where: str) -> bool:
+    """An optional boolean of the manifest (multi_label, pairs); false when absent."""
     value = data.get(name, False)
     if not isinstance(value, bool):
         raise BundleError(f"{where}: {name} must be true or false, got {value!r}")
-    if value and fmt != CLASSIFIER_FORMAT:
-        raise BundleError(f"{where}: {name} applies to {CLASSIFIER_FORMAT!r} bundles{kind}")
     return value
 
 

@@ -8,12 +8,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ortserve.bundle.kinds import KINDS
 from ortserve.bundle.manifest import (
-    FORMATS,
-    LABELLED_FORMATS,
     MODEL_FILE,
     OPTIONAL_INPUTS,
-    OUTPUT_RANK,
     REQUIRED_FILES,
     REQUIRED_INPUTS,
     TOKENIZER_FILE,
@@ -73,10 +71,10 @@ def _check_onnx(path: Path, manifest: BundleManifest) -> None:
         hint = _kind_hint(manifest, outputs)
         raise BundleError(f"{path}: missing output {wanted!r} (outputs: {sorted(outputs)}){hint}")
     dims = _check_tensor(path, "output", outputs[wanted], onnx.TensorProto.FLOAT, "float32",
-                         rank=OUTPUT_RANK[manifest.format], hint=_rank_hint(manifest, outputs[wanted]))
+                         rank=manifest.spec.output_rank, hint=_rank_hint(manifest, outputs[wanted]))
     last = dims[-1]
     if last.HasField("dim_value") and last.dim_value != manifest.columns:
-        if manifest.format in LABELLED_FORMATS:
+        if manifest.spec.labelled:
             raise BundleError(f"{path}: output {wanted!r} has {last.dim_value} classes but "
                               f"manifest.json lists {manifest.columns} labels")
         raise BundleError(f"{path}: output {wanted!r} is {last.dim_value} wide but manifest.json declares "
@@ -85,11 +83,11 @@ def _check_onnx(path: Path, manifest: BundleManifest) -> None:
 
 def _kind_hint(manifest: BundleManifest, outputs: Mapping[str, Any]) -> str:
     """When the graph is the other kind of bundle, say so: the usual mistake is the manifest's format."""
-    for fmt, (kind, output) in FORMATS.items():
-        if fmt != manifest.format and output in outputs:
+    for other in KINDS:
+        if other is not manifest.spec and other.graph_output in outputs:
             return (f": manifest.json declares format {manifest.format!r} ({manifest.kind}, output "
-                    f"{manifest.output_name!r}) but the graph is {_article(kind)} {kind} (output {output!r}); "
-                    f"declare format {fmt!r} or export the {manifest.kind} graph")
+                    f"{manifest.output_name!r}) but the graph is {_article(other.name)} {other.name} (output "
+                    f"{other.graph_output!r}); declare format {other.format!r} or export the {manifest.kind} graph")
     return ""
 
 
@@ -100,10 +98,11 @@ def _rank_hint(manifest: BundleManifest, output: Any) -> str:
     if tensor_type is None or not tensor_type.HasField("shape"):
         return ""
     rank = len(tensor_type.shape.dim)
-    for fmt, (kind, name) in FORMATS.items():
-        if fmt != manifest.format and name == manifest.output_name and OUTPUT_RANK[fmt] == rank:
+    for other in KINDS:
+        if other is not manifest.spec and other.graph_output == manifest.output_name and other.output_rank == rank:
             return (f": manifest.json declares format {manifest.format!r} ({manifest.kind}) but the graph is "
-                    f"{_article(kind)} {kind}'s; declare format {fmt!r} or export the {manifest.kind} graph")
+                    f"{_article(other.name)} {other.name}'s; declare format {other.format!r} or export the "
+                    f"{manifest.kind} graph")
     return ""
 
 

@@ -115,6 +115,7 @@ DecodedCall = _engine.DecodedCall
 WireError = _engine.WireError
 WireTooManyTexts = _engine.WireTooManyTexts
 decode_call = _engine.decode_call
+VersionOutput = _engine.VersionOutput
 check_outputs = _engine.check_outputs
 prompted_texts = _engine.prompted_texts
 encode_outputs = _engine.encode_outputs
@@ -127,7 +128,6 @@ PAIR_INPUT: str = _engine.PAIR_INPUT
 SCORE_OUTPUT: str = _engine.SCORE_OUTPUT
 CLASSIFIER_OUTPUT: str = _engine.CLASSIFIER_OUTPUT
 EMBEDDING_OUTPUT: str = _engine.EMBEDDING_OUTPUT
-TOKEN_CLASSIFIER: str = _engine.TOKEN_CLASSIFIER
 ENTITIES_OUTPUT: str = _engine.ENTITIES_OUTPUT
 TOKEN_LOGITS_OUTPUT: str = _engine.TOKEN_LOGITS_OUTPUT
 TOKEN_OFFSETS_OUTPUT: str = _engine.TOKEN_OFFSETS_OUTPUT
@@ -176,7 +176,6 @@ __all__ = [
     "ROUTE_BUCKETS",
     "SCORE_OUTPUT",
     "TEXT_INPUT",
-    "TOKEN_CLASSIFIER",
     "TOKEN_LOGITS_OUTPUT",
     "TOKEN_OFFSETS_OUTPUT",
     "BatchEvent",
@@ -203,6 +202,7 @@ __all__ = [
     "Throughput",
     "Ticket",
     "UnsupportedTokenizer",
+    "VersionOutput",
     "WireError",
     "WireTooManyTexts",
     "WordPiece",

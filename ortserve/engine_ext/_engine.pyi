@@ -670,6 +670,34 @@ def aggregate_entities(logits: Annotated[NDArray[numpy.float32], dict(shape=(Non
     Token classification's entities (entities.h): logits float32 [tokens, labels], spans [(start, end, is_subword, special)] -> [(label, score, start, end, token index or -1)], as transformers' TokenClassificationPipeline aggregates.
     """
 
+class VersionOutput:
+    """
+    What a loaded version takes and answers, as the wire rules read it (route.h): built once per version from its kind's spec and manifest (service/served_output.py), read by both front ends.
+    """
+
+    def __init__(self, kind: str, output: str, *, labels: Sequence[str] = [], multi_label: bool = False, pairs: bool = False, score: str = '', prompts: Mapping[str, str] = {}, widths: Sequence[int] = [], also: Sequence[str] = [], per_token: bool = False, native: bool = True) -> None:
+        """
+        kind (for messages), output (the default reply output's name), labels, multi_label, pairs (takes TEXT_PAIR), score (a reranker's activation), prompts {name: text}, widths (an embedding's, its own first), also (the outputs a call may ask for besides output), per_token (a row per token), native (the native front end serves it).
+        """
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def output(self) -> str: ...
+
+    @property
+    def labels(self) -> list[str]: ...
+
+    @property
+    def also(self) -> list[str]: ...
+
+    @property
+    def per_token(self) -> bool: ...
+
+    @property
+    def native(self) -> bool: ...
+
 TEXT_INPUT: str = 'TEXT'
 
 PAIR_INPUT: str = 'TEXT_PAIR'
@@ -679,8 +707,6 @@ SCORE_OUTPUT: str = 'SCORE'
 CLASSIFIER_OUTPUT: str = 'LOGITS'
 
 EMBEDDING_OUTPUT: str = 'EMBEDDING'
-
-TOKEN_CLASSIFIER: str = 'token-classifier'
 
 ENTITIES_OUTPUT: str = 'ENTITIES'
 
@@ -747,9 +773,9 @@ def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: o
     The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: [(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a parameter: None when absent, else (WhichOneof('parameter_choice'), value).
     """
 
-def check_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], model: str, pairs: bool = False, score: str = '', prompts: Mapping[str, str] = {}, widths: Sequence[int] = []) -> None:
+def check_outputs(call: DecodedCall, version: VersionOutput, model: str) -> None:
     """
-    WireError unless the call sends TEXT_PAIR exactly when the version takes `pairs`, every requested output is one a `kind` version answers (`output`; a reranker's LOGITS beside SCORE when `score` names its activation), classification only on a classifier's LOGITS, prompt_name one of `prompts` ({name: text}) and dimensions one of `widths` (an embedding's, its own first).
+    WireError unless the call sends TEXT_PAIR exactly when the version takes pairs, every requested output is one it answers, classification only on a classifier's LOGITS, prompt_name one of its prompts and dimensions one of its widths.
     """
 
 def prompted_texts(call: DecodedCall, prompts: Mapping[str, str]) -> list:
@@ -757,9 +783,9 @@ def prompted_texts(call: DecodedCall, prompts: Mapping[str, str]) -> list:
     The texts the model reads for a call check_outputs passed: each after the prompt the call names (its text, then the text), else the texts as sent.
     """
 
-def encode_outputs(call: DecodedCall, kind: str, output: str, labels: Sequence[str], values: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], multi_label: bool = False, score: str = '', tokens: object | None = None) -> list:
+def encode_outputs(call: DecodedCall, version: VersionOutput, values: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], tokens: object | None = None) -> list:
     """
-    The reply's outputs for values (float32 [rows, columns]): [(name, datatype, shape, raw, payload)], shape a tuple of dims, payload the raw_output_contents bytes when raw, else the contents (a list of floats, ints or bytes); multi_label: a classifier whose classification probabilities are a sigmoid per label; tokens: a token classifier's [(spans int64 [T, 4] of start, end, is_subword, special; chars_read)] per row, row r of values holding its T tokens' logits first.
+    The reply's outputs for values (float32 [rows, columns]): [(name, datatype, shape, raw, payload)], shape a tuple of dims, payload the raw_output_contents bytes when raw, else the contents (a list of floats, ints or bytes); tokens: a per-token version's [(spans int64 [T, 4] of start, end, is_subword, special; chars_read)] per row, row r of values holding its T tokens' logits first.
     """
 
 def choose_request_id(header: str) -> tuple[str, str | None]:
@@ -796,7 +822,7 @@ class Frontend:
 
     def set_routes(self, routes: dict) -> None:
         """
-        Replace the native route table: {model: (split order, split upper, {version: ServedVersion}[, {version: (kind, output, labels[, multi_label[, pairs, score[, prompts, widths]]])}])}: prompts {name: text} a call may name (prompt_name), widths an embedding's dimensions a call may ask for, its own first.
+        Replace the native route table: {model: (split order, split upper, {version: ServedVersion}[, {version: VersionOutput}])}.
         """
 
     def set_health(self, service: str, serving: bool) -> None:

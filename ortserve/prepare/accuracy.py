@@ -9,9 +9,10 @@
     report.passed, report.refusals, report.table(), report.manifest_entry()
 
 `compare` and `refusals` are pure functions over numpy arrays; everything that runs a model comes after them.
-An embedding model (`kind="embedding"`) is judged by `compare_vectors` and `vector_refusals` instead: a text keeps
-its answer when its vector's cosine to the source's reaches the floor the server will hold the version to at its
-precision (bundle/outputs.py: 0.999 at bf16, 0.99 at int8 and fp16), and the same bound is judged over every text.
+An embedding model (a kind without labels, bundle/kinds.py) is judged by `compare_vectors` and `vector_refusals`
+instead: a text keeps its answer when its vector's cosine to the source's reaches the floor the server will hold the
+version to at its precision (bundle/outputs.py: 0.999 at bf16, 0.99 at int8 and fp16), and the same bound is judged
+over every text.
 A text is *decisive* when the source's top-1 probability is at least `min_margin` above the runner-up: near-ties
 flip under any rounding (the MiniLM demo head's median margin is about one logit), so agreement is judged on
 the decisive texts and reported over all of them too.
@@ -48,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from ortserve.bundle.cpu import CpuInfo, cpu_info
+from ortserve.bundle.kinds import CLASSIFIER, Kind
 from ortserve.bundle.manifest import read_pad_id
 from ortserve.bundle.outputs import cosines, min_cosine
 
@@ -57,7 +59,7 @@ BUILTIN_CORPUS = "eval_corpus.txt"
 BUILTIN_NAME = "built-in corpus"
 # What the server feeds (see service/instance.py); the gate feeds the same, zeros for token types included.
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-OUTPUT_NAME = "logits"
+OUTPUT_NAME = CLASSIFIER.graph_output
 
 Progress = Callable[[str], None]
 
@@ -808,11 +810,11 @@ def measure_speed(source: Any, optimized: Any, batches: Sequence[Batch], *, roun
 
 def run_gate(source_model: str | Path, candidate: bytes | Path, tokenizer_json: str | Path, max_seq_len: int,
              evals: EvalSet, settings: GateSettings, *, level: str, precision: str = "fp32",
-             progress: Progress | None = None, kind: str = "classifier", output: str = OUTPUT_NAME) -> GateReport:
+             progress: Progress | None = None, kind: Kind = CLASSIFIER) -> GateReport:
     """Runs both models on `evals` and judges the candidate (the optimised graph's serialized bytes, or at bf16 the
-    FP32 graph's file, which OpenVINO runs in bf16). `kind` "embedding": the graph's `output` vectors are judged by
-    their cosine to the source's, at the floor the server holds `precision` to (bundle/outputs.py)."""
-    vectors = kind == "embedding"
+    FP32 graph's file, which OpenVINO runs in bf16). A kind without labels (an embedding): its graph's vectors are
+    judged by their cosine to the source's, at the floor the server holds `precision` to (bundle/outputs.py)."""
+    vectors, output = not kind.labelled, kind.graph_output
     floor = min_cosine(precision)
     report = progress or (lambda _line: None)
     batches = make_batches(tokenizer_json, max_seq_len, evals.texts, settings.batch_size)

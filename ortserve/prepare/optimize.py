@@ -263,7 +263,7 @@ def _reference_answers(src: Path, manifest: BundleManifest, verdict: GateReport 
         evals = _eval_set(src, manifest)
         batches = make_batches(src / TOKENIZER_FILE, manifest.max_seq_len, evals.texts, 16)
         source = run_outputs(open_session(src / MODEL_FILE, 2), batches, len(evals.texts), manifest.output_name)
-    classifier = manifest.kind == "classifier"
+    classifier = manifest.spec.labelled  # token classifiers are refused before (not optimisable)
     eligible = None
     if not classifier:
         floor = min_cosine(LEVEL_PRECISION[level])
@@ -298,8 +298,7 @@ def _run_gate(src: Path, manifest: BundleManifest, model_bytes: bytes, evals: Ev
         precision = LEVEL_PRECISION[level]
         candidate = src / MODEL_FILE if precision == "bf16" else model_bytes  # bf16: the same graph, another runtime
         verdict = run_gate(src / MODEL_FILE, candidate, src / TOKENIZER_FILE, manifest.max_seq_len, evals, gate,
-                           level=level, precision=precision, progress=report, kind=manifest.kind,
-                           output=manifest.output_name)
+                           level=level, precision=precision, progress=report, kind=manifest.spec)
     except ModelRunError as e:
         raise OptimizeError(f"{src}: gate step failed: {e}") from e
     for line in verdict.table():

@@ -197,7 +197,7 @@ def attach(bundle_dir: str | Path, *, outputs_from: str = "") -> ReferenceSet:
     run = run_token_outputs if manifest.per_token else run_outputs
     outputs = run(open_session(root / MODEL_FILE, 2), batches, len(evals.texts), manifest.output_name)
     refs = build(evals.texts, token_counts(root / TOKENIZER_FILE, evals.texts), outputs,
-                 max_seq_len=manifest.max_seq_len, classifier=manifest.kind == "classifier",
+                 max_seq_len=manifest.max_seq_len, classifier=manifest.spec.labelled,
                  per_token=manifest.per_token)
     data = refs.encode()
     model_sha = hashlib.sha256((root / MODEL_FILE).read_bytes()).hexdigest()

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ortserve.bundle.manifest import LABELLED_FORMATS, MAX_SEQ_LEN, MIN_SEQ_LEN, OPTIMIZATION_LEVELS, BundleError
+from ortserve.bundle.manifest import MAX_SEQ_LEN, MIN_SEQ_LEN, OPTIMIZATION_LEVELS, BundleError
 from ortserve.prepare import importer
 from ortserve.prepare.accuracy import BOUND_METHOD, GateSettings, decisive_needed
 from ortserve.prepare.importer.checkpoint import read_checkpoint
@@ -329,7 +329,7 @@ def _import(source: str, dest: str, args: argparse.Namespace, *, as_json: bool,
             print(json.dumps(result.summary(), indent=2, sort_keys=True))
         return result
     m = result.manifest
-    what = f"labels {', '.join(m.labels)}" if m.format in LABELLED_FORMATS else f"dim {m.dim}"
+    what = f"labels {', '.join(m.labels)}" if m.spec.labelled else f"dim {m.dim}"
     if m.per_token:
         what += ", one per token"
     print(f"imported {source} -> {dest}: {result.checkpoint.class_name}, {m.format} ({what}), max_seq_len "
@@ -469,7 +469,7 @@ def _labels(record: VersionRecord) -> str:
     manifest = record.manifest
     if manifest.per_token:
         return f"{','.join(manifest.labels)} (per token)"
-    return ",".join(manifest.labels) if manifest.kind == "classifier" else f"(embedding, dim {manifest.dim})"
+    return ",".join(manifest.labels) if manifest.spec.labelled else f"(embedding, dim {manifest.dim})"
 
 
 def _list(store: Store, *, as_json: bool) -> None:

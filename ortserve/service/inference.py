@@ -12,7 +12,6 @@ routing, admission and deadlines, the same `request` line, metrics and trace.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,57 +21,20 @@ import numpy as np
 import structlog
 
 from ortserve import engine_ext
-from ortserve.bundle.manifest import BundleManifest
+from ortserve.bundle.kinds import CLASSIFIER
 from ortserve.service.errors import InvalidArgument, NotFound, ServiceError, TooManyTexts, Unavailable
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
 from ortserve.service.request_log import EVERY_CALL, CallRecord, LogSampling, log_call
+from ortserve.service.served_output import ServedOutput
 from ortserve.service.tokenization import TokenEncoding
 
 log = structlog.get_logger("ortserve.request")
 INPUT_NAME: str = engine_ext.TEXT_INPUT
 PAIR_INPUT: str = engine_ext.PAIR_INPUT
-SCORE_OUTPUT: str = engine_ext.SCORE_OUTPUT
-TOKEN_CLASSIFIER: str = engine_ext.TOKEN_CLASSIFIER
-WIRE_OUTPUTS: dict[str, str] = {"classifier": engine_ext.CLASSIFIER_OUTPUT, "embedding": engine_ext.EMBEDDING_OUTPUT,
-                                TOKEN_CLASSIFIER: engine_ext.ENTITIES_OUTPUT}
-"""The output a model of each kind (`BundleManifest.kind`) answers with."""
 Param = tuple[str | None, Any] | None
 """An InferParameter as the wire rules take it: None when absent, else (its oneof field's name or None, value)."""
 TRACE_HEADERS = ("traceparent", "tracestate", "b3", "x-b3-traceid", "x-b3-spanid", "x-b3-sampled", "x-b3-flags")
-
-
-@dataclass(frozen=True)
-class ServedOutput:
-    """What one loaded version takes and answers: its kind, its output's wire name and (a classifier) its labels,
-    whether they are independent (the manifest's multi_label: classification probabilities are a sigmoid per
-    label), whether it takes pairs (TEXT_PAIR) and a reranker's score activation (its output is then SCORE)."""
-
-    kind: str
-    name: str
-    labels: tuple[str, ...]
-    columns: int
-    multi_label: bool = False
-    pairs: bool = False
-    score: str = ""
-    """A reranker's score activation ("sigmoid", "identity"); "" for every other version."""
-    prompts: tuple[tuple[str, str], ...] = ()
-    """(name, text) per prompt a call may name (`prompt_name`): an imported sentence-transformers model's."""
-    widths: tuple[int, ...] = ()
-    """An embedding model's widths a call may ask for (`dimensions`), its own first; () for other kinds."""
-
-    @classmethod
-    def of(cls, manifest: BundleManifest) -> ServedOutput:
-        score = manifest.score_activation or ""
-        return cls(kind=manifest.kind, name=SCORE_OUTPUT if score else WIRE_OUTPUTS[manifest.kind],
-                   labels=tuple(manifest.labels), columns=manifest.columns, multi_label=manifest.multi_label,
-                   pairs=manifest.pairs, score=score, prompts=tuple(sorted(manifest.prompts.items())),
-                   widths=manifest.widths)
-
-    def native_entry(self) -> tuple[str, str, list[str], bool, bool, str, dict[str, str], list[int]]:
-        """What the native front end's route table takes per version (`Frontend.set_routes`)."""
-        return (self.kind, self.name, list(self.labels), self.multi_label, self.pairs, self.score,
-                dict(self.prompts), list(self.widths))
 
 
 @dataclass
@@ -164,7 +126,7 @@ class Inference:
                 lv = lease.version
                 record.version, record.route = lv.version, lease.route
                 assert lv.batcher is not None and lv.instance is not None  # READY versions always have both
-                served = ServedOutput.of(lv.instance.manifest)
+                served = lv.instance.served
                 check_outputs(decoded, served, call.model)
                 read = prompted_texts(decoded, served)
                 result = await lv.batcher.infer(read, deadline=call.deadline, pairs=decoded.pairs, bulk=decoded.bulk)
@@ -203,34 +165,10 @@ class Inference:
                 raise Unavailable(f"model '{name}' version '{version}' failed to load: {failure}")
             raise NotFound(f"model '{name}' has no loaded version '{version}'")
         chosen = route.versions[version] if version else next(iter(route.versions.values()))
-        inputs = [(INPUT_NAME, "BYTES", [-1])]
         if chosen.instance is None:  # closed between the table read and here: describe what it was
-            return ModelDescription(name, sorted(route.versions), "onnxruntime_onnx", inputs,
-                                    [(WIRE_OUTPUTS["classifier"], "FP32", [-1, -1])], {})
-        served = ServedOutput.of(chosen.instance.manifest)
-        # The model's kind and a classifier's labels in LOGITS column order, as a JSON array (labels may hold
-        # commas); the classification extension names them per call.
-        parameters: dict[str, str | bool] = {"kind": served.kind}
-        if served.kind in ("classifier", TOKEN_CLASSIFIER):
-            parameters["labels"] = json.dumps(list(served.labels), ensure_ascii=False)
-            if served.multi_label:  # labels independent: scores=probabilities gives a sigmoid per label
-                parameters["multi_label"] = True
-        outputs = [(served.name, "FP32", [-1, served.columns])]
-        if served.pairs:  # TEXT_PAIR [N], or [1]: one second text for every TEXT
-            inputs.append((PAIR_INPUT, "BYTES", [-1]))
-            parameters["pairs"] = True
-        if served.score:  # a reranker: SCORE [N] (the default), its LOGITS [N, 1] on request
-            parameters["score_activation"] = served.score
-            outputs = [(SCORE_OUTPUT, "FP32", [-1]), (WIRE_OUTPUTS["classifier"], "FP32", [-1, served.columns])]
-        if served.prompts:  # the names a call may send as its prompt_name parameter
-            parameters["prompts"] = json.dumps([name for name, _ in served.prompts], ensure_ascii=False)
-        if len(served.widths) > 1:  # trained to be truncated (Matryoshka): the dimensions a call may ask for
-            parameters["dimensions"] = json.dumps(list(served.widths))
-        if served.kind == TOKEN_CLASSIFIER:  # ENTITIES and CHARS_READ by default, the per-token ones on request
-            parameters["aggregation"] = json.dumps(list(engine_ext.AGGREGATIONS))  # the default first
-            outputs = [(served.name, "BYTES", [-1]), (engine_ext.CHARS_READ_OUTPUT, "INT64", [-1]),
-                       (engine_ext.TOKEN_LOGITS_OUTPUT, "FP32", [-1, -1, served.columns]),
-                       (engine_ext.TOKEN_OFFSETS_OUTPUT, "INT64", [-1, -1, 2])]
+            return ModelDescription(name, sorted(route.versions), "onnxruntime_onnx", [(INPUT_NAME, "BYTES", [-1])],
+                                    [(CLASSIFIER.wire_output, "FP32", [-1, -1])], {})
+        inputs, outputs, parameters = chosen.instance.served.metadata()
         return ModelDescription(name, sorted(route.versions), "onnxruntime_onnx", inputs, outputs, parameters)
 
 
@@ -252,8 +190,7 @@ def check_outputs(decoded: Any, served: ServedOutput, model: str) -> None:
     answers every requested output, keeps the prompt it names and answers the dimensions it asks for (C++ wire
     rules)."""
     try:
-        engine_ext.check_outputs(decoded, served.kind, served.name, list(served.labels), model, pairs=served.pairs,
-                                 score=served.score, prompts=dict(served.prompts), widths=list(served.widths))
+        engine_ext.check_outputs(decoded, served.wire, model)
     except engine_ext.WireError as e:
         raise InvalidArgument(str(e)) from None
 
@@ -270,6 +207,5 @@ def encode_tensors(decoded: Any, served: ServedOutput, values: np.ndarray,
     """The reply's output tensors for the version's `values` (float32 [texts, columns]; a token classifier's with
     its texts' `tokens`), by the C++ wire rules."""
     token_rows = None if tokens is None else [(t.spans, t.chars_read) for t in tokens]
-    return list(engine_ext.encode_outputs(decoded, served.kind, served.name, list(served.labels),
-                                          np.ascontiguousarray(values, dtype=np.float32), served.multi_label,
-                                          score=served.score, tokens=token_rows))
+    return list(engine_ext.encode_outputs(decoded, served.wire, np.ascontiguousarray(values, dtype=np.float32),
+                                          tokens=token_rows))

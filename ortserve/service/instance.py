@@ -22,6 +22,7 @@ from ortserve.bundle.cpu import CpuInfo, cpu_info
 from ortserve.bundle.manifest import BundleManifest, load_manifest
 from ortserve.engine_ext import Engine, EngineOptions, TextModel
 from ortserve.service.config import Settings
+from ortserve.service.served_output import ServedOutput
 from ortserve.service.tokenization import BundleTokenizer, TokenEncoding, TokenizerChoice, open_tokenizer
 
 REQUIRED_INPUTS = ("input_ids", "attention_mask")
@@ -137,6 +138,8 @@ class ModelInstance:
         self.kind = manifest.kind
         """"classifier" (logits over `labels`), "embedding" (a vector per text) or "token-classifier" (logits over
         `labels` per token)."""
+        self.served = ServedOutput.of(manifest)
+        """What it takes and answers, as every API and both front ends' wire rules read it."""
         self.output = manifest.output_name
         """The graph output every call gets, float32 [texts, columns] ([texts, tokens, labels] per token)."""
         self.columns = manifest.columns * manifest.max_seq_len if manifest.per_token else manifest.columns

@@ -17,7 +17,6 @@ from typing import Any
 
 from ortserve import engine_ext
 from ortserve.service.config import Settings
-from ortserve.service.inference import ServedOutput
 from ortserve.service.manager import LoadedVersion, RouteTable
 from ortserve.service.metrics import Metrics
 
@@ -76,8 +75,8 @@ class NativeFrontend:
             versions = {name: _native_version(lv) for name, lv in route.versions.items()}
             if any(v is None for v in versions.values()):
                 continue  # a version the C++ tokenizer cannot run: the whole model is served through Python
-            # What each version answers: its kind, its output's wire name and, for a classifier, its labels.
-            outputs = {name: ServedOutput.of(lv.instance.manifest).native_entry()
+            # What each version takes and answers, as the wire rules read it (built when it loaded).
+            outputs = {name: lv.instance.served.wire
                        for name, lv in route.versions.items() if lv.instance is not None}
             routes[model] = (list(route.split.order), list(route.split.upper), versions, outputs)
         self._frontend.set_routes(routes)

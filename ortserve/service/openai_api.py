@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
+from ortserve.bundle.kinds import CLASSIFIER, EMBEDDING
 from ortserve.service.text_calls import (
     ApiError,
     EmbeddingParams,
@@ -62,7 +63,7 @@ class OpenAiApi:
         doc = await self._calls.read_json(request)
         texts, _ = texts_of(doc.get("input"), "input", allow_empty_text=False)
         served = self._calls.choose(doc.get("model"))
-        if served.output.kind != "embedding":
+        if served.output.kind is not EMBEDDING:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not an embedding "
                                    "model: /v1/embeddings serves embedding models", "model")
         encoding = doc.get("encoding_format") or "float"
@@ -85,7 +86,7 @@ class OpenAiApi:
         doc = await self._calls.read_json(request)
         texts, _ = texts_of(doc.get("input"), "input")
         served = self._calls.choose(doc.get("model"))
-        if served.output.kind != "classifier" or served.output.pairs:
+        if served.output.kind is not CLASSIFIER or served.output.pairs:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not a classifier of "
                                    "single texts: /v1/classify serves those", "model")
         answer = await self._calls.run(request, served, texts)

@@ -26,9 +26,9 @@ import numpy as np
 from aiohttp import web
 from tokenizers import Tokenizer
 
-from ortserve import __version__
+from ortserve import __version__, engine_ext
 from ortserve.bundle import tokenizer as bundle_tokenizer
-from ortserve.service.inference import SCORE_OUTPUT
+from ortserve.bundle.kinds import CLASSIFIER, EMBEDDING
 from ortserve.service.text_calls import (
     ApiError,
     EmbeddingParams,
@@ -47,7 +47,7 @@ ERROR_TYPES = {"invalid_request": "validation", "not_found": "validation", "too_
                "overloaded": "overloaded", "timeout": "overloaded", "unavailable": "unhealthy"}
 """TEI's error_type per kind of error (text_calls.KINDS); any other is "backend"."""
 DTYPES = {"fp32": "float32", "fp16": "float16", "int8": "int8", "bf16": "bfloat16"}  # TEI's names
-LOGITS = "LOGITS"
+LOGITS = CLASSIFIER.wire_output
 
 
 def error_body(e: ApiError) -> dict[str, Any]:
@@ -78,7 +78,7 @@ class TeiApi:
         texts, _ = texts_of(doc.get("inputs"), "inputs")
         boolean(doc, "truncate", False)  # taken: every text is read up to max_seq_len tokens (TEI's auto-truncate)
         normalize = boolean(doc, "normalize", True)
-        if served.output.kind != "embedding":
+        if served.output.kind is not EMBEDDING:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not an embedding "
                                    "model", "model")
         answer = await self._calls.run(request, served, texts, embedding=EmbeddingParams.of(doc))
@@ -116,7 +116,7 @@ class TeiApi:
         boolean(doc, "truncate", False)
         inputs, single = predict_inputs(doc.get("inputs"))
         served = self._calls.choose(doc.get("model"))
-        if served.output.kind != "classifier":
+        if served.output.kind is not CLASSIFIER:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not a classifier",
                                    "model")
         if any(len(i) == 2 for i in inputs) != served.output.pairs or len({len(i) for i in inputs}) > 1:
@@ -126,7 +126,7 @@ class TeiApi:
         texts = [i[-1] for i in inputs]
         pairs = [i[0] for i in inputs] if served.output.pairs else None
         answer = await self._calls.run(request, served, texts, pairs=pairs,
-                                       output=LOGITS if raw or not served.reranker else SCORE_OUTPUT)
+                                       output=LOGITS if raw or not served.reranker else engine_ext.SCORE_OUTPUT)
         rows = answer.values if raw or served.reranker else probabilities(answer.values, served.output)
         predictions = [ranked(row, served.output.labels) for row in rows]
         return json_response(predictions[0] if single else predictions,
@@ -149,7 +149,7 @@ class TeiApi:
     async def info(self, request: web.Request) -> web.Response:
         served = self._calls.choose(request.query.get("model"))
         settings, output = self._calls.settings, served.output
-        if output.kind == "embedding":
+        if output.kind is EMBEDDING:
             imported = served.instance.manifest.imported
             pooling = (imported.details.get("pooling") if imported is not None else None) or "model"
             model_type: dict[str, Any] = {"embedding": {"pooling": "+".join(pooling) if isinstance(
@@ -173,9 +173,9 @@ class TeiApi:
     async def hf_task(self, request: web.Request) -> web.Response:
         doc = await self._calls.read_json(request)
         served = self._calls.choose(request.match_info["model"])
-        if served.output.kind == "embedding":
+        if served.output.kind is EMBEDDING:
             return await self._embed(request, doc, served)
-        if served.output.kind != "classifier" or served.output.pairs:
+        if served.output.kind is not CLASSIFIER or served.output.pairs:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}: /models/{{model}} "
                                    "answers text-classification (a classifier) and feature-extraction (an "
                                    "embedding model)", "model")

@@ -37,11 +37,11 @@ from ortserve.service.inference import (
     InferCall,
     Inference,
     Param,
-    ServedOutput,
 )
 from ortserve.service.instance import ModelInstance
 from ortserve.service.manager import ModelManager
 from ortserve.service.rest import RestServer, error_headers, header_timeout_s, http_status
+from ortserve.service.served_output import ServedOutput
 
 log = structlog.get_logger("ortserve.http")
 
@@ -224,7 +224,7 @@ class TextCalls:
         if instance is None:
             raise ApiError.of(Unavailable(self._manager.not_ready_reason(name)))
         manifest = instance.manifest
-        return ServedModel(name=name, output=ServedOutput.of(manifest), max_seq_len=manifest.max_seq_len,
+        return ServedModel(name=name, output=instance.served, max_seq_len=manifest.max_seq_len,
                            precision=manifest.precision, instance=instance)
 
     # ---- the call ---------------------------------------------------------------------------------------

@@ -74,7 +74,7 @@ class Rule:
 def rule_for(manifest: BundleManifest, device: str) -> Rule:
     on_gpu = device.startswith("cuda")
     precision = manifest.precision
-    if manifest.kind == "embedding":
+    if not manifest.spec.labelled:  # vectors: judged by cosine
         return Rule(name=f"{precision} embedding on {device}", min_cosine=min_cosine(precision, on_gpu=on_gpu))
     if precision == "fp32":
         return Rule(name=f"fp32 on {device}", relative=FP32_GPU_RELATIVE if on_gpu else FP32_CPU_RELATIVE)

@@ -31,12 +31,14 @@ from support.instances import options
 from support.server_process import ask_classification
 from support.v2_tensors import join_raw_bytes, split_raw_bytes
 
-from ortserve.engine_ext import _engine
+from ortserve.bundle.kinds import CLASSIFIER
+from ortserve.engine_ext import VersionOutput, _engine
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
 from ortserve.service import codec, inference
 from ortserve.service.errors import InvalidArgument
 from ortserve.service.instance import ModelInstance
+from ortserve.service.served_output import ServedOutput
 
 if not _engine.HAS_FRONTEND:
     pytest.skip(f"native front end not built: {_engine.FRONTEND_MISSING}", allow_module_level=True)
@@ -95,7 +97,7 @@ class _Servicer(pb_grpc.GRPCInferenceServiceServicer):
 
 
 # What the tiny bundle's version answers (conftest's tiny_bundle: the default labels).
-SERVED = inference.ServedOutput(kind="classifier", name="LOGITS", labels=("negative", "positive"), columns=2)
+SERVED = ServedOutput(kind=CLASSIFIER, name="LOGITS", labels=("negative", "positive"), columns=2)
 
 
 def _decode(request: pb.ModelInferRequest, *, max_texts_per_request: int) -> Any:
@@ -103,7 +105,7 @@ def _decode(request: pb.ModelInferRequest, *, max_texts_per_request: int) -> Any
     return inference.decode(codec.call_from(request, {}, None), max_texts_per_request=max_texts_per_request)
 
 
-def _python_checks(request: pb.ModelInferRequest, served: inference.ServedOutput = SERVED) -> list[str]:
+def _python_checks(request: pb.ModelInferRequest, served: ServedOutput = SERVED) -> list[str]:
     """What handlers.ModelInfer checks before it runs the model, in its order; raises InvalidArgument."""
     call = _decode(request, max_texts_per_request=MAX_TEXTS)
     inference.check_outputs(call, served, request.model_name)
@@ -191,11 +193,11 @@ def _native(bundle: Path, version: str = "1") -> Native:
 
 
 def _routes(native: Native, *, outputs: bool = True) -> dict[str, tuple[Any, ...]]:
-    """The table NativeFrontend.publish sets: with each version's outputs (inference.ServedOutput.native_entry())."""
-    served = inference.ServedOutput.of(native.classifier.manifest)
+    """The table NativeFrontend.publish sets: with each version's outputs (ModelInstance.served.wire)."""
+    served = ServedOutput.of(native.classifier.manifest)
     if not outputs:
         return {MODEL: (["1"], [10000], {"1": native.version})}
-    return {MODEL: (["1"], [10000], {"1": native.version}, {"1": served.native_entry()})}
+    return {MODEL: (["1"], [10000], {"1": native.version}, {"1": served.wire})}
 
 
 @pytest.fixture(scope="module")
@@ -470,7 +472,8 @@ def test_a_version_answering_embedding_names_it_and_refuses_logits(backend: Back
     port = fe.start()
     try:
         # The tiny classifier's session stands in for an embedding model's: the table says what the reply is named.
-        fe.set_routes({MODEL: (["1"], [10000], {"1": native.version}, {"1": ("embedding", "EMBEDDING", [])})})
+        embedding = VersionOutput("embedding", "EMBEDDING")
+        fe.set_routes({MODEL: (["1"], [10000], {"1": native.version}, {"1": embedding})})
         with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
             stub = pb_grpc.GRPCInferenceServiceStub(ch)
             before = len(backend.calls)

@@ -249,18 +249,20 @@ def decode(**params: Any) -> Any:
 
 def test_wire_rules_for_a_model_not_trained_to_be_truncated() -> None:
     call = decode(dimensions=("int64_param", 8))
-    engine_ext.check_outputs(call, "embedding", "EMBEDDING", [], "m", widths=[8])  # its own width: taken
+    # its own width: taken
+    engine_ext.check_outputs(call, engine_ext.VersionOutput("embedding", "EMBEDDING", widths=[8]), "m")
     with pytest.raises(engine_ext.WireError, match=r"request parameter 'dimensions' 8 is refused: model 'm' answers 32 "
                                                    r"dimensions and its bundle does not record that it was trained to "
                                                    r"be truncated \(Matryoshka\); send 32 or leave 'dimensions' out"):
-        engine_ext.check_outputs(call, "embedding", "EMBEDDING", [], "m", widths=[32])
+        engine_ext.check_outputs(call, engine_ext.VersionOutput("embedding", "EMBEDDING", widths=[32]), "m")
 
 
 def test_wire_rules_truncate_and_renormalise() -> None:
     values = np.asarray([[3, 4, 12, 1], [0, 0, 5, 5], [-6, 8, 0, 0]], dtype=np.float32)
     call = engine_ext.decode_call([("TEXT", "BYTES", [3], True, [b"a", b"b", b"c"])], [], [], None, None, 8,
                                   dimensions=("uint64_param", 2))
-    ((name, datatype, shape, raw, payload),) = engine_ext.encode_outputs(call, "embedding", "EMBEDDING", [], values)
+    ((name, datatype, shape, raw, payload),) = engine_ext.encode_outputs(
+        call, engine_ext.VersionOutput("embedding", "EMBEDDING"), values)
     assert (name, datatype, shape, raw) == ("EMBEDDING", "FP32", (3, 2), True)
     np.testing.assert_allclose(np.frombuffer(payload, dtype="<f4").reshape(3, 2), [[0.6, 0.8], [0, 0], [-0.6, 0.8]],
                                rtol=0, atol=1e-7)  # a zero row stays zero

@@ -17,16 +17,14 @@ from pathlib import Path
 import onnx
 from tokenizers import Tokenizer
 
+from ortserve.bundle.kinds import BY_FORMAT, CLASSIFIER, EMBEDDING, TOKEN_CLASSIFIER
 from ortserve.bundle.manifest import (
-    CLASSIFIER_FORMAT,
-    EMBEDDING_FORMAT,
     MANIFEST_FILE,
     MAX_SEQ_LEN,
     MIN_SEQ_LEN,
     MODEL_FILE,
     REFERENCES_FILE,
     SCORE_ACTIVATIONS,
-    TOKEN_CLASSIFIER_FORMAT,
     TOKENIZER_FILE,
 )
 from ortserve.prepare import reference_choice
@@ -43,7 +41,7 @@ class WrittenBundle:
     file_sizes: dict[str, int]
     dim: int | None = None
     """An embedding bundle's width; None for a classifier."""
-    format: str = CLASSIFIER_FORMAT
+    format: str = CLASSIFIER.format
     """The manifest's format (the kind of bundle)."""
     pairs: bool = False
     """A classifier of pairs (TEXT + TEXT_PAIR)."""
@@ -51,9 +49,7 @@ class WrittenBundle:
     @property
     def kind(self) -> str:
         """"classifier", "embedding" or "token-classifier" (BundleManifest.kind)."""
-        if self.dim is not None:
-            return "embedding"
-        return "token-classifier" if self.format == TOKEN_CLASSIFIER_FORMAT else "classifier"
+        return BY_FORMAT[self.format].name
 
 
 def check_labels(labels: tuple[str, ...] | list[str]) -> tuple[str, ...]:
@@ -96,12 +92,12 @@ def write_bundle(dest: Path, *, model: onnx.ModelProto, tokenizer: Tokenizer, la
     if dim is not None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise ValueError(f"dim must be a positive int, got {dim!r}")
-        kind_keys: dict[str, object] = {"format": EMBEDDING_FORMAT, "dim": dim}
+        kind_keys: dict[str, object] = {"format": EMBEDDING.format, "dim": dim}
         labels = ()
     else:
         assert labels is not None
         labels = check_labels(labels)
-        kind_keys = {"format": TOKEN_CLASSIFIER_FORMAT if per_token else CLASSIFIER_FORMAT, "labels": list(labels)}
+        kind_keys = {"format": (TOKEN_CLASSIFIER if per_token else CLASSIFIER).format, "labels": list(labels)}
         if pairs:
             kind_keys["pairs"] = True
         if score_activation is not None:

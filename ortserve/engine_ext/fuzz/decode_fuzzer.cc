@@ -266,7 +266,7 @@ void CheckEncode(const inference::ModelInferRequest& request, const ortserve::De
                  const ortserve::VersionOutput& served, const uint8_t* data, size_t size) {
   (void)request;
   if (ortserve::CheckOutputs(decoded, served, "m")) return;
-  if (served.kind == ortserve::kTokenClassifier) return CheckEncodeTokens(decoded, served, data, size);
+  if (served.per_token) return CheckEncodeTokens(decoded, served, data, size);
   const int rows = static_cast<int>(decoded.texts.size());
   const int columns = served.labels.empty() ? 3 : static_cast<int>(served.labels.size());
   Check(served.pairs != decoded.pairs.empty(), "CheckOutputs passed TEXT_PAIR where the version does not take it");
@@ -443,8 +443,19 @@ void Exercise(const inference::ModelInferRequest& request, const uint8_t* data, 
   static const ortserve::VersionOutput kLabelled{"classifier", "LOGITS", {"neg", "pos", "x"}};
   static const ortserve::VersionOutput kEmbedding{"embedding", "EMBEDDING", {}};
   static const ortserve::VersionOutput kPairs{"classifier", "LOGITS", {"neg", "pos", "x"}, false, true, ""};
-  static const ortserve::VersionOutput kReranker{"classifier", "SCORE", {"score"}, false, true, "sigmoid"};
-  static const ortserve::VersionOutput kTokens{ortserve::kTokenClassifier, "ENTITIES", {"O", "B-PER", "I-PER"}};
+  // As service/served_output.py builds them from bundle/kinds.py's specs.
+  static const ortserve::VersionOutput kReranker = [] {
+    ortserve::VersionOutput v{"classifier", "SCORE", {"score"}, false, true, "sigmoid"};
+    v.also = {"LOGITS"};
+    return v;
+  }();
+  static const ortserve::VersionOutput kTokens = [] {
+    ortserve::VersionOutput v{"token-classifier", "ENTITIES", {"O", "B-PER", "I-PER"}};
+    v.also = {"CHARS_READ", "TOKEN_LOGITS", "TOKEN_OFFSETS"};
+    v.per_token = true;
+    v.native = false;
+    return v;
+  }();
   for (const long long max_texts_per_request : {1LL, 16LL, 1LL << 40}) {
     const auto decoded = ortserve::Decode(ortserve::ToWire(request), max_texts_per_request);
     if (const auto* error = std::get_if<ortserve::WireError>(&decoded)) {

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ortserve.bundle.kinds import CLASSIFIER, EMBEDDING, TOKEN_CLASSIFIER, Kind
 from ortserve.prepare.importer.architectures import (
     DECODER_TYPES,
     GENERATIVE_HEADS,
@@ -116,19 +117,24 @@ class Checkpoint:
     `prompts`): kept in the bundle, and put before a text whose call asks for it by name (`prompt_name`)."""
 
     @property
+    def kind(self) -> Kind:
+        """The kind of bundle its task makes."""
+        return {CLASSIFY: CLASSIFIER, TOKENS: TOKEN_CLASSIFIER}.get(self.task, EMBEDDING)
+
+    @property
     def classifier(self) -> bool:
         """A sequence classifier: a row of logits per text."""
-        return self.task == CLASSIFY
+        return self.kind is CLASSIFIER
 
     @property
     def per_token(self) -> bool:
         """A token classifier: a row of logits per token."""
-        return self.task == TOKENS
+        return self.kind.per_token
 
     @property
     def labelled(self) -> bool:
         """Its output's columns are `labels` (a classifier or a token classifier)."""
-        return self.task in (CLASSIFY, TOKENS)
+        return self.kind.labelled
 
 
 def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str | None = None,

@@ -2,7 +2,7 @@
 
     report = judge(kind, texts, reference, runs, tokenizer_mismatches, ...)     pure: numpy arrays in, verdict out
 
-kind is "classifier", "embedding" or "token-classifier"; a token classifier's reference and runs are float32
+kind is the bundle's (bundle/kinds.py); a token classifier's reference and runs are float32
 [T, labels] per text (TokenOutputs), T the text's tokens (its mask=1 positions: padding is never compared).
 
 PyTorch's answer for each text (the checkpoint as transformers or sentence-transformers runs it, eval mode, FP32)
@@ -35,13 +35,13 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from ortserve.bundle.cpu import CpuInfo
+from ortserve.bundle.kinds import CLASSIFIER, TOKEN_CLASSIFIER, Kind
 from ortserve.bundle.outputs import cosines, min_cosine
 
 LOGIT_TOLERANCE = 1e-4
 MIN_COSINE = min_cosine("fp32")
 """ONNX Runtime's FP32 export against PyTorch's FP32: what the load-time check asks of an FP32 version on a CPU."""
 TEXT_SHOWN = 60
-CLASSIFIER, EMBEDDING, TOKEN_CLASSIFIER = "classifier", "embedding", "token-classifier"
 TokenOutputs: TypeAlias = Sequence[np.ndarray]
 """A token classifier's outputs: float32 [T, labels] per text, in text order."""
 
@@ -80,12 +80,12 @@ class RunVerdict:
     min_cosine: float | None = None
     below_cosine: int = 0
 
-    def to_dict(self, kind: str) -> dict[str, Any]:
+    def to_dict(self, kind: Kind) -> dict[str, Any]:
         out: dict[str, Any] = {"texts": self.texts, "max_abs_delta": _sig(self.max_abs_delta)}
-        if kind == CLASSIFIER:
+        if kind is CLASSIFIER:
             out.update(argmax_agreement=f"{self.agree}/{self.texts}", ties=self.ties,
                        max_relative_delta=_sig(self.max_relative_delta))
-        elif kind == TOKEN_CLASSIFIER:
+        elif kind is TOKEN_CLASSIFIER:
             out.update(tokens=self.tokens, argmax_agreement=f"{self.agree}/{self.tokens} tokens", ties=self.ties,
                        max_relative_delta=_sig(self.max_relative_delta))
             if self.length_mismatches:
@@ -99,7 +99,7 @@ class RunVerdict:
 
 @dataclass(frozen=True)
 class ParityReport:
-    kind: str  # CLASSIFIER, EMBEDDING or TOKEN_CLASSIFIER
+    kind: Kind
     texts: tuple[str, ...] = field(repr=False)
     eval_name: str
     eval_sha256: str
@@ -125,7 +125,7 @@ class ParityReport:
             where = f"{run.name}: "
             if run.non_finite:
                 reasons.append(f"{where}{run.non_finite} of {run.texts} texts got non-finite outputs")
-            if self.kind == TOKEN_CLASSIFIER:
+            if self.kind is TOKEN_CLASSIFIER:
                 if run.length_mismatches:
                     first = run.first_length_mismatch if run.first_length_mismatch is not None else 0
                     reasons.append(f"{where}{run.length_mismatches} of {run.texts} texts have another token count "
@@ -138,7 +138,7 @@ class ParityReport:
                     reasons.append(f"{where}{run.over_tolerance} of {run.tokens} tokens have a logit further than "
                                    f"{LOGIT_TOLERANCE:g} x max(1, |logit|) from PyTorch's (worst |delta| "
                                    f"{run.max_abs_delta:.3g}, in {_quote(self.texts[run.worst_text])})")
-            elif self.kind == CLASSIFIER:
+            elif self.kind is CLASSIFIER:
                 if run.agree < run.texts:
                     first = run.first_disagreement if run.first_disagreement is not None else 0
                     reasons.append(f"{where}argmax differs from PyTorch's on {run.texts - run.agree} of {run.texts} "
@@ -159,9 +159,9 @@ class ParityReport:
 
     @property
     def rule(self) -> str:
-        if self.kind == CLASSIFIER:
+        if self.kind is CLASSIFIER:
             return f"argmax identical; |delta logit| <= {LOGIT_TOLERANCE:g} x max(1, |logit|)"
-        if self.kind == TOKEN_CLASSIFIER:
+        if self.kind is TOKEN_CLASSIFIER:
             return (f"every token (mask=1): argmax identical; |delta logit| <= {LOGIT_TOLERANCE:g} x max(1, "
                     "|logit|)")
         return f"cosine >= {MIN_COSINE:g}"
@@ -194,7 +194,7 @@ class ParityReport:
         rows.append(("tokenizer.json ids = the checkpoint's", f"{total - self.tokenizer_mismatches}/{total} texts",
                      "all"))
         for run in self.runs:
-            if self.kind == TOKEN_CLASSIFIER:
+            if self.kind is TOKEN_CLASSIFIER:
                 ties = f", {run.ties} ties" if run.ties else ""
                 counts = f", {run.length_mismatches} texts of another length" if run.length_mismatches else ""
                 rows.append((f"{run.name}: argmax identical per token", f"{run.agree}/{run.tokens}{ties}{counts}",
@@ -202,7 +202,7 @@ class ParityReport:
                 rows.append((f"{run.name}: |delta logit| max (relative)",
                              f"{run.max_abs_delta:.3g} ({run.max_relative_delta:.3g})",
                              f"<= {LOGIT_TOLERANCE:g} relative"))
-            elif self.kind == CLASSIFIER:
+            elif self.kind is CLASSIFIER:
                 ties = f", {run.ties} ties" if run.ties else ""
                 rows.append((f"{run.name}: argmax identical", f"{run.agree}/{run.texts}{ties}", "all"))
                 rows.append((f"{run.name}: |delta logit| max (relative)",
@@ -276,10 +276,10 @@ def _judge_tokens(reference: TokenOutputs, run: Run) -> RunVerdict:
                       first_length_mismatch=mismatched[0] if mismatched else None)
 
 
-def judge_run(kind: str, reference: np.ndarray | TokenOutputs, run: Run) -> RunVerdict:
+def judge_run(kind: Kind, reference: np.ndarray | TokenOutputs, run: Run) -> RunVerdict:
     """One run against PyTorch's outputs (both float32 [texts, columns], same order; a token classifier's both
     TokenOutputs)."""
-    if kind == TOKEN_CLASSIFIER:
+    if kind is TOKEN_CLASSIFIER:
         return _judge_tokens(reference, run)
     reference = np.asarray(reference)
     outputs = np.asarray(run.outputs)
@@ -291,7 +291,7 @@ def judge_run(kind: str, reference: np.ndarray | TokenOutputs, run: Run) -> RunV
     finite = np.isfinite(got).all(axis=1)
     delta = np.where(finite[:, None], np.abs(np.nan_to_num(got) - want), np.inf)
     worst_abs = float(delta.max()) if delta.size else 0.0
-    if kind == CLASSIFIER:
+    if kind is CLASSIFIER:
         rows = _classify_rows(want, got)
         relative, ties, agree = rows.relative, rows.ties, rows.agree
         disagree = np.flatnonzero(~agree)
@@ -306,14 +306,14 @@ def judge_run(kind: str, reference: np.ndarray | TokenOutputs, run: Run) -> RunV
                       below_cosine=int((cosine < MIN_COSINE).sum()))
 
 
-def judge(kind: str, texts: Sequence[str], reference: np.ndarray | TokenOutputs, runs: Sequence[Run], *,
+def judge(kind: Kind, texts: Sequence[str], reference: np.ndarray | TokenOutputs, runs: Sequence[Run], *,
           reference_ids: Sequence[Sequence[int]], bundle_ids: Sequence[Sequence[int]], eval_name: str,
           eval_sha256: str, long_texts: int, reference_name: str, cpu: CpuInfo | None = None,
           labels: Sequence[int] | None = None) -> ParityReport:
     """The gate's report over every run; `labels` (indices, one per evaluation text) gives PyTorch's accuracy."""
     mismatched = [i for i, (a, b) in enumerate(zip(reference_ids, bundle_ids, strict=True)) if list(a) != list(b)]
     accuracy = None
-    if labels is not None and kind == CLASSIFIER:
+    if labels is not None and kind is CLASSIFIER:
         truth = np.asarray(labels)
         accuracy = float((np.asarray(reference)[: len(truth)].argmax(axis=1) == truth).mean())
     return ParityReport(kind=kind, texts=tuple(texts), eval_name=eval_name, eval_sha256=eval_sha256,

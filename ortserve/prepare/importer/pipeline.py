@@ -38,14 +38,11 @@ import numpy as np
 from ortserve.bundle import references
 from ortserve.bundle import tokenizer as bundle_tokenizer
 from ortserve.bundle.cpu import cpu_info
+from ortserve.bundle.kinds import CLASSIFIER
 from ortserve.bundle.manifest import (
-    CLASSIFIER_FORMAT,
-    EMBEDDING_FORMAT,
-    FORMATS,
     MANIFEST_FILE,
     MODEL_FILE,
     REFERENCES_FILE,
-    TOKEN_CLASSIFIER_FORMAT,
     TOKENIZER_FILE,
     BundleError,
     BundleManifest,
@@ -106,7 +103,7 @@ class ImportResult:
         """The machine-readable form (`registry import --json`)."""
         m = self.manifest
         shape: dict[str, Any] = {"dim": m.dim}
-        if m.kind == "classifier":
+        if m.spec is CLASSIFIER:
             shape = {"labels": list(m.labels), "multi_label": m.multi_label, "pairs": m.pairs,
                      "score_activation": m.score_activation}
         elif m.per_token:
@@ -158,8 +155,7 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
     seconds = [texts[(i + PAIR_STEP) % len(texts)] for i in range(len(texts))] if checkpoint.pairs else None
 
     t0 = time.perf_counter()
-    bundle_format = _format(checkpoint)
-    output = FORMATS[bundle_format][1]
+    output = checkpoint.kind.graph_output
     exported = export(model.graph, model.input_names, output, columns=model.columns, max_seq_len=limit,
                       pad_id=pad_id(spec), example_id=_ordinary_id(model.tokenizer), per_token=checkpoint.per_token)
     report(f"exported {MODEL_FILE}: {EXPORTER['name']} ({EXPORTER['mode']}, opset {EXPORTER['opset']}), "
@@ -182,7 +178,7 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
                           per_token=checkpoint.per_token)
         counts = references.token_counts(tokenizer_path, texts, seconds)
     report(f"ONNX Runtime: {len(texts)} texts in batches of {BATCH_SIZE} and alone ({time.perf_counter() - t0:.1f}s)")
-    parity = judge(FORMATS[bundle_format][0], texts, reference, runs,
+    parity = judge(checkpoint.kind, texts, reference, runs,
                    reference_ids=model.reference_ids(texts, seconds),
                    bundle_ids=bundle_ids(tokenizer_text, texts, limit, seconds),
                    eval_name=evals.name, eval_sha256=evals.sha256, long_texts=len(texts) - len(evals.texts),
@@ -269,10 +265,10 @@ def _manifest(checkpoint: Checkpoint, model: torch_side.TorchModel, parity: Pari
 
     kind: dict[str, Any]
     if checkpoint.per_token:
-        kind = {"format": TOKEN_CLASSIFIER_FORMAT, "labels": list(checkpoint.labels)}
+        kind = {"format": checkpoint.kind.format, "labels": list(checkpoint.labels)}
         task: dict[str, Any] = {"task": "tokens"}
     elif checkpoint.classifier:
-        kind = {"format": CLASSIFIER_FORMAT, "labels": list(checkpoint.labels)}
+        kind = {"format": checkpoint.kind.format, "labels": list(checkpoint.labels)}
         if checkpoint.multi_label:
             kind["multi_label"] = True
         task = {"task": "classify", "problem_type": checkpoint.config.get("problem_type")}
@@ -284,7 +280,7 @@ def _manifest(checkpoint: Checkpoint, model: torch_side.TorchModel, parity: Pari
             kind["score_activation"] = checkpoint.score_activation
     else:
         assert checkpoint.pooling is not None
-        kind = {"format": EMBEDDING_FORMAT, "dim": model.columns}
+        kind = {"format": checkpoint.kind.format, "dim": model.columns}
         if matryoshka_dims:  # a call may ask for one of these widths (`dimensions`)
             kind["matryoshka_dims"] = list(matryoshka_dims)
         task = {"task": "embed", "pooling": list(checkpoint.pooling.modes), "normalize": checkpoint.pooling.normalize}
@@ -335,12 +331,6 @@ def _write(tmp: Path, files: dict[str, bytes], eval_file: Path | None) -> Bundle
     except BundleError as e:  # a bug here, not in the checkpoint: say so
         raise ExportError(f"the imported bundle failed validation: {e}") from None
 
-
-def _format(checkpoint: Checkpoint) -> str:
-    """The bundle format the checkpoint's task makes."""
-    if checkpoint.per_token:
-        return TOKEN_CLASSIFIER_FORMAT
-    return CLASSIFIER_FORMAT if checkpoint.classifier else EMBEDDING_FORMAT
 
 
 def _check_token_shapes(reference: TokenOutputs, texts: int, columns: int, limit: int) -> None:

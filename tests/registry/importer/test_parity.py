@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ortserve.bundle.kinds import CLASSIFIER, EMBEDDING, TOKEN_CLASSIFIER
 from ortserve.prepare.importer.parity import LOGIT_TOLERANCE, MIN_COSINE, ParityReport, Run, judge, judge_run
 
 TEXTS = ("good", "bad", "fine", "a long one")
@@ -13,7 +14,7 @@ REFERENCE = np.array([[2.0, -1.0], [-30.0, 40.0], [0.5, 0.49995], [0.1, 0.3]], n
 
 def classify(*runs: np.ndarray, bundle_ids: list[list[int]] | None = None) -> ParityReport:
     ids = [[1, 2], [3], [4], [5, 6]]
-    return judge("classifier", TEXTS, REFERENCE, [Run(f"run {n}", r) for n, r in enumerate(runs)],
+    return judge(CLASSIFIER, TEXTS, REFERENCE, [Run(f"run {n}", r) for n, r in enumerate(runs)],
                  reference_ids=ids, bundle_ids=bundle_ids or ids, eval_name="eval.txt", eval_sha256="0" * 64,
                  long_texts=1, reference_name="transformers x")
 
@@ -68,11 +69,11 @@ def test_embeddings_by_cosine() -> None:
     rng = np.random.default_rng(0)
     reference = rng.standard_normal((3, 8)).astype(np.float32)
     close = reference + 1e-4 * rng.standard_normal((3, 8)).astype(np.float32)
-    verdict = judge_run("embedding", reference, Run("alone", close))
+    verdict = judge_run(EMBEDDING, reference, Run("alone", close))
     assert verdict.min_cosine is not None and verdict.min_cosine >= MIN_COSINE and verdict.below_cosine == 0
     turned = reference.copy()
     turned[1] = rng.standard_normal(8)
-    verdict = judge_run("embedding", reference, Run("alone", turned))
+    verdict = judge_run(EMBEDDING, reference, Run("alone", turned))
     assert verdict.below_cosine == 1 and verdict.worst_text == 1
 
 
@@ -86,7 +87,7 @@ TOKEN_REFERENCE = (np.array([[3.0, -1.0, 0.0], [0.0, 2.0, 1.0], [0.5, 0.49995, 0
 
 def tokens(*runs: list[np.ndarray]) -> ParityReport:
     ids = [[1, 2, 3], [4, 5], [6]]
-    return judge("token-classifier", TOKEN_TEXTS, TOKEN_REFERENCE, [Run(f"run {n}", r) for n, r in enumerate(runs)],
+    return judge(TOKEN_CLASSIFIER, TOKEN_TEXTS, TOKEN_REFERENCE, [Run(f"run {n}", r) for n, r in enumerate(runs)],
                  reference_ids=ids, bundle_ids=ids, eval_name="eval.txt", eval_sha256="0" * 64, long_texts=0,
                  reference_name="transformers x")
 
@@ -96,7 +97,7 @@ def test_every_token_is_held_to_the_tolerance_relative_to_its_own_largest_logit(
     nudged[1][0, 1] += 0.9 * LOGIT_TOLERANCE * 40.0  # within: that token's largest |logit| is 40
     nudged[0][2] = [0.49995, 0.5, 0.0]  # a tie within two tolerances, swapped: either label agrees
     report = tokens(nudged)
-    assert report.passed and report.kind == "token-classifier"
+    assert report.passed and report.kind is TOKEN_CLASSIFIER
     (run,) = report.runs
     assert (run.texts, run.tokens, run.agree, run.ties) == (3, 6, 6, 1)
     entry = report.manifest_entry()

@@ -310,7 +310,7 @@ BAD_CALLS = {
                                      "model 'single' is a classifier model"),
     "unknown output": ("ner-bert", {}, (("LOGITS", 0),),
                        "unknown output 'LOGITS' requested; model 'ner-bert' (a token-classifier model) has outputs "
-                       "['ENTITIES', 'TOKEN_LOGITS', 'TOKEN_OFFSETS', 'CHARS_READ']"),
+                       "['ENTITIES', 'CHARS_READ', 'TOKEN_LOGITS', 'TOKEN_OFFSETS']"),
     "classification on entities": ("ner-bert", {}, (("ENTITIES", 2),),
                                    "output 'ENTITIES' does not take parameter 'classification'"),
 }

@@ -325,8 +325,7 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
   // Outputs this version does not answer, or classification without its labels: Python names the error, or serves
   // what the native table cannot (on the same version for a pin or a routing key).
   const VersionOutput& served = route.OutputOf(version_name);
-  // A token classifier's entities need its tokens' character offsets, which only the HF tokenizer gives (Python).
-  if (served.kind == kTokenClassifier) return PassOn(Passthrough::kVersionNotNative, ctx, request, response);
+  if (!served.native) return PassOn(Passthrough::kVersionNotNative, ctx, request, response);
   const bool labels_missing = served.labels.empty() && std::any_of(call.outputs.begin(), call.outputs.end(),
                                                                    [](const RequestedOutput& o) { return o.classes > 0; });
   if (labels_missing || CheckOutputs(call, served, req.model_name())) {

@@ -26,9 +26,8 @@ std::string Bytes(const std::optional<nb::bytes>& value) {
   return value ? std::string(value->c_str(), value->size()) : std::string();
 }
 
-// {model: (split order, split upper, {version: ServedVersion}[, {version: (kind, output, labels[, multi_label[,
-// pairs, score[, prompts {name: text}, widths [int]]]])}])}
-// -> one immutable RouteTable. The fourth element is what each version answers (inference.ServedOutput.native_entry);
+// {model: (split order, split upper, {version: ServedVersion}[, {version: VersionOutput}])}
+// -> one immutable RouteTable. The fourth element is what each version takes and answers (ServedOutput.wire, copied);
 // without it (or for a version it does not list) a version answers LOGITS and sends classification requests to the
 // Python server.
 std::shared_ptr<const ortserve::RouteTable> ToRouteTable(nb::dict routes) {
@@ -51,27 +50,8 @@ std::shared_ptr<const ortserve::RouteTable> ToRouteTable(nb::dict routes) {
     }
     if (entry.size() == 4) {
       for (auto [name, served] : nb::cast<nb::dict>(entry[3])) {
-        nb::tuple entry = nb::cast<nb::tuple>(served);
-        if (entry.size() != 3 && entry.size() != 4 && entry.size() != 6 && entry.size() != 8) {
-          throw nb::value_error(("routes['" + model +
-                                 "'] outputs must be {version: (kind, output name, labels[, multi_label[, pairs, "
-                                 "score[, prompts, widths]]])}")
-                                    .c_str());
-        }
-        auto output = std::make_shared<ortserve::VersionOutput>();
-        output->kind = nb::cast<std::string>(entry[0]);
-        output->name = nb::cast<std::string>(entry[1]);
-        for (nb::handle label : entry[2]) output->labels.push_back(nb::cast<std::string>(label));
-        if (entry.size() >= 4) output->multi_label = nb::cast<bool>(entry[3]);
-        if (entry.size() >= 6) {
-          output->pairs = nb::cast<bool>(entry[4]);
-          output->score = nb::cast<std::string>(entry[5]);
-        }
-        if (entry.size() == 8) {
-          output->prompts = nb::cast<std::map<std::string, std::string>>(entry[6]);
-          output->widths = nb::cast<std::vector<int64_t>>(entry[7]);
-        }
-        route.outputs[nb::cast<std::string>(name)] = std::move(output);
+        route.outputs[nb::cast<std::string>(name)] =
+            std::make_shared<const ortserve::VersionOutput>(nb::cast<const ortserve::VersionOutput&>(served));
       }
     }
     table->models.emplace(model, std::move(route));
@@ -108,8 +88,7 @@ void BindFrontend(nb::module_& m) {
           "set_routes", [](ortserve::Frontend& self, nb::dict routes) { self.SetRoutes(ToRouteTable(routes)); },
           "routes"_a,
           "Replace the native route table: {model: (split order, split upper, {version: ServedVersion}[, {version: "
-          "(kind, output, labels[, multi_label[, pairs, score[, prompts, widths]]])}])}: prompts {name: text} a call "
-          "may name (prompt_name), widths an embedding's dimensions a call may ask for, its own first.")
+          "VersionOutput}])}.")
       .def("set_health", &ortserve::Frontend::SetHealth, "service"_a, "serving"_a,
            nb::call_guard<nb::gil_scoped_release>(),
            "Set a grpc.health.v1 status ('' = the server, also ServerReady); ignored after not_serving().")

@@ -35,10 +35,9 @@ constexpr const char* kPairInput = "TEXT_PAIR";  // a cross-encoder's queries, r
 constexpr const char* kScoreOutput = "SCORE";    // a one-output cross-encoder's activated score, FP32 [N]
 constexpr const char* kClassifierOutput = "LOGITS";
 constexpr const char* kEmbeddingOutput = "EMBEDDING";
-// A token classifier (VersionOutput::kind kTokenClassifier) answers ENTITIES BYTES [N] (one JSON array per text) and
-// CHARS_READ INT64 [N] (how much of each text it read); TOKEN_LOGITS FP32 [N, T, labels] and TOKEN_OFFSETS INT64
-// [N, T, 2] (each token's span) on request.
-constexpr const char* kTokenClassifier = "token-classifier";
+// A token classifier (VersionOutput::per_token) answers ENTITIES BYTES [N] (one JSON array per text) and CHARS_READ
+// INT64 [N] (how much of each text it read); TOKEN_LOGITS FP32 [N, T, labels] and TOKEN_OFFSETS INT64 [N, T, 2] (each
+// token's span) on request.
 constexpr const char* kEntitiesOutput = "ENTITIES";
 constexpr const char* kTokenLogitsOutput = "TOKEN_LOGITS";
 constexpr const char* kTokenOffsetsOutput = "TOKEN_OFFSETS";

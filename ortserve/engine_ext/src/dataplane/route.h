@@ -35,10 +35,11 @@ struct Split {
   const std::string* Pick(int bucket) const;  // nullptr when no version owns it
 };
 
-// What a version's replies carry: its kind ("classifier", "embedding"), its output's name ("LOGITS" for a
-// classifier, "EMBEDDING" for an embedding model) and a classifier's labels, for the classification extension, with
-// whether they are independent (multi_label: probabilities are a sigmoid per label). A version without labels sends
-// classification requests to the Python server.
+// What a loaded version takes and answers, as the wire rules read it: one per version, built by Python from its kind's
+// spec (bundle/kinds.py) and manifest, so no rule here names a kind. `kind` is for messages only. Its output's name
+// ("LOGITS", "EMBEDDING", "SCORE", "ENTITIES") and the others a call may ask for; a classifier's labels, for the
+// classification extension, with whether they are independent (multi_label: probabilities are a sigmoid per label).
+// A version without labels sends classification requests to the Python server.
 struct VersionOutput {
   std::string kind = "classifier";
   std::string name = "LOGITS";
@@ -52,6 +53,12 @@ struct VersionOutput {
   // An embedding model's widths a call may ask for (dimensions), its own first, then those it was trained to be
   // truncated to (the manifest's matryoshka_dims); empty for every other version.
   std::vector<int64_t> widths;
+  std::vector<std::string> also;  // the outputs a call may ask for besides `name`
+  // Its values hold a row per token (a token classifier): replies are built from its token rows (EncodeOutputs).
+  bool per_token = false;
+  // The native front end serves its calls; false hands them to the Python one (a token classifier's entities need
+  // character offsets only the HF tokenizer gives).
+  bool native = true;
 };
 
 struct ModelRoute {

@@ -102,13 +102,6 @@ WireParam Param(nb::handle param) {
   return out;
 }
 
-ortserve::VersionOutput Version(const std::string& kind, const std::string& output, std::vector<std::string> labels,
-                                bool multi_label = false, bool pairs = false, std::string score = "",
-                                std::map<std::string, std::string> prompts = {}, std::vector<int64_t> widths = {}) {
-  return ortserve::VersionOutput{kind, output, std::move(labels), multi_label, pairs, std::move(score),
-                                 std::move(prompts), std::move(widths)};
-}
-
 nb::list Strs(const std::vector<std::string>& texts) {
   nb::list out;
   for (const auto& text : texts) {
@@ -135,12 +128,38 @@ struct WireTooManyTexts : WireRefusal {
 }  // namespace
 
 void BindWire(nb::module_& m) {
+  nb::class_<ortserve::VersionOutput>(
+      m, "VersionOutput",
+      "What a loaded version takes and answers, as the wire rules read it (route.h): built once per version from its "
+      "kind's spec and manifest (service/served_output.py), read by both front ends.")
+      .def(
+          "__init__",
+          [](ortserve::VersionOutput* self, std::string kind, std::string output, std::vector<std::string> labels,
+             bool multi_label, bool pairs, std::string score, std::map<std::string, std::string> prompts,
+             std::vector<int64_t> widths, std::vector<std::string> also, bool per_token, bool native) {
+            new (self) ortserve::VersionOutput{std::move(kind), std::move(output), std::move(labels), multi_label,
+                                               pairs, std::move(score), std::move(prompts), std::move(widths),
+                                               std::move(also), per_token, native};
+          },
+          "kind"_a, "output"_a, nb::kw_only(), "labels"_a = std::vector<std::string>(), "multi_label"_a = false,
+          "pairs"_a = false, "score"_a = "", "prompts"_a = std::map<std::string, std::string>(),
+          "widths"_a = std::vector<int64_t>(), "also"_a = std::vector<std::string>(), "per_token"_a = false,
+          "native"_a = true,
+          "kind (for messages), output (the default reply output's name), labels, multi_label, pairs (takes "
+          "TEXT_PAIR), score (a reranker's activation), prompts {name: text}, widths (an embedding's, its own "
+          "first), also (the outputs a call may ask for besides output), per_token (a row per token), native (the "
+          "native front end serves it).")
+      .def_ro("kind", &ortserve::VersionOutput::kind)
+      .def_ro("output", &ortserve::VersionOutput::name)
+      .def_ro("labels", &ortserve::VersionOutput::labels)
+      .def_ro("also", &ortserve::VersionOutput::also)
+      .def_ro("per_token", &ortserve::VersionOutput::per_token)
+      .def_ro("native", &ortserve::VersionOutput::native);
   m.attr("TEXT_INPUT") = ortserve::kTextInput;
   m.attr("PAIR_INPUT") = ortserve::kPairInput;
   m.attr("SCORE_OUTPUT") = ortserve::kScoreOutput;
   m.attr("CLASSIFIER_OUTPUT") = ortserve::kClassifierOutput;
   m.attr("EMBEDDING_OUTPUT") = ortserve::kEmbeddingOutput;
-  m.attr("TOKEN_CLASSIFIER") = ortserve::kTokenClassifier;
   m.attr("ENTITIES_OUTPUT") = ortserve::kEntitiesOutput;
   m.attr("TOKEN_LOGITS_OUTPUT") = ortserve::kTokenLogitsOutput;
   m.attr("TOKEN_OFFSETS_OUTPUT") = ortserve::kTokenOffsetsOutput;
@@ -225,19 +244,13 @@ void BindWire(nb::module_& m) {
 
   m.def(
       "check_outputs",
-      [](const OwnedWireCall& call, const std::string& kind, const std::string& output, std::vector<std::string> labels,
-         const std::string& model, bool pairs, std::string score, std::map<std::string, std::string> prompts,
-         std::vector<int64_t> widths) {
-        const auto version = Version(kind, output, std::move(labels), false, pairs, std::move(score),
-                                     std::move(prompts), std::move(widths));
+      [](const OwnedWireCall& call, const ortserve::VersionOutput& version, const std::string& model) {
         if (auto error = ortserve::CheckOutputs(call.View(), version, model)) Raise(*error);
       },
-      "call"_a, "kind"_a, "output"_a, "labels"_a, "model"_a, "pairs"_a = false, "score"_a = "",
-      "prompts"_a = std::map<std::string, std::string>(), "widths"_a = std::vector<int64_t>(),
-      "WireError unless the call sends TEXT_PAIR exactly when the version takes `pairs`, every requested output is "
-      "one a `kind` version answers (`output`; a reranker's LOGITS beside SCORE when `score` names its activation), "
-      "classification only on a classifier's LOGITS, prompt_name one of `prompts` ({name: text}) and dimensions one "
-      "of `widths` (an embedding's, its own first).");
+      "call"_a, "version"_a, "model"_a,
+      "WireError unless the call sends TEXT_PAIR exactly when the version takes pairs, every requested output is "
+      "one it answers, classification only on a classifier's LOGITS, prompt_name one of its prompts and dimensions "
+      "one of its widths.");
   m.def(
       "prompted_texts",
       [](const OwnedWireCall& call, std::map<std::string, std::string> prompts) {
@@ -252,10 +265,8 @@ void BindWire(nb::module_& m) {
 
   m.def(
       "encode_outputs",
-      [](const OwnedWireCall& call, const std::string& kind, const std::string& output, std::vector<std::string> labels,
-         nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> values, bool multi_label,
-         std::string score, nb::handle tokens) {
-        const auto version = Version(kind, output, std::move(labels), multi_label, false, std::move(score));
+      [](const OwnedWireCall& call, const ortserve::VersionOutput& version,
+         nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> values, nb::handle tokens) {
         const int rows = static_cast<int>(values.shape(0));
         const int columns = static_cast<int>(values.shape(1));
         std::optional<ortserve::TokenRows> token_rows;
@@ -310,12 +321,10 @@ void BindWire(nb::module_& m) {
         }
         return out;
       },
-      "call"_a, "kind"_a, "output"_a, "labels"_a, "values"_a, "multi_label"_a = false, "score"_a = "",
-      "tokens"_a.none() = nb::none(),
+      "call"_a, "version"_a, "values"_a, "tokens"_a.none() = nb::none(),
       "The reply's outputs for values (float32 [rows, columns]): [(name, datatype, shape, raw, payload)], shape a "
       "tuple of dims, payload the raw_output_contents bytes when raw, else the contents (a list of floats, ints or "
-      "bytes); multi_label: a classifier whose classification probabilities are a sigmoid per label; tokens: a "
-      "token classifier's [(spans int64 [T, 4] of start, end, is_subword, special; chars_read)] per row, row r of "
+      "bytes); tokens: a per-token version's [(spans int64 [T, 4] of start, end, is_subword, special; chars_read)] per row, row r of "
       "values holding its T tokens' logits first.");
 
   m.def(

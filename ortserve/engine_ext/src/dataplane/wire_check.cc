@@ -74,15 +74,11 @@ std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutp
     return Invalid("unexpected input " + Quote(kPairInput) + ": model " + Quote(model) + " (" + Article(version.kind) +
                    ") takes " + Quote(kTextInput) + " alone, not pairs");
   }
-  const bool reranker = !version.score.empty(), tokens = version.kind == kTokenClassifier;
-  if (call.aggregation && !tokens) {
+  if (call.aggregation && !version.per_token) {
     return Invalid("request parameter " + Quote(kAggregationParam) + " applies to a token classifier's " +
                    Quote(kEntitiesOutput) + "; model " + Quote(model) + " is " + Article(version.kind));
   }
-  // What the version answers besides its output.
-  std::vector<std::string_view> also;
-  if (reranker) also.push_back(kClassifierOutput);
-  if (tokens) also = {kTokenLogitsOutput, kTokenOffsetsOutput, kCharsReadOutput};
+  const std::vector<std::string>& also = version.also;
   for (const RequestedOutput& out : call.outputs) {
     if (out.name != version.name && std::find(also.begin(), also.end(), out.name) == also.end()) {
       std::string names = Quote(version.name);
@@ -90,7 +86,7 @@ std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutp
       return Invalid("unknown output " + Quote(out.name) + " requested; model " + Quote(model) + " (" +
                      Article(version.kind) + ") has outputs [" + names + "]");
     }
-    if (out.classes > 0 && (version.kind != "classifier" || out.name != kClassifierOutput)) {
+    if (out.classes > 0 && out.name != kClassifierOutput) {
       return Invalid("output " + Quote(out.name) + " does not take parameter " + Quote(kClassificationParam) +
                      ": model " + Quote(model) + " is " + Article(version.kind) + "; classification applies to a "
                      "classifier's " + Quote(kClassifierOutput));

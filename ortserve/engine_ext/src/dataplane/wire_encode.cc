@@ -258,7 +258,7 @@ std::vector<float> Truncated(const float* values, int rows, int columns, int k) 
 
 std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOutput& version, const float* values,
                                         int rows, int columns, const TokenRows* tokens) {
-  if (version.kind == kTokenClassifier) {
+  if (version.per_token) {
     if (tokens == nullptr) throw std::invalid_argument("a token classifier's reply needs its token rows");
     return EncodeTokens(call, version, values, rows, columns, *tokens);
   }

@@ -1,0 +1,67 @@
+"""The kind specs (bundle/kinds.py) agree with the wire rules and decide what a manifest of each kind may say and
+what ModelMetadata lists, with plain values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ortserve import engine_ext
+from ortserve.bundle.kinds import BY_FORMAT, BY_NAME, CLASSIFIER, EMBEDDING, KINDS, TOKEN_CLASSIFIER, Kind
+from ortserve.bundle.manifest import BundleError, parse_manifest
+from ortserve.service.served_output import ServedOutput
+
+WIRE_NAMES = {engine_ext.CLASSIFIER_OUTPUT, engine_ext.EMBEDDING_OUTPUT, engine_ext.ENTITIES_OUTPUT,
+              engine_ext.CHARS_READ_OUTPUT, engine_ext.TOKEN_LOGITS_OUTPUT, engine_ext.TOKEN_OFFSETS_OUTPUT}
+
+
+def manifest_of(kind: Kind, **extra: Any) -> dict[str, Any]:
+    shape: dict[str, Any] = {"labels": ["a", "b"]} if kind.labelled else {"dim": 8}
+    return {"format": kind.format, **shape, "max_seq_len": 16, **extra}
+
+
+def test_every_kind_is_found_by_format_and_name_and_names_outputs_the_wire_rules_define() -> None:
+    assert len({k.format for k in KINDS}) == len({k.name for k in KINDS}) == len(KINDS)
+    for kind in KINDS:
+        assert BY_FORMAT[kind.format] is kind and BY_NAME[kind.name] is kind
+        assert {r.name for r in kind.replies} <= WIRE_NAMES  # the C++ wire rules' names (infer_wire.h)
+        assert parse_manifest(manifest_of(kind)).spec is kind
+    assert CLASSIFIER.wire_output == engine_ext.CLASSIFIER_OUTPUT
+    assert EMBEDDING.wire_output == engine_ext.EMBEDDING_OUTPUT
+    assert TOKEN_CLASSIFIER.wire_output == engine_ext.ENTITIES_OUTPUT
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
+def test_a_manifest_carries_only_its_kinds_keys(kind: Kind) -> None:
+    others = {key for k in KINDS for key in k.keys} - set(kind.keys)
+    values = {"labels": ["a"], "dim": 4, "multi_label": True, "pairs": True, "score_activation": "sigmoid",
+              "matryoshka_dims": [4]}
+    assert others, "every kind lacks some other kind's key"
+    for key in others:
+        with pytest.raises(BundleError, match=rf"{key} appl(y|ies) to .*{kind.format}"):
+            parse_manifest(manifest_of(kind, **{key: values[key]}))
+
+
+def test_the_served_facts_follow_the_spec() -> None:
+    """What the C++ wire rules get per version (ServedOutput.wire) comes from the spec: its output names, whether
+    it is read per token, whether the native front end serves it; a reranker answers SCORE with LOGITS beside."""
+    tokens = ServedOutput.of(parse_manifest(manifest_of(TOKEN_CLASSIFIER)))
+    assert tokens.wire.output == "ENTITIES"
+    assert tokens.wire.also == ["CHARS_READ", "TOKEN_LOGITS", "TOKEN_OFFSETS"]
+    assert tokens.wire.per_token and not tokens.wire.native
+    embedding = ServedOutput.of(parse_manifest(manifest_of(EMBEDDING)))
+    assert (embedding.wire.output, embedding.wire.also, embedding.wire.per_token, embedding.wire.native) == (
+        "EMBEDDING", [], False, True)
+    reranker = ServedOutput.of(parse_manifest({**manifest_of(CLASSIFIER), "labels": ["relevant"], "pairs": True,
+                                               "score_activation": "sigmoid"}))
+    assert (reranker.wire.output, reranker.wire.also) == ("SCORE", ["LOGITS"])
+    inputs, outputs, parameters = reranker.metadata()
+    assert [name for name, _, _ in inputs] == ["TEXT", "TEXT_PAIR"]
+    assert outputs == [("SCORE", "FP32", [-1]), ("LOGITS", "FP32", [-1, 1])]
+    assert parameters == {"kind": "classifier", "labels": '["relevant"]', "pairs": True,
+                          "score_activation": "sigmoid"}
+    _, outputs, parameters = tokens.metadata()
+    assert outputs == [("ENTITIES", "BYTES", [-1]), ("CHARS_READ", "INT64", [-1]),
+                       ("TOKEN_LOGITS", "FP32", [-1, -1, 2]), ("TOKEN_OFFSETS", "INT64", [-1, -1, 2])]
+    assert parameters["kind"] == "token-classifier" and "aggregation" in parameters
