@@ -204,6 +204,18 @@ class VersionBatcher:
     def queue_depth(self) -> int:
         return int(self.native.queue_depth)
 
+    @property
+    def in_flight(self) -> int:
+        """Calls holding a lease on the version, from either front end."""
+        return int(self.native.in_flight)
+
+    def acquire(self) -> bool:
+        """A call's lease (the one count both front ends keep); False once the version drains."""
+        return bool(self.native.acquire())
+
+    def release(self) -> None:
+        self.native.release()
+
     async def infer(self, texts: Sequence[str], *, deadline: float | None = None,
                     pairs: Sequence[str] | None = None, bulk: bool | None = None) -> InferResult:
         """The version's output for `texts`, in order (with `pairs`: for each text and its second text, one row
@@ -246,13 +258,13 @@ class VersionBatcher:
                            engine_s=timings["engine_s"], batch_size=int(timings["batch_size"]), tokens=tokens)
 
     async def close(self, drain_timeout_s: float) -> None:
-        """After the manager's leases drained: the native front end's leases drain (bounded), then queued calls
-        are answered UNAVAILABLE and running batches finish; the sessions may close after this."""
+        """Its leases (both front ends' calls) drain (bounded by `drain_timeout_s`), then queued calls are answered
+        UNAVAILABLE and running batches finish; the sessions may close after this."""
         loop = asyncio.get_running_loop()
         native = self.native
         if not await loop.run_in_executor(None, native.drain, drain_timeout_s):
             server_log.warning("drain_timeout", model=native.model, version=native.version,
-                               native_in_flight=native.in_flight)
+                               leases=native.in_flight)
         await loop.run_in_executor(None, native.close)
 
 

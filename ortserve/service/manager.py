@@ -2,8 +2,9 @@
 
 Owned by the event loop: every method runs on the loop thread, and loads run in a loader thread.
 That makes the loop itself the read-write lock of the design: `lease()` reads the table and takes
-a refcount in one synchronous step, and a swap is one assignment of an immutable RouteTable, so
-a request sees the old table or the new one, never a mix, and nobody ever waits on a lock.
+the version's lease in one synchronous step (the count its ServedVersion keeps for both front ends),
+and a swap is one assignment of an immutable RouteTable, so a request sees the old table or the new
+one, never a mix, and nobody ever waits on a lock.
 
 For each model, one worker task converges on the newest desired state (`set_desired` supersedes):
 
@@ -21,7 +22,7 @@ import time
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import structlog
@@ -65,7 +66,8 @@ class LifecycleObserver(Protocol):
 
 @dataclass(eq=False)
 class LoadedVersion:
-    """One version of one model. Owned by the manager; `leases` counts requests using it."""
+    """One version of one model. Owned by the manager; its batcher's lease count (both front ends' calls) says who
+    uses it."""
 
     model: str
     version: str
@@ -76,8 +78,11 @@ class LoadedVersion:
     batcher: VersionBatcher | None = None
     verdict: Verdict | None = None
     """Its answers to the bundle's reference texts, checked before it took traffic."""
-    leases: int = 0
-    released: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def leases(self) -> int:
+        """Calls holding it, from either front end."""
+        return self.batcher.in_flight if self.batcher is not None else 0
 
     def transition(self, target: State, reason: str = "") -> None:
         check_transition(self.state, target)
@@ -175,14 +180,15 @@ class ModelManager:
                 raise Unavailable(f"model '{model}' has no routable version")
             chosen = route.versions[picked]
             reason = f"bucket {b}"
-        chosen.leases += 1
-        chosen.released.clear()
+        batcher = chosen.batcher
+        # The table routes only to READY versions, whose retirement starts after the swap that drops them: a
+        # refusal here would be a bug, answered as a version going away.
+        if batcher is None or not batcher.acquire():
+            raise Unavailable(f"model '{model}' version '{chosen.version}' is being retired; retry")
         try:
             yield Lease(chosen, reason)
         finally:
-            chosen.leases -= 1
-            if chosen.leases == 0:
-                chosen.released.set()
+            batcher.release()
 
     # ---- control path -------------------------------------------------------------------------
 
@@ -357,15 +363,9 @@ class ModelManager:
 
     async def _retire(self, lv: LoadedVersion) -> None:
         """Invariant 3: close only after the last in-flight request finished (bounded)."""
-        # Any route still pointing at lv is gone; leases taken before the swap finish normally.
-        deadline = time.monotonic() + self._drain_timeout_s
-        if lv.leases:
-            try:
-                await asyncio.wait_for(lv.released.wait(), self._drain_timeout_s)
-            except TimeoutError:
-                log.warning("drain_timeout", model=lv.model, version=lv.version, leases=lv.leases)
-        if lv.batcher is not None:  # the native front end's calls, then whatever is still queued
-            await lv.batcher.close(max(0.0, deadline - time.monotonic()))
+        # Any route still pointing at lv is gone; leases taken before the swap (either front end's) finish normally.
+        if lv.batcher is not None:  # its leases, then whatever is still queued
+            await lv.batcher.close(self._drain_timeout_s)
         self._observe("drained", lv.model, lv.version)
         if lv.instance is not None:
             # Engine.close waits for running batches, so it runs off the loop.
