@@ -67,7 +67,12 @@ def test_sigkill_one_replica_under_load(file_registry: Registry, bundle: Callabl
     That calls are in flight on the victim when it dies is arranged, not left to timing (tiny calls are mostly
     answered, or not yet sent, at any instant on a loaded machine): the victim is frozen (SIGSTOP) first, so that the
     calls round robin gives it stay in flight there, and killed once 6 calls picked after the freeze have been
-    answered elsewhere (round robin picks the 3 replicas in turn: at least 2 picks went to the victim meanwhile)."""
+    answered elsewhere (round robin picks the 3 replicas in turn: at least 2 picks went to the victim meanwhile).
+
+    The freeze waits until the load's first calls have all been answered: the channel sends that first burst to the
+    first replica it finds ready, and a kill while those were still in flight (a loaded machine, the victim first
+    ready) left them until their deadline with the retry policy (2 of 6 runs beside the suite and stress-ng), a
+    start-up transient of the client's, not the steady round robin this test is about."""
     file_registry.publish(MODEL, "v1", bundle(1), weight=100, cli=False)
     with ReplicaSet(file_registry, tmp_path, extra=["--frontend", frontend]) as replicas:
         replicas.wait_routing(MODEL, {"v1": 100})
@@ -79,6 +84,9 @@ def test_sigkill_one_replica_under_load(file_registry: Registry, bundle: Callabl
                 where = replicas.replica_of()
                 return where if set(where.values()) == {0, 1, 2} else None
 
+            ramped_at = time.monotonic()  # every caller has its first call in flight
+            wait_until(lambda: sum(o.started <= ramped_at for o in list(load.outcomes)) >= load.concurrency,
+                       timeout=30, what="the load's first calls answered")
             served_before = wait_until(every_replica_answered, timeout=30, what="a reply from every replica")
             os.kill(victim.pid, signal.SIGSTOP)  # its calls stay in flight: sent, never answered
             frozen_at = time.monotonic()
