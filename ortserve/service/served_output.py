@@ -55,10 +55,6 @@ class ServedOutput:
                    pairs=manifest.pairs, score=score, prompts=tuple(sorted(manifest.prompts.items())),
                    widths=manifest.widths)
 
-    @property
-    def reranker(self) -> bool:
-        return bool(self.score)
-
     def metadata(self) -> Described:
         """What ModelMetadata says of the version: its inputs, its outputs (the default first) and parameters: its
         kind, a classifier's labels in LOGITS column order as a JSON array (labels may hold commas; the

@@ -324,8 +324,8 @@ void BindWire(nb::module_& m) {
       "call"_a, "version"_a, "values"_a, "tokens"_a.none() = nb::none(),
       "The reply's outputs for values (float32 [rows, columns]): [(name, datatype, shape, raw, payload)], shape a "
       "tuple of dims, payload the raw_output_contents bytes when raw, else the contents (a list of floats, ints or "
-      "bytes); tokens: a per-token version's [(spans int64 [T, 4] of start, end, is_subword, special; chars_read)] per row, row r of "
-      "values holding its T tokens' logits first.");
+      "bytes); tokens: a per-token version's [(spans int64 [T, 4] of start, end, is_subword, special; "
+      "chars_read)] per row, row r of values holding its T tokens' logits first.");
 
   m.def(
       "choose_request_id",
