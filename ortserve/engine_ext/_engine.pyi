@@ -238,6 +238,14 @@ class WordPiece:
         (ids, start of the second text) of each pair: [CLS] a [SEP] b [SEP], longest-first truncated to max_len.
         """
 
+    def encode_spans(self, texts: object) -> list:
+        """
+        (ids, spans, chars_read) per text: encode()'s ids; spans, int64 [T, 4] rows of start, end (HF's offsets,
+        in code points of the str; (0, 0) for [CLS]/[SEP]), is_subword (a ## continuation), special (HF's
+        special_tokens_mask); chars_read, the whole text's length, or where the last kept non-special token ends
+        when truncation cut tokens.
+        """
+
     def token_to_id(self, token: str) -> int | None: ...
 
     @property

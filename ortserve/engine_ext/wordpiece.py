@@ -3,9 +3,12 @@ the C++ tokenizer reproduces.
 
     tokenizer = load_wordpiece(bundle / "tokenizer.json", max_seq_len=128)
     ids = tokenizer.encode(["a text", "another"])  # list of int64 arrays, [CLS] ... [SEP]
+    [(ids, spans, chars_read)] = tokenizer.encode_spans(["a text"])  # and each token's offsets in the str
 
 The ids equal ``Tokenizer.from_file(path)`` with ``no_padding()`` and
-``enable_truncation(max_length=max_seq_len)``, then ``encode(text).ids``. Supported shape:
+``enable_truncation(max_length=max_seq_len)``, then ``encode(text).ids``; ``encode_spans``' spans equal its
+``offsets`` (code points of the str), its ``special_tokens_mask``, and tokens starting with the continuing prefix.
+Supported shape:
 
 * ``added_tokens``: special, with ``normalized``, ``lstrip``, ``rstrip`` and ``single_word`` false
 * ``normalizer``: ``BertNormalizer`` (any flags; ``strip_accents: null`` follows ``lowercase``)

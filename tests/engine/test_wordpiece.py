@@ -2,7 +2,9 @@
 cannot reproduce, same results from many threads, and Unicode tables that still match the installed HF. Pairs of
 texts too (at the end): `[CLS] a [SEP] b [SEP]` with HF's longest-first truncation (odd and even budgets, one text
 or both past it, literal special tokens inside either), the second text starting where HF's token types turn to 1,
-and the pair templates it refuses."""
+and the pair templates it refuses. Every single-text parity check also holds `encode_spans` to HF: each token's
+span (HF's `Encoding.offsets`, code points of the str), whether it is a continuation (HF's token starts with the
+continuing prefix), `special_tokens_mask`, and how much of the text the kept tokens read (`chars_read`)."""
 
 from __future__ import annotations
 
@@ -43,10 +45,38 @@ class Pair:
     hf: Tokenizer
 
     def check(self, text: str) -> None:
-        expected = self.hf.encode(text).ids
+        encoding = self.hf.encode(text)
+        expected = encoding.ids
         (got,) = self.native.encode([text])
         assert got.dtype == np.int64
         assert got.tolist() == expected, f"text {text!r}"
+        self.check_spans(text, encoding)
+
+    def check_spans(self, text: str, encoding: tokenizers.Encoding | None = None) -> None:
+        encoding = encoding or self.hf.encode(text)
+        ((ids, spans, chars_read),) = self.native.encode_spans([text])
+        assert ids.dtype == spans.dtype == np.int64 and spans.shape == (len(ids), 4)
+        assert ids.tolist() == encoding.ids, f"text {text!r}"
+        assert [tuple(row) for row in spans.tolist()] == hf_spans(self.hf, encoding), f"text {text!r}"
+        assert chars_read == hf_chars_read(text, encoding), f"text {text!r}"
+
+
+def hf_spans(hf: Tokenizer, encoding: tokenizers.Encoding) -> list[tuple[int, int, int, int]]:
+    """(start, end, is_subword, special) per token, from HF: its offsets (code points of the str), whether its token
+    starts with the continuing prefix, its special_tokens_mask."""
+    prefix = hf.model.continuing_subword_prefix
+    return [(start, end, int(bool(prefix) and token.startswith(prefix)), special) for token, (start, end), special
+            in zip(encoding.tokens, encoding.offsets, encoding.special_tokens_mask, strict=True)]
+
+
+def hf_chars_read(text: str, encoding: tokenizers.Encoding) -> int:
+    """As ortserve.service.tokenization's token encoder: the whole text unless truncation cut tokens, else the end
+    of the last non-special token kept."""
+    if not encoding.overflowing:
+        return len(text)
+    ends = [end for (_, end), special in zip(encoding.offsets, encoding.special_tokens_mask, strict=True)
+            if not special]
+    return max(ends, default=0)
 
 
 def _pair(path: Path, max_seq_len: int) -> Pair:
@@ -226,6 +256,8 @@ def test_texts_many_pieces_long_parity(tiny_config: dict[str, Any], tmp_path: Pa
     check()
     pair.check("the " * 3000)  # 12 KB: ~24 pieces
     assert len(pair.native.encode(["the " * 3000])[0]) == min(max_len, 3002)
+    # Spans past the first pieces: code points counted across pieces and added tokens.
+    pair.check("é中 [SEP] 😀 " * 300 + "the end")
 
 
 def test_every_code_point(minilm: Pair) -> None:
@@ -237,10 +269,16 @@ def test_every_code_point(minilm: Pair) -> None:
     for begin in range(0, len(points), 16):
         chars = [chr(c) for c in points[begin:begin + 16]]
         texts += ["".join(chars), " ".join(chars), "a".join(chars) + "a", "e\u0301".join(chars)]
-    expected = [encoding.ids for encoding in pair.hf.encode_batch(texts)]
+    encodings = pair.hf.encode_batch(texts)
+    expected = [encoding.ids for encoding in encodings]
     got = pair.native.encode(texts)
     mismatches = [(texts[i], got[i].tolist(), expected[i]) for i in range(len(texts)) if got[i].tolist() != expected[i]]
     assert not mismatches, f"{len(mismatches)} mismatches, first: {mismatches[0]!r}"
+    spans = pair.native.encode_spans(texts)
+    mismatches = [(texts[i], spans[i][1].tolist(), hf_spans(pair.hf, encodings[i])) for i in range(len(texts))
+                  if [tuple(row) for row in spans[i][1].tolist()] != hf_spans(pair.hf, encodings[i])
+                  or spans[i][2] != len(texts[i])]
+    assert not mismatches, f"{len(mismatches)} span mismatches, first: {mismatches[0]!r}"
 
 
 # --- explicit cases -----------------------------------------------------------------------------------
@@ -249,10 +287,74 @@ def test_every_code_point(minilm: Pair) -> None:
     "", " ", "\x00\ufffd", "Hello, world!", "a [SEP] b", "a[SEP]b", "[CLS][SEP][PAD][MASK][UNK]", "[sep]",
     "The movie was unbelievably good.", "İ", "ß", "ﬁ", "Ⅻ", "中文和English", "a\u0301\u0316", "x" * 101,
     "wordswordswords " * 40, "\t\n\r\u00a0\u3000", "e\U0001d165\u0316\u0301\U0001d16d",
+    "café naïve Ångström straße", "e\u0301 a\u0344\u0316 \u0130stanbul", "中文和English 日本語、한국어。",
+    "😀 👍🏽 🇫🇷 👩‍💻!", "x\x00y\u200bz\ufeff\x7f\x85w", "a\u00adb\ue000c \U000e0041d", "[SEP]" * 40,
+    "Hello [MASK], " * 30,
 ])
 def test_explicit_cases(tiny: Pair, minilm: Pair, text: str) -> None:
     tiny.check(text)
     minilm.check(text)
+
+
+def test_known_spans(tiny: Pair) -> None:
+    """Offsets into the caller's text (code points), whatever normalizing did to it."""
+    ids = tiny.hf.token_to_id
+    ((got_ids, spans, chars_read),) = tiny.native.encode_spans(["Good movies, CAFÉ\u200b中 [SEP]!"])
+    assert got_ids.tolist() == [ids(t) for t in ["[CLS]", "good", "movie", "##s", ",", "c", "##a", "##f", "##e",
+                                                 "[UNK]", "[SEP]", "!", "[SEP]"]]
+    # CAFÉ -> c ##a ##f ##e, É's span one code point though NFD made it two; the zero-width space dropped; the
+    # [SEP] typed in the text at its place and not special (HF's special_tokens_mask); the real ones at (0, 0).
+    assert spans.tolist() == [[0, 0, 0, 1], [0, 4, 0, 0], [5, 10, 0, 0], [10, 11, 1, 0], [11, 12, 0, 0],
+                              [13, 14, 0, 0], [14, 15, 1, 0], [15, 16, 1, 0], [16, 17, 1, 0], [18, 19, 0, 0],
+                              [20, 25, 0, 0], [25, 26, 0, 0], [0, 0, 0, 1]]
+    assert chars_read == 26
+    # Truncated: chars_read is where the last kept token ends; with no room for any, 0.
+    ((_, spans, chars_read),) = load_wordpiece_spans(tiny, 4).encode_spans(["Good movies!"])
+    assert spans.tolist() == [[0, 0, 0, 1], [0, 4, 0, 0], [5, 10, 0, 0], [0, 0, 0, 1]] and chars_read == 10
+    ((ids2, spans, chars_read),) = load_wordpiece_spans(tiny, 2).encode_spans(["Good"])
+    assert len(ids2) == 2 and spans.tolist() == [[0, 0, 0, 1]] * 2 and chars_read == 0
+    ((_, spans, chars_read),) = load_wordpiece_spans(tiny, 2).encode_spans([" \u200b "])  # nothing to cut
+    assert chars_read == 3
+    assert tiny.native.encode_spans([]) == []
+    with pytest.raises(TypeError, match="not a str"):
+        tiny.native.encode_spans("text")  # type: ignore[arg-type]
+    with pytest.raises(UnicodeEncodeError):
+        tiny.native.encode_spans(["lone \ud800 surrogate"])
+
+
+def load_wordpiece_spans(pair: Pair, max_len: int) -> WordPiece:
+    return wordpiece_from_config(json.loads(pair.hf.to_str()), max_len)
+
+
+@pytest.mark.parametrize("max_len", [2, 3, 8, 32])
+def test_spans_truncation_parity(tiny_json: Path, max_len: int) -> None:
+    """chars_read and the last spans where truncation cuts: inside a word's pieces, on an added token, exactly at
+    the limit (nothing cut), one past it."""
+    pair = _pair(tiny_json, max_len)
+    for words in range(0, 40):
+        pair.check_spans(" ".join(["unbelievably", "[SEP]", "x", "café"] * 10)[: words * 3])
+        pair.check_spans("a " * words)
+
+
+def test_spans_match_the_python_token_encoder(minilm_json: Path) -> None:
+    """The columns the server's HF path (service.tokenization, tokens=True) gives today: start, end, special and
+    chars_read are equal; is_subword is the WordPiece continuation here, transformers' guess from the span's length
+    there (e.g. "e\u0301" with accents stripped is one token "e" over two characters: a subword to that rule), so it
+    is compared only where the text is plain ASCII."""
+    from ortserve.service import tokenization
+
+    python = tokenization._token_encoder(_pair(minilm_json, 16).hf, 0)
+    native = load_wordpiece(minilm_json, 16)
+    texts = ["Hello, World!", "café naïve Ångström", "中文和English", "the movie was unbelievably good " * 5,
+             "a [SEP] b", "", "x\x00y\u200bz 😀"]
+    for text, expected, (ids, spans, chars_read) in zip(texts, python(texts), native.encode_spans(texts),
+                                                        strict=True):
+        assert ids.tolist() == expected.ids.tolist(), text
+        assert spans[:, [0, 1, 3]].tolist() == expected.spans[:, [0, 1, 3]].tolist(), text
+        assert chars_read == expected.chars_read, text
+        if text.isascii():  # and not on [CLS]/[SEP], which that rule calls subwords (5 characters, span 0)
+            words = spans[:, 3] == 0
+            assert spans[words, 2].tolist() == expected.spans[words, 2].tolist(), text
 
 
 def test_known_ids(tiny: Pair) -> None:

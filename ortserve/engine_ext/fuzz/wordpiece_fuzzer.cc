@@ -11,7 +11,10 @@
 //   max_len - 2 tokens (the tokenizer stops early; that must not change a single id);
 // - a pair (the text cut in two at a byte the input picks) is [CLS] a [SEP] b [SEP] with each text's untruncated
 //   tokens cut to what LongestFirst keeps of a max_len - 3 budget (stopping early, and re-reading both texts when
-//   both pass the budget, changes no id), and it returns where b begins.
+//   both pass the budget, changes no id), and it returns where b begins;
+// - EncodeWithSpans gives Encode's ids, one span per id: [CLS]/[SEP] special at (0, 0), the others within the text's
+//   code points, starts never decreasing, a subword never first; chars_read the text's code points unless tokens
+//   were cut (then the last kept token's end), and the spans equal the unlimited tokenizer's, cut.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -125,6 +128,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<int64_t> truncated(full.begin(), full.begin() + 1 + static_cast<std::ptrdiff_t>(tokens));
   truncated.push_back(config.sep_id);
   Check(ids == truncated, "early truncation differs from tokenize-then-truncate");
+
+  std::vector<int64_t> span_ids{9};
+  std::vector<ortserve::WordPieceSpan> spans(3);
+  int64_t chars_read = -1;
+  tokenizer.EncodeWithSpans(text, span_ids, spans, chars_read);
+  Check(span_ids == ids && spans.size() == ids.size(), "EncodeWithSpans differs from Encode");
+  std::vector<int64_t> full_ids;
+  std::vector<ortserve::WordPieceSpan> full_spans;
+  int64_t text_chars = -1;
+  setup.unlimited->EncodeWithSpans(text, full_ids, full_spans, text_chars);
+  Check(full_ids == full, "unlimited EncodeWithSpans differs from Encode");
+  int64_t last_start = 0, last_end = 0;
+  for (size_t k = 0; k < spans.size(); ++k) {
+    const ortserve::WordPieceSpan& span = spans[k];
+    const bool outer = k == 0 || k + 1 == spans.size();
+    Check(span.special == (outer ? 1 : 0), "special is not [CLS]/[SEP]'s alone");
+    if (outer) {
+      Check(span.start == 0 && span.end == 0 && span.is_subword == 0, "[CLS]/[SEP] not at (0, 0)");
+      continue;
+    }
+    const ortserve::WordPieceSpan& whole = full_spans[k];
+    Check(span.start == whole.start && span.end == whole.end && span.is_subword == whole.is_subword,
+          "truncation changed a span");
+    Check(span.start >= last_start && span.start < span.end && span.end <= text_chars, "a span out of order");
+    Check(k > 1 || span.is_subword == 0, "a subword first");
+    last_start = span.start;
+    last_end = std::max(last_end, span.end);
+  }
+  const bool cut_tokens = full_ids.size() > ids.size();
+  Check(chars_read == (cut_tokens ? last_end : text_chars), "chars_read is neither the text nor the last end");
 
   if (config.max_len >= 3) {
     const size_t cut = text.empty() ? 0 : static_cast<unsigned char>(text[0]) % (text.size() + 1);

@@ -2,195 +2,16 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <iterator>
-#include <map>
 #include <stdexcept>
 #include <utility>
 
+#include "wordpiece_unicode.h"
+
 namespace ortserve {
+
+using namespace wordpiece_internal;
+
 namespace {
-
-struct Range {
-  char32_t lo, hi;
-};
-struct CombiningClass {
-  char32_t lo, hi;
-  uint8_t value;
-};
-struct Mapping {
-  char32_t code_point;
-  uint32_t offset;  // into the table's pool
-  uint8_t length;
-};
-
-#include "wordpiece_tables.inc"
-
-constexpr char32_t kMaxCodePoint = 0x10FFFF;
-constexpr char32_t kReplacement = 0xFFFD;
-constexpr char32_t kHangulFirst = 0xAC00, kHangulLast = 0xD7A3;
-
-enum : uint16_t {
-  kIsDrop = 1 << 0,
-  kIsCleanSpace = 1 << 1,
-  kIsChinese = 1 << 2,
-  kIsNonspacingMark = 1 << 3,
-  kIsSplitSpace = 1 << 4,
-  kIsPunctuation = 1 << 5,
-  kHasDecomposition = 1 << 6,
-  kHasLowercase = 1 << 7,
-  kHasCombiningClass = 1 << 8,
-};
-
-// Every table's flags per code point, as a two-stage lookup (256-code-point blocks, identical blocks
-// shared): a small fraction of a flat 2 MiB table, and one branch-free lookup per character.
-class FlagTable {
- public:
-  FlagTable() {
-    std::vector<uint16_t> flat(kMaxCodePoint + 1, 0);
-    auto mark = [&flat](const auto& ranges, uint16_t flag) {
-      for (const Range& r : ranges) {
-        for (char32_t c = r.lo; c <= r.hi; ++c) flat[c] |= flag;
-      }
-    };
-    mark(kDrop, kIsDrop);
-    mark(kCleanSpace, kIsCleanSpace);
-    mark(kChinese, kIsChinese);
-    mark(kNonspacingMark, kIsNonspacingMark);
-    mark(kSplitSpace, kIsSplitSpace);
-    mark(kPunctuation, kIsPunctuation);
-    for (const Mapping& m : kDecomposition) flat[m.code_point] |= kHasDecomposition;
-    for (char32_t c = kHangulFirst; c <= kHangulLast; ++c) flat[c] |= kHasDecomposition;
-    for (const Mapping& m : kLowercase) flat[m.code_point] |= kHasLowercase;
-    for (const CombiningClass& r : kCombiningClass) {
-      for (char32_t c = r.lo; c <= r.hi; ++c) flat[c] |= kHasCombiningClass;
-    }
-    std::map<std::vector<uint16_t>, uint16_t> seen;
-    index_.resize((kMaxCodePoint + 1) >> 8);
-    for (size_t block = 0; block < index_.size(); ++block) {
-      std::vector<uint16_t> values(flat.begin() + (block << 8), flat.begin() + ((block + 1) << 8));
-      auto [it, inserted] = seen.emplace(std::move(values), static_cast<uint16_t>(seen.size()));
-      if (inserted) blocks_.insert(blocks_.end(), it->first.begin(), it->first.end());
-      index_[block] = it->second;
-    }
-  }
-  uint16_t operator()(char32_t c) const { return blocks_[(static_cast<size_t>(index_[c >> 8]) << 8) | (c & 0xFF)]; }
-
- private:
-  std::vector<uint16_t> index_;
-  std::vector<uint16_t> blocks_;
-};
-
-const FlagTable& Flags() {
-  static const FlagTable table;  // built once, on first use, thread-safely
-  return table;
-}
-
-template <size_t N>
-const Mapping* FindMapping(const Mapping (&table)[N], char32_t c) {
-  const Mapping* it = std::lower_bound(std::begin(table), std::end(table), c,
-                                       [](const Mapping& m, char32_t value) { return m.code_point < value; });
-  return it != std::end(table) && it->code_point == c ? it : nullptr;
-}
-
-uint8_t CombiningClassOf(char32_t c, const FlagTable& flags) {
-  if (!(flags(c) & kHasCombiningClass)) return 0;
-  const CombiningClass* it =
-      std::upper_bound(std::begin(kCombiningClass), std::end(kCombiningClass), c,
-                       [](char32_t value, const CombiningClass& r) { return value < r.lo; });
-  return std::prev(it)->value;  // the flag guarantees c lies in the range before it
-}
-
-// NFD of one code point, appended; true if it appended a combining mark (so reordering may be needed).
-bool AppendDecomposition(char32_t c, uint16_t flag, const FlagTable& flags, std::vector<char32_t>& out) {
-  if (!(flag & kHasDecomposition)) {
-    out.push_back(c);
-    return flag & kHasCombiningClass;
-  }
-  if (c >= kHangulFirst && c <= kHangulLast) {
-    const char32_t index = c - kHangulFirst;
-    out.push_back(0x1100 + index / 588);
-    out.push_back(0x1161 + (index % 588) / 28);
-    if (index % 28 != 0) out.push_back(0x11A7 + index % 28);
-    return false;
-  }
-  const Mapping* m = FindMapping(kDecomposition, c);
-  bool marks = false;
-  for (uint32_t k = 0; k < m->length; ++k) {
-    const char32_t d = kDecompositionPool[m->offset + k];
-    out.push_back(d);
-    marks = marks || (flags(d) & kHasCombiningClass);
-  }
-  return marks;
-}
-
-// NFD's canonical ordering: each run of combining marks stably sorted by combining class.
-void CanonicalReorder(std::vector<char32_t>& chars, const FlagTable& flags) {
-  auto by_class = [&flags](char32_t a, char32_t b) { return CombiningClassOf(a, flags) < CombiningClassOf(b, flags); };
-  for (size_t i = 0; i < chars.size();) {
-    size_t j = i;
-    while (j < chars.size() && CombiningClassOf(chars[j], flags) != 0) ++j;
-    if (j - i > 1) std::stable_sort(chars.begin() + i, chars.begin() + j, by_class);
-    i = j == i ? i + 1 : j;
-  }
-}
-
-// The code point at s[i], advancing i; a malformed, overlong, surrogate or truncated sequence reads as
-// U+FFFD and consumes one byte, so the input is never read past its end.
-char32_t NextCodePoint(std::string_view s, size_t& i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) {
-    ++i;
-    return b0;
-  }
-  size_t length;
-  char32_t c, min;
-  if ((b0 & 0xE0) == 0xC0) {
-    length = 2, c = b0 & 0x1F, min = 0x80;
-  } else if ((b0 & 0xF0) == 0xE0) {
-    length = 3, c = b0 & 0x0F, min = 0x800;
-  } else if ((b0 & 0xF8) == 0xF0) {
-    length = 4, c = b0 & 0x07, min = 0x10000;
-  } else {
-    ++i;
-    return kReplacement;
-  }
-  if (s.size() - i < length) {
-    ++i;
-    return kReplacement;
-  }
-  for (size_t k = 1; k < length; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + k]);
-    if ((b & 0xC0) != 0x80) {
-      ++i;
-      return kReplacement;
-    }
-    c = (c << 6) | (b & 0x3F);
-  }
-  if (c < min || c > kMaxCodePoint || (c >= 0xD800 && c <= 0xDFFF)) {
-    ++i;
-    return kReplacement;
-  }
-  i += length;
-  return c;
-}
-
-void AppendUtf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out.push_back(static_cast<char>(c));
-  } else if (c < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else if (c < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-  }
-}
 
 // Start of the UTF-8 character that ends at word[end] (word is valid UTF-8), not before begin.
 size_t PreviousBoundary(std::string_view word, size_t begin, size_t end) {
@@ -202,7 +23,7 @@ size_t PreviousBoundary(std::string_view word, size_t begin, size_t end) {
 
 }  // namespace
 
-const char* WordPieceTablesVersion() { return kTablesTokenizersVersion; }
+const char* WordPieceTablesVersion() { return TablesVersion(); }
 
 // Per-thread buffers, so Encode allocates only while they grow.
 struct WordPiece::Scratch {
@@ -210,6 +31,13 @@ struct WordPiece::Scratch {
   std::string word;             // the word being collected, UTF-8
   size_t word_chars = 0;
   std::string key;  // continuing_subword_prefix + the rest of word, for continuation lookups
+  // Spans only (EncodeWithSpans): where each char / each byte of word came from, in code points of the text.
+  std::vector<WordPieceSpan>* spans = nullptr;
+  int64_t read = 0;               // code points of the text read so far
+  std::vector<int64_t> origin;    // per chars[k]
+  std::vector<uint8_t> inserted;  // per chars[k]: NFD added it after its code point's first char
+  std::vector<int64_t> nfd_in;    // per char NFD read: its origin
+  std::vector<int64_t> word_origin;  // per byte of word
 };
 
 WordPiece::WordPiece(WordPieceConfig config) : config_(std::move(config)) {
@@ -254,12 +82,41 @@ std::vector<int64_t> WordPiece::Encode(std::string_view utf8) const {
 void WordPiece::Encode(std::string_view text, std::vector<int64_t>& ids) const {
   ids.clear();
   ids.push_back(config_.cls_id);
-  AppendTokens(text, ids, config_.max_len - 1);  // [CLS] + max_len - 2 tokens
+  AppendTokens<false>(text, ids, config_.max_len - 1);  // [CLS] + max_len - 2 tokens
   ids.push_back(config_.sep_id);
 }
 
-void WordPiece::AppendTokens(std::string_view text, std::vector<int64_t>& ids, size_t limit) const {
+void WordPiece::EncodeWithSpans(std::string_view text, std::vector<int64_t>& ids, std::vector<WordPieceSpan>& spans,
+                                int64_t& chars_read) const {
+  ids.clear();
+  spans.clear();
+  ids.push_back(config_.cls_id);
+  spans.push_back({0, 0, 0, 1});
+  // One token past the limit tells whether truncation cut anything (HF's `overflowing`).
+  const size_t limit = config_.max_len - 1;
+  AppendTokens<true>(text, ids, limit + 1, &spans);
+  if (ids.size() > limit) {
+    ids.resize(limit);
+    spans.resize(limit);
+    chars_read = 0;
+    for (const WordPieceSpan& span : spans) {
+      if (!span.special) chars_read = std::max(chars_read, span.end);
+    }
+  } else {
+    chars_read = static_cast<int64_t>(CountCodePoints(text));
+  }
+  ids.push_back(config_.sep_id);
+  spans.push_back({0, 0, 0, 1});
+}
+
+template <bool kSpans>
+void WordPiece::AppendTokens(std::string_view text, std::vector<int64_t>& ids, size_t limit,
+                             std::vector<WordPieceSpan>* spans) const {
   thread_local Scratch scratch;
+  if constexpr (kSpans) {
+    scratch.spans = spans;
+    scratch.read = 0;
+  }
   // HF matches non-normalized added tokens on the raw text and normalizes only the pieces between them.
   size_t segment_start = 0;
   for (size_t pos = 0; pos < text.size() && ids.size() < limit;) {
@@ -268,13 +125,24 @@ void WordPiece::AppendTokens(std::string_view text, std::vector<int64_t>& ids, s
       ++pos;
       continue;
     }
-    EncodeSegment(text.substr(segment_start, pos - segment_start), ids, limit, scratch);
+    EncodeSegment<kSpans>(text.substr(segment_start, pos - segment_start), ids, limit, scratch);
+    const std::string& content = config_.added_tokens[match].first;
     ids.push_back(config_.added_tokens[match].second);
-    pos += config_.added_tokens[match].first.size();
+    if constexpr (kSpans) {
+      // Past the limit the segment may not have been read to its end: that span is cut below anyway. Not special:
+      // HF's special_tokens_mask marks only what the post-processor adds.
+      const auto length = static_cast<int64_t>(CountCodePoints(content));
+      spans->push_back({scratch.read, scratch.read + length, 0, 0});
+      scratch.read += length;
+    }
+    pos += content.size();
     segment_start = pos;
   }
-  EncodeSegment(text.substr(segment_start), ids, limit, scratch);
-  if (ids.size() > limit) ids.resize(limit);  // HF truncates the whole encoding; stopping early is equal
+  EncodeSegment<kSpans>(text.substr(segment_start), ids, limit, scratch);
+  if (ids.size() > limit) {  // HF truncates the whole encoding; stopping early is equal
+    ids.resize(limit);
+    if constexpr (kSpans) spans->resize(limit);
+  }
 }
 
 PairLengths LongestFirst(size_t first, size_t second, size_t budget) {
@@ -298,13 +166,13 @@ int WordPiece::EncodePair(std::string_view first, std::string_view second, std::
   // is longer decides who keeps the odd token, and only their full lengths tell).
   a.clear();
   b.clear();
-  AppendTokens(first, a, budget + 1);
-  AppendTokens(second, b, budget + 1);
+  AppendTokens<false>(first, a, budget + 1);
+  AppendTokens<false>(second, b, budget + 1);
   if (a.size() > budget && b.size() > budget) {
     a.clear();
     b.clear();
-    AppendTokens(first, a, SIZE_MAX);
-    AppendTokens(second, b, SIZE_MAX);
+    AppendTokens<false>(first, a, SIZE_MAX);
+    AppendTokens<false>(second, b, SIZE_MAX);
   }
   const PairLengths keep = LongestFirst(a.size(), b.size(), budget);
   ids.clear();
@@ -331,6 +199,7 @@ int WordPiece::MatchAddedToken(std::string_view text, size_t pos) const {
   return best;
 }
 
+template <bool kSpans>
 void WordPiece::EncodeSegment(std::string_view text, std::vector<int64_t>& ids, size_t limit, Scratch& s) const {
   if (text.empty() || ids.size() >= limit) return;
   // A piece at a time, each ending just after an ASCII space (normalizing never reaches across one, and the space
@@ -338,26 +207,35 @@ void WordPiece::EncodeSegment(std::string_view text, std::vector<int64_t>& ids, 
   constexpr size_t kPiece = 512;
   s.word.clear();
   s.word_chars = 0;
+  if constexpr (kSpans) s.word_origin.clear();
   for (size_t pos = 0; pos < text.size() && ids.size() < limit;) {
     size_t end = text.size();
     if (end - pos > kPiece) {
       const size_t space = text.find(' ', pos + kPiece);
       if (space != std::string_view::npos) end = space + 1;
     }
-    NormalizePiece(text.substr(pos, end - pos), ids, limit, s);
+    NormalizePiece<kSpans>(text.substr(pos, end - pos), ids, limit, s);
     pos = end;
   }
-  EncodeWord(s, ids);
+  EncodeWord<kSpans>(s, ids);
 }
 
+template <bool kSpans>
 void WordPiece::NormalizePiece(std::string_view text, std::vector<int64_t>& ids, size_t limit, Scratch& s) const {
   const FlagTable& flags = Flags();
   // BertNormalizer, in HF's order: clean_text, handle_chinese_chars, strip_accents (NFD, then drop Mn).
+  // With kSpans, s.origin[k] is the code point of the text chars[k] came from (HF's alignments, which every step
+  // but NFD's reordering keeps per character).
   std::vector<char32_t>& chars = s.chars;
   chars.clear();
+  if constexpr (kSpans) {
+    s.origin.clear();
+    s.inserted.clear();
+  }
   bool marks = false;
   for (size_t i = 0; i < text.size();) {
     char32_t c = NextCodePoint(text, i);
+    [[maybe_unused]] const int64_t at = kSpans ? s.read++ : 0;
     uint16_t flag = flags(c);
     if (config_.clean_text) {
       if (flag & kIsDrop) continue;
@@ -365,51 +243,93 @@ void WordPiece::NormalizePiece(std::string_view text, std::vector<int64_t>& ids,
     }
     const bool spaced = config_.handle_chinese_chars && (flag & kIsChinese);
     if (spaced) chars.push_back(U' ');
+    if constexpr (kSpans) {
+      if (spaced) s.inserted.push_back(0);  // NFD reads the spaces as characters of their own
+    }
     if (config_.strip_accents) {
       marks = AppendDecomposition(c, flag, flags, chars) || marks;
     } else {
       chars.push_back(c);
     }
+    if constexpr (kSpans) {
+      s.inserted.push_back(0);
+      s.inserted.resize(chars.size(), 1);
+    }
     if (spaced) chars.push_back(U' ');
+    if constexpr (kSpans) {
+      if (spaced) s.inserted.push_back(0);
+      s.origin.resize(chars.size(), at);
+    }
   }
   if (config_.strip_accents) {
-    if (marks) CanonicalReorder(chars, flags);
-    chars.erase(std::remove_if(chars.begin(), chars.end(),
-                               [&flags](char32_t c) { return flags(c) & kIsNonspacingMark; }),
-                chars.end());
+    if constexpr (kSpans) {
+      if (marks) {
+        // HF's NFD moves each character's change (new, or replacing a character it read) with it when it reorders,
+        // then aligns by position: a replacing character takes the next character it read, a new one the last.
+        s.nfd_in.clear();
+        for (size_t k = 0; k < chars.size(); ++k) {
+          if (!s.inserted[k]) s.nfd_in.push_back(s.origin[k]);
+        }
+        CanonicalReorder(chars, s.inserted, flags);
+        size_t next = 0;
+        for (size_t k = 0; k < chars.size(); ++k) {
+          s.origin[k] = s.inserted[k] ? s.nfd_in[next > 0 ? next - 1 : 0] : s.nfd_in[next++];
+        }
+      }
+      size_t kept = 0;
+      for (size_t k = 0; k < chars.size(); ++k) {
+        if (flags(chars[k]) & kIsNonspacingMark) continue;
+        chars[kept] = chars[k];
+        s.origin[kept++] = s.origin[k];
+      }
+      chars.resize(kept);
+      s.origin.resize(kept);
+    } else {
+      if (marks) CanonicalReorder(chars, flags);
+      chars.erase(std::remove_if(chars.begin(), chars.end(),
+                                 [&flags](char32_t c) { return flags(c) & kIsNonspacingMark; }),
+                  chars.end());
+    }
   }
   // Lowercase (per code point, as HF), then BertPreTokenizer: split on whitespace, isolate punctuation.
-  auto add = [&](char32_t c) {
+  auto add = [&](char32_t c, [[maybe_unused]] int64_t origin) {
     const uint16_t flag = flags(c);
     if (flag & kIsSplitSpace) {
-      EncodeWord(s, ids);
-    } else if (flag & kIsPunctuation) {
-      EncodeWord(s, ids);
-      AppendUtf8(s.word, c);
-      s.word_chars = 1;
-      EncodeWord(s, ids);
-    } else {
-      AppendUtf8(s.word, c);
-      ++s.word_chars;
+      EncodeWord<kSpans>(s, ids);
+      return;
     }
+    const bool punctuation = flag & kIsPunctuation;
+    if (punctuation) EncodeWord<kSpans>(s, ids);
+    AppendUtf8(s.word, c);
+    ++s.word_chars;
+    if constexpr (kSpans) s.word_origin.resize(s.word.size(), origin);
+    if (punctuation) EncodeWord<kSpans>(s, ids);
   };
-  for (const char32_t c : chars) {
+  for (size_t k = 0; k < chars.size(); ++k) {
     if (ids.size() >= limit) break;
-    const Mapping* lower = config_.lowercase && (flags(c) & kHasLowercase) ? FindMapping(kLowercase, c) : nullptr;
-    if (lower == nullptr) {
-      add(c);
+    const char32_t c = chars[k];
+    const int64_t origin = kSpans ? s.origin[k] : 0;
+    if (config_.lowercase && (flags(c) & kHasLowercase)) {
+      const LowerCase lower = LowercaseOf(c);
+      for (uint32_t n = 0; n < lower.length; ++n) add(lower.data[n], origin);
     } else {
-      for (uint32_t k = 0; k < lower->length; ++k) add(kLowercasePool[lower->offset + k]);
+      add(c, origin);
     }
   }
 }
 
 // The WordPiece model on s.word: greedy longest-match-first pieces, or one unk if any part has none.
+template <bool kSpans>
 void WordPiece::EncodeWord(Scratch& s, std::vector<int64_t>& ids) const {
   const std::string_view word = s.word;
   if (word.empty()) return;
+  // A piece's span: from its first byte's code point to past its last's (HF's alignments only grow).
+  [[maybe_unused]] auto span = [&s](size_t begin, size_t end, bool subword) {
+    s.spans->push_back({s.word_origin[begin], s.word_origin[end - 1] + 1, subword ? 1 : 0, 0});
+  };
   if (s.word_chars > config_.max_input_chars_per_word) {
     ids.push_back(config_.unk_id);
+    if constexpr (kSpans) span(0, word.size(), false);
   } else {
     const std::string& prefix = config_.continuing_subword_prefix;
     const size_t first = ids.size();
@@ -433,14 +353,20 @@ void WordPiece::EncodeWord(Scratch& s, std::vector<int64_t>& ids) const {
       if (id < 0) {
         ids.resize(first);
         ids.push_back(config_.unk_id);
+        if constexpr (kSpans) {
+          s.spans->resize(first);
+          span(0, word.size(), false);
+        }
         break;
       }
       ids.push_back(id);
+      if constexpr (kSpans) span(start, end, start > 0);
       start = end;
     }
   }
   s.word.clear();
   s.word_chars = 0;
+  if constexpr (kSpans) s.word_origin.clear();
 }
 
 }  // namespace ortserve

@@ -6,6 +6,7 @@
 //   WordPiece tokenizer(config);                 // throws std::invalid_argument
 //   std::vector<int64_t> ids = tokenizer.Encode(utf8);  // any number of threads at once
 //   int second = tokenizer.EncodePair(a, b, ids);       // [CLS] a [SEP] b [SEP]; token type 1 from `second` on
+//   tokenizer.EncodeWithSpans(utf8, ids, spans, chars_read);  // and each token's span in the text
 //
 // The per-code-point Unicode behaviour comes from wordpiece_tables.inc, probed from HF tokenizers by
 // scripts/gen_wordpiece_tables.py, so parity holds on code points where HF's Unicode tables differ
@@ -39,6 +40,17 @@ struct WordPieceConfig {
   size_t max_len = 512;  // ids per text, [CLS] and [SEP] included; >= 2
 };
 
+// Where one token of EncodeWithSpans came from, as HF's Encoding.offsets give it for a Python str: code points of
+// the caller's text (not of the normalized text), [start, end). Four int64s, so a [T, 4] int64 array can hold them
+// (dataplane/entities.h's TokenSpan is what the entities read; this is the tokenizer's own, kept in its room).
+struct WordPieceSpan {
+  int64_t start = 0, end = 0;
+  int64_t is_subword = 0;  // 1: a WordPiece continuation (the vocabulary token starts with the continuing prefix)
+  // 1: the [CLS]/[SEP] around the text, at (0, 0). An added token met in the text is 0, at its place in the text,
+  // as in HF's special_tokens_mask.
+  int64_t special = 0;
+};
+
 // How many tokens of each text of a pair HF's longest-first truncation keeps when `budget` tokens fit in all
 // (max_len less the pair's three special tokens): nothing cut when both fit, else the longer is cut first, down
 // to the shorter's length, then both to half the budget (the second text keeps the odd token, unless the first is
@@ -60,6 +72,12 @@ class WordPiece {
   // Same, into ids (cleared first), so a caller can reuse its buffer.
   void Encode(std::string_view utf8, std::vector<int64_t>& ids) const;
 
+  // Encode's ids, with spans[k] the span of ids[k] (both cleared first) and chars_read the code points of the text
+  // that its tokens cover: the whole text's when nothing was cut, else the end of the last kept token that is not
+  // special (0 if none). Invalid UTF-8 bytes count one code point each.
+  void EncodeWithSpans(std::string_view utf8, std::vector<int64_t>& ids, std::vector<WordPieceSpan>& spans,
+                       int64_t& chars_read) const;
+
   // A pair, as HF's BERT post-processor and longest-first truncation make it: [CLS] a [SEP] b [SEP], at most
   // max_len ids. Returns where b begins (the first id of token type 1). Invalid UTF-8 bytes read as U+FFFD.
   int EncodePair(std::string_view first, std::string_view second, std::vector<int64_t>& ids) const;
@@ -72,12 +90,18 @@ class WordPiece {
 
  private:
   struct Scratch;
-  // The text's tokens (no [CLS]/[SEP]) appended to ids while ids.size() < limit, cut to limit.
-  void AppendTokens(std::string_view text, std::vector<int64_t>& ids, size_t limit) const;
+  // The text's tokens (no [CLS]/[SEP]) appended to ids while ids.size() < limit, cut to limit. With kSpans, each
+  // id's span appended to *spans too (the fast path, kSpans false, tracks no positions at all).
+  template <bool kSpans>
+  void AppendTokens(std::string_view text, std::vector<int64_t>& ids, size_t limit,
+                    std::vector<WordPieceSpan>* spans = nullptr) const;
+  template <bool kSpans>
   void EncodeSegment(std::string_view text, std::vector<int64_t>& ids, size_t limit, Scratch& s) const;
   // Normalizes one piece of a segment and feeds its characters to the pre-tokenizer; a word may continue into the
   // next piece only if no space ends this one (EncodeSegment cuts pieces just after a space).
+  template <bool kSpans>
   void NormalizePiece(std::string_view text, std::vector<int64_t>& ids, size_t limit, Scratch& s) const;
+  template <bool kSpans>
   void EncodeWord(Scratch& s, std::vector<int64_t>& ids) const;
   // Longest added token that starts at text[pos], as an index into config_.added_tokens, or -1.
   int MatchAddedToken(std::string_view text, size_t pos) const;

@@ -21,6 +21,7 @@ using ortserve::WordPieceConfig;
 namespace {
 
 using IdArray = nb::ndarray<nb::numpy, int64_t, nb::ndim<1>>;
+using SpanArray = nb::ndarray<nb::numpy, int64_t, nb::ndim<2>>;
 
 nb::list Encode(const WordPiece& tokenizer, nb::handle texts) {
   std::vector<nb::object> keep;  // holds the strs the views point into
@@ -62,6 +63,35 @@ nb::list EncodePairs(const WordPiece& tokenizer, nb::handle texts, nb::handle pa
     nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
     const size_t shape[1] = {owned->size()};
     result.append(nb::make_tuple(IdArray(owned->data(), 1, shape, owner).cast(), starts[i]));
+  }
+  return result;
+}
+
+// (ids, spans [T, 4]: start, end, is_subword, special, in code points of the str; chars_read) per text.
+nb::list EncodeSpans(const WordPiece& tokenizer, nb::handle texts) {
+  std::vector<nb::object> keep;
+  const std::vector<std::string_view> views = ortserve::TextViews(texts, keep);
+  std::vector<std::vector<int64_t>> ids(views.size());
+  std::vector<std::vector<ortserve::WordPieceSpan>> spans(views.size());
+  std::vector<int64_t> read(views.size());
+  {
+    nb::gil_scoped_release release;
+    for (size_t i = 0; i < views.size(); ++i) tokenizer.EncodeWithSpans(views[i], ids[i], spans[i], read[i]);
+  }
+  static_assert(sizeof(ortserve::WordPieceSpan) == 4 * sizeof(int64_t), "a span is a row of four int64s");
+  nb::list result;
+  for (size_t i = 0; i < views.size(); ++i) {
+    auto* owned_ids = new std::vector<int64_t>(std::move(ids[i]));
+    nb::capsule ids_owner(owned_ids, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
+    const size_t ids_shape[1] = {owned_ids->size()};
+    auto* owned_spans = new std::vector<ortserve::WordPieceSpan>(std::move(spans[i]));
+    nb::capsule spans_owner(owned_spans,
+                            [](void* p) noexcept { delete static_cast<std::vector<ortserve::WordPieceSpan>*>(p); });
+    const size_t spans_shape[2] = {owned_spans->size(), 4};
+    result.append(nb::make_tuple(IdArray(owned_ids->data(), 1, ids_shape, ids_owner).cast(),
+                                 SpanArray(reinterpret_cast<int64_t*>(owned_spans->data()), 2, spans_shape,
+                                           spans_owner).cast(),
+                                 read[i]));
   }
   return result;
 }
@@ -109,6 +139,11 @@ void BindWordPiece(nb::module_& m) {
       .def("encode_pairs", &EncodePairs, "texts"_a, "pairs"_a,
            "(ids, start of the second text) of each pair: [CLS] a [SEP] b [SEP], longest-first truncated to "
            "max_len.")
+      .def("encode_spans", &EncodeSpans, "texts"_a,
+           "(ids, spans, chars_read) per text: encode()'s ids; spans, int64 [T, 4] rows of start, end (HF's offsets,\n"
+           "in code points of the str; (0, 0) for [CLS]/[SEP]), is_subword (a ## continuation), special (HF's\n"
+           "special_tokens_mask); chars_read, the whole text's length, or where the last kept non-special token ends\n"
+           "when truncation cut tokens.")
       .def("token_to_id", &WordPiece::TokenToId, "token"_a)
       .def_prop_ro("vocab_size", &WordPiece::VocabSize)
       .def_prop_ro("unk_id", [](const WordPiece& self) { return self.config().unk_id; })
