@@ -2,10 +2,9 @@
 
 A kind is the manifest's "format" and everything that follows from it: the graph output the server reads and its
 rank, whether that output's columns are the manifest's labels (else its `dim`), what a call's reply holds by default
-and what else it may ask for (ModelMetadata lists them), which manifest keys only it may carry, and whether the native
-(C++) front end serves it or hands its calls to the Python one. Code asks the spec (`manifest.spec.per_token`,
-`spec.labelled`), never a kind's name; the C++ data plane gets a version's facts through the route table
-(`service/served_output.ServedOutput`), so it names no kind either.
+and what else it may ask for (ModelMetadata lists them), and which manifest keys only it may carry. Code asks the
+spec (`manifest.spec.per_token`, `spec.labelled`), never a kind's name; the C++ data plane gets a version's facts
+through the route table (`service/served_output.ServedOutput`), so it names no kind either.
 
 The variants of a classifier (independent labels, pairs of texts, a reranker's activated score) are manifest keys of
 the classifier kind (`manifest.py`), not kinds: the graph, the batcher's row and the judges are the classifier's.
@@ -54,8 +53,6 @@ class Kind:
     none gets)."""
     keys: tuple[str, ...]
     """The manifest keys only this kind may carry (beside format, max_seq_len, notes and the provenance keys)."""
-    native: bool
-    """The native front end serves its calls; else it hands them to the Python front end."""
 
     @property
     def per_token(self) -> bool:
@@ -71,11 +68,11 @@ class Kind:
 CLASSIFIER = Kind(
     name="classifier", format="onnx-text-classifier", noun="a classifier", graph_output="logits", output_rank=2,
     labelled=True, replies=(ReplyOutput("LOGITS", "FP32", (-1, COLUMNS)),),
-    keys=("labels", "multi_label", "pairs", "score_activation"), native=True)
+    keys=("labels", "multi_label", "pairs", "score_activation"))
 EMBEDDING = Kind(
     name="embedding", format="onnx-text-embedding", noun="an embedding model", graph_output="embedding",
     output_rank=2, labelled=False, replies=(ReplyOutput("EMBEDDING", "FP32", (-1, COLUMNS)),),
-    keys=("dim", "matryoshka_dims"), native=True)
+    keys=("dim", "matryoshka_dims"))
 TOKEN_CLASSIFIER = Kind(
     name="token-classifier", format="onnx-token-classifier", noun="a token classifier", graph_output="logits",
     output_rank=3, labelled=True,
@@ -83,7 +80,7 @@ TOKEN_CLASSIFIER = Kind(
     replies=(ReplyOutput("ENTITIES", "BYTES", (-1,)), ReplyOutput("CHARS_READ", "INT64", (-1,)),
              ReplyOutput("TOKEN_LOGITS", "FP32", (-1, -1, COLUMNS)),
              ReplyOutput("TOKEN_OFFSETS", "INT64", (-1, -1, 2))),
-    keys=("labels",), native=False)
+    keys=("labels",))
 
 KINDS: tuple[Kind, ...] = (CLASSIFIER, EMBEDDING, TOKEN_CLASSIFIER)
 """Every kind; a new kind adds its spec here (docs/architecture.md lists what else it touches)."""

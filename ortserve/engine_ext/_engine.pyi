@@ -241,7 +241,7 @@ class WordPiece:
     def encode_spans(self, texts: object) -> list:
         """
         (ids, spans, chars_read) per text: encode()'s ids; spans, int64 [T, 4] rows of start, end (HF's offsets,
-        in code points of the str; (0, 0) for [CLS]/[SEP]), is_subword (a ## continuation), special (HF's
+        in code points of the str; (0, 0) for [CLS]/[SEP]), is_subword (transformers' rule: continues a word), special (HF's
         special_tokens_mask); chars_read, the whole text's length, or where the last kept non-special token ends
         when truncation cut tokens.
         """
@@ -683,9 +683,9 @@ class VersionOutput:
     What a loaded version takes and answers, as the wire rules read it (route.h): built once per version from its kind's spec and manifest (service/served_output.py), read by both front ends.
     """
 
-    def __init__(self, kind: str, output: str, *, labels: Sequence[str] = [], multi_label: bool = False, pairs: bool = False, score: str = '', prompts: Mapping[str, str] = {}, widths: Sequence[int] = [], also: Sequence[str] = [], per_token: bool = False, native: bool = True) -> None:
+    def __init__(self, kind: str, output: str, *, labels: Sequence[str] = [], multi_label: bool = False, pairs: bool = False, score: str = '', prompts: Mapping[str, str] = {}, widths: Sequence[int] = [], also: Sequence[str] = [], per_token: bool = False) -> None:
         """
-        kind (for messages), output (the default reply output's name), labels, multi_label, pairs (takes TEXT_PAIR), score (a reranker's activation), prompts {name: text}, widths (an embedding's, its own first), also (the outputs a call may ask for besides output), per_token (a row per token), native (the native front end serves it).
+        kind (for messages), output (the default reply output's name), labels, multi_label, pairs (takes TEXT_PAIR), score (a reranker's activation), prompts {name: text}, widths (an embedding's, its own first), also (the outputs a call may ask for besides output), per_token (a row per token).
         """
 
     @property
@@ -702,9 +702,6 @@ class VersionOutput:
 
     @property
     def per_token(self) -> bool: ...
-
-    @property
-    def native(self) -> bool: ...
 
 TEXT_INPUT: str = 'TEXT'
 

@@ -7,7 +7,8 @@ the C++ tokenizer reproduces.
 
 The ids equal ``Tokenizer.from_file(path)`` with ``no_padding()`` and
 ``enable_truncation(max_length=max_seq_len)``, then ``encode(text).ids``; ``encode_spans``' spans equal its
-``offsets`` (code points of the str), its ``special_tokens_mask``, and tokens starting with the continuing prefix.
+``offsets`` (code points of the str), its ``special_tokens_mask``, and transformers' rule for a token that
+continues a word.
 Supported shape:
 
 * ``added_tokens``: special, with ``normalized``, ``lstrip``, ``rstrip`` and ``single_word`` false

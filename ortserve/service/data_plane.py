@@ -198,7 +198,8 @@ class VersionBatcher:
         self.native = native
         """The engine_ext.ServedVersion: the native front end routes to it, leases included."""
         self._instance = instance
-        self._tokenizes = instance.tokenizer.native is not None
+        # A token classifier's texts come with their spans (tokenize_tokens), which submit_async does not return.
+        self._tokenizes = instance.tokenizer.native is not None and not instance.manifest.per_token
 
     @property
     def queue_depth(self) -> int:

@@ -44,7 +44,7 @@ class ServedOutput:
         wire = engine_ext.VersionOutput(
             self.kind.name, self.name, labels=list(self.labels), multi_label=self.multi_label, pairs=self.pairs,
             score=self.score, prompts=dict(self.prompts), widths=list(self.widths), also=also,
-            per_token=self.kind.per_token, native=self.kind.native)
+            per_token=self.kind.per_token)
         object.__setattr__(self, "wire", wire)
 
     @classmethod

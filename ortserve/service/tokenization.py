@@ -5,8 +5,9 @@ Both give the same ids (tests/engine/test_wordpiece.py holds the C++ one to HF's
 C++ one takes a few microseconds of CPU per sentence where HF takes ~90 here, and is cheap enough to run on
 the event loop instead of a thread hop away (see `BundleTokenizer.inline`).
 
-A token classifier's texts go through HF `tokenizers` always (`tokens=True`): its entities need each token's
-character span in the caller's text, which `tokenizers` tracks through normalisation (`TokenEncoding`).
+A token classifier's entities need each token's character span in the caller's text (`TokenEncoding`): the C++
+WordPiece gives HF's offsets (tests/engine/test_wordpiece.py holds them equal) and `tokenizers` tracks them through
+normalisation; both mark subwords by transformers' rule.
 """
 
 from __future__ import annotations
@@ -74,12 +75,9 @@ def open_tokenizer(tokenizer_json: Path, max_seq_len: int, choice: TokenizerChoi
                    pairs: bool = False, tokens: bool = False) -> BundleTokenizer:
     """`pairs`: the bundle reads pairs of texts; the C++ tokenizer runs it only where it also makes pairs exactly
     as the checkpoint's tokenizer does ([CLS] a [SEP] b [SEP], token types 0 then 1). `tokens`: a token
-    classifier, read by HF `tokenizers` whatever `choice` (a server-wide `native` included): its entities need the
-    character offsets only HF tracks; `fallback` says so."""
+    classifier, whose texts come with each token's span (`encode_tokens`)."""
     if choice not in TOKENIZER_CHOICES:
         raise TokenizerError(f"tokenizer must be one of {', '.join(TOKENIZER_CHOICES)}, got {choice!r}")
-    if tokens:
-        return _hf(tokenizer_json, max_seq_len, "a token classifier's offsets come from HF tokenizers", tokens=True)
     fallback = ""
     if choice != "hf":
         try:
@@ -90,8 +88,16 @@ def open_tokenizer(tokenizer_json: Path, max_seq_len: int, choice: TokenizerChoi
             fallback = str(e)
         else:
             return BundleTokenizer(kind="native", encode=native.encode, pad_id=read_pad_id(tokenizer_json),
-                                   native=native, encode_pairs=_native_pairs(native) if pairs else None)
-    return _hf(tokenizer_json, max_seq_len, fallback, pairs)
+                                   native=native, encode_pairs=_native_pairs(native) if pairs else None,
+                                   encode_tokens=_native_tokens(native) if tokens else None)
+    return _hf(tokenizer_json, max_seq_len, fallback, pairs, tokens)
+
+
+def _native_tokens(native: WordPiece) -> Callable[[Sequence[str]], list[TokenEncoding]]:
+    def encode_tokens(texts: Sequence[str]) -> list[TokenEncoding]:
+        return [TokenEncoding(ids=ids, spans=spans, chars_read=read) for ids, spans, read in native.encode_spans(texts)]
+
+    return encode_tokens
 
 
 def _native_pairs(native: WordPiece) -> Callable[[Sequence[str], Sequence[str]], tuple[list[np.ndarray], list[int]]]:

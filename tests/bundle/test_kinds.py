@@ -45,14 +45,13 @@ def test_a_manifest_carries_only_its_kinds_keys(kind: Kind) -> None:
 
 def test_the_served_facts_follow_the_spec() -> None:
     """What the C++ wire rules get per version (ServedOutput.wire) comes from the spec: its output names, whether
-    it is read per token, whether the native front end serves it; a reranker answers SCORE with LOGITS beside."""
+    it is read per token; a reranker answers SCORE with LOGITS beside."""
     tokens = ServedOutput.of(parse_manifest(manifest_of(TOKEN_CLASSIFIER)))
     assert tokens.wire.output == "ENTITIES"
     assert tokens.wire.also == ["CHARS_READ", "TOKEN_LOGITS", "TOKEN_OFFSETS"]
-    assert tokens.wire.per_token and not tokens.wire.native
+    assert tokens.wire.per_token
     embedding = ServedOutput.of(parse_manifest(manifest_of(EMBEDDING)))
-    assert (embedding.wire.output, embedding.wire.also, embedding.wire.per_token, embedding.wire.native) == (
-        "EMBEDDING", [], False, True)
+    assert (embedding.wire.output, embedding.wire.also, embedding.wire.per_token) == ("EMBEDDING", [], False)
     reranker = ServedOutput.of(parse_manifest({**manifest_of(CLASSIFIER), "labels": ["relevant"], "pairs": True,
                                                "score_activation": "sigmoid"}))
     assert (reranker.wire.output, reranker.wire.also) == ("SCORE", ["LOGITS"])

@@ -69,3 +69,26 @@ def test_parser_check_can_fail() -> None:
     assert parses(["rout", "sentiment", "v1=80"]) is not None
     assert parses(["publish", "--model", "m", "--version", "v2", "--bundle", "b", "--weight", "150"]) is not None
     assert parses(["publish", "--model", "m", "--version", "v2"]) is not None  # no --bundle
+
+
+def python_blocks(text: str) -> list[str]:
+    """The fenced ```python blocks of a Markdown text (a fence that lost its line breaks is no block)."""
+    return re.findall(r"^```python\n(.*?)^```$", text, flags=re.S | re.M)
+
+
+def test_the_readmes_python_examples_parse_and_it_stays_short() -> None:
+    """Each Python example a user copies from the README is a block that parses (a reflow once ran one into prose),
+    and the README is at most 300 lines (what a user reads; the rest lives in docs/)."""
+    import ast
+
+    text = (REPO_ROOT / "README.md").read_text()
+    blocks = python_blocks(text)
+    assert len(blocks) == text.count("```python") >= 5
+    for block in blocks:
+        ast.parse(block)
+    assert len(text.splitlines()) <= 300
+
+
+def test_python_blocks_can_fail() -> None:
+    prose = "With the tagger: ```python text = triton.InferInput(...) print(reply) ```\n"
+    assert python_blocks(prose) == [] and prose.count("```python") == 1

@@ -57,16 +57,24 @@ class Pair:
         ((ids, spans, chars_read),) = self.native.encode_spans([text])
         assert ids.dtype == spans.dtype == np.int64 and spans.shape == (len(ids), 4)
         assert ids.tolist() == encoding.ids, f"text {text!r}"
-        assert [tuple(row) for row in spans.tolist()] == hf_spans(self.hf, encoding), f"text {text!r}"
+        assert [tuple(row) for row in spans.tolist()] == hf_spans(self.hf, encoding, text), f"text {text!r}"
         assert chars_read == hf_chars_read(text, encoding), f"text {text!r}"
 
 
-def hf_spans(hf: Tokenizer, encoding: tokenizers.Encoding) -> list[tuple[int, int, int, int]]:
-    """(start, end, is_subword, special) per token, from HF: its offsets (code points of the str), whether its token
-    starts with the continuing prefix, its special_tokens_mask."""
+def hf_spans(hf: Tokenizer, encoding: tokenizers.Encoding, text: str) -> list[tuple[int, int, int, int]]:
+    """(start, end, is_subword, special) per token, from HF: its offsets (code points of the str), transformers'
+    subword rule (TokenClassificationPipeline.gather_pre_entities: with a continuing prefix, the token's string is not
+    as long as its span; without one, no space borders its start; never the unknown token), its special_tokens_mask."""
     prefix = hf.model.continuing_subword_prefix
-    return [(start, end, int(bool(prefix) and token.startswith(prefix)), special) for token, (start, end), special
-            in zip(encoding.tokens, encoding.offsets, encoding.special_tokens_mask, strict=True)]
+    unk = hf.token_to_id(hf.model.unk_token)
+
+    def subword(token: str, token_id: int, start: int, end: int) -> int:
+        if token_id == unk:
+            return 0
+        return int(len(token) != end - start if prefix else start > 0 and " " not in text[start - 1:start + 1])
+
+    return [(start, end, subword(token, token_id, start, end), special) for token, token_id, (start, end), special
+            in zip(encoding.tokens, encoding.ids, encoding.offsets, encoding.special_tokens_mask, strict=True)]
 
 
 def hf_chars_read(text: str, encoding: tokenizers.Encoding) -> int:
@@ -275,8 +283,8 @@ def test_every_code_point(minilm: Pair) -> None:
     mismatches = [(texts[i], got[i].tolist(), expected[i]) for i in range(len(texts)) if got[i].tolist() != expected[i]]
     assert not mismatches, f"{len(mismatches)} mismatches, first: {mismatches[0]!r}"
     spans = pair.native.encode_spans(texts)
-    mismatches = [(texts[i], spans[i][1].tolist(), hf_spans(pair.hf, encodings[i])) for i in range(len(texts))
-                  if [tuple(row) for row in spans[i][1].tolist()] != hf_spans(pair.hf, encodings[i])
+    mismatches = [(texts[i], spans[i][1].tolist(), hf_spans(pair.hf, encodings[i], texts[i])) for i in range(len(texts))
+                  if [tuple(row) for row in spans[i][1].tolist()] != hf_spans(pair.hf, encodings[i], texts[i])
                   or spans[i][2] != len(texts[i])]
     assert not mismatches, f"{len(mismatches)} span mismatches, first: {mismatches[0]!r}"
 
@@ -303,16 +311,17 @@ def test_known_spans(tiny: Pair) -> None:
     assert got_ids.tolist() == [ids(t) for t in ["[CLS]", "good", "movie", "##s", ",", "c", "##a", "##f", "##e",
                                                  "[UNK]", "[SEP]", "!", "[SEP]"]]
     # CAFÉ -> c ##a ##f ##e, É's span one code point though NFD made it two; the zero-width space dropped; the
-    # [SEP] typed in the text at its place and not special (HF's special_tokens_mask); the real ones at (0, 0).
-    assert spans.tolist() == [[0, 0, 0, 1], [0, 4, 0, 0], [5, 10, 0, 0], [10, 11, 1, 0], [11, 12, 0, 0],
+    # [SEP] typed in the text at its place and not special (HF's special_tokens_mask); the real ones at (0, 0),
+    # subwords to transformers' rule (five characters over an empty span).
+    assert spans.tolist() == [[0, 0, 1, 1], [0, 4, 0, 0], [5, 10, 0, 0], [10, 11, 1, 0], [11, 12, 0, 0],
                               [13, 14, 0, 0], [14, 15, 1, 0], [15, 16, 1, 0], [16, 17, 1, 0], [18, 19, 0, 0],
-                              [20, 25, 0, 0], [25, 26, 0, 0], [0, 0, 0, 1]]
+                              [20, 25, 0, 0], [25, 26, 0, 0], [0, 0, 1, 1]]
     assert chars_read == 26
     # Truncated: chars_read is where the last kept token ends; with no room for any, 0.
     ((_, spans, chars_read),) = load_wordpiece_spans(tiny, 4).encode_spans(["Good movies!"])
-    assert spans.tolist() == [[0, 0, 0, 1], [0, 4, 0, 0], [5, 10, 0, 0], [0, 0, 0, 1]] and chars_read == 10
+    assert spans.tolist() == [[0, 0, 1, 1], [0, 4, 0, 0], [5, 10, 0, 0], [0, 0, 1, 1]] and chars_read == 10
     ((ids2, spans, chars_read),) = load_wordpiece_spans(tiny, 2).encode_spans(["Good"])
-    assert len(ids2) == 2 and spans.tolist() == [[0, 0, 0, 1]] * 2 and chars_read == 0
+    assert len(ids2) == 2 and spans.tolist() == [[0, 0, 1, 1]] * 2 and chars_read == 0
     ((_, spans, chars_read),) = load_wordpiece_spans(tiny, 2).encode_spans([" \u200b "])  # nothing to cut
     assert chars_read == 3
     assert tiny.native.encode_spans([]) == []
@@ -337,24 +346,20 @@ def test_spans_truncation_parity(tiny_json: Path, max_len: int) -> None:
 
 
 def test_spans_match_the_python_token_encoder(minilm_json: Path) -> None:
-    """The columns the server's HF path (service.tokenization, tokens=True) gives today: start, end, special and
-    chars_read are equal; is_subword is the WordPiece continuation here, transformers' guess from the span's length
-    there (e.g. "e\u0301" with accents stripped is one token "e" over two characters: a subword to that rule), so it
-    is compared only where the text is plain ASCII."""
+    """Every column equals what the server's HF path (service.tokenization, tokens=True) gives: one rule for the
+    entities whichever tokenizer read the text (e.g. "e\u0301" with accents stripped is one token "e" over two
+    characters: a subword to transformers' rule)."""
     from ortserve.service import tokenization
 
     python = tokenization._token_encoder(_pair(minilm_json, 16).hf, 0)
     native = load_wordpiece(minilm_json, 16)
-    texts = ["Hello, World!", "café naïve Ångström", "中文和English", "the movie was unbelievably good " * 5,
-             "a [SEP] b", "", "x\x00y\u200bz 😀"]
+    texts = ["Hello, World!", "café naïve Ångström", "cafe\u0301", "中文和English",
+             "the movie was unbelievably good " * 5, "a [SEP] b", "", "x\x00y\u200bz 😀", "İstanbul ǅ"]
     for text, expected, (ids, spans, chars_read) in zip(texts, python(texts), native.encode_spans(texts),
                                                         strict=True):
         assert ids.tolist() == expected.ids.tolist(), text
-        assert spans[:, [0, 1, 3]].tolist() == expected.spans[:, [0, 1, 3]].tolist(), text
+        assert spans.tolist() == expected.spans.tolist(), text
         assert chars_read == expected.chars_read, text
-        if text.isascii():  # and not on [CLS]/[SEP], which that rule calls subwords (5 characters, span 0)
-            words = spans[:, 3] == 0
-            assert spans[words, 2].tolist() == expected.spans[words, 2].tolist(), text
 
 
 def test_known_ids(tiny: Pair) -> None:

@@ -453,7 +453,6 @@ void Exercise(const inference::ModelInferRequest& request, const uint8_t* data, 
     ortserve::VersionOutput v{"token-classifier", "ENTITIES", {"O", "B-PER", "I-PER"}};
     v.also = {"CHARS_READ", "TOKEN_LOGITS", "TOKEN_OFFSETS"};
     v.per_token = true;
-    v.native = false;
     return v;
   }();
   for (const long long max_texts_per_request : {1LL, 16LL, 1LL << 40}) {

@@ -13,8 +13,9 @@
 //   tokens cut to what LongestFirst keeps of a max_len - 3 budget (stopping early, and re-reading both texts when
 //   both pass the budget, changes no id), and it returns where b begins;
 // - EncodeWithSpans gives Encode's ids, one span per id: [CLS]/[SEP] special at (0, 0), the others within the text's
-//   code points, starts never decreasing, a subword never first; chars_read the text's code points unless tokens
-//   were cut (then the last kept token's end), and the spans equal the unlimited tokenizer's, cut.
+//   code points, starts never decreasing, each is_subword by transformers' rule (ExpectedSubword); chars_read the
+//   text's code points unless tokens were cut (then the last kept token's end), and the spans equal the unlimited
+//   tokenizer's, cut.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "wordpiece.h"
+#include "wordpiece_unicode.h"
 
 namespace {
 
@@ -105,6 +107,27 @@ bool Known(const ortserve::WordPiece& tokenizer, int64_t id) {
   return false;
 }
 
+// transformers' subword rule, restated: with a continuing prefix, the token's string (added tokens first, as HF's
+// id_to_token) is not as long as its span; without one, no space borders its start; never the unknown token.
+int64_t ExpectedSubword(const ortserve::WordPiece& tokenizer, std::string_view text, int64_t id,
+                        const ortserve::WordPieceSpan& span) {
+  const ortserve::WordPieceConfig& config = tokenizer.config();
+  if (id == config.unk_id) return 0;
+  if (config.continuing_subword_prefix.empty()) {
+    if (span.start == 0) return 0;
+    std::vector<char32_t> chars;
+    for (size_t i = 0; i < text.size();) chars.push_back(ortserve::wordpiece_internal::NextCodePoint(text, i));
+    const auto at = static_cast<size_t>(span.start);
+    return chars[at - 1] != U' ' && (at >= chars.size() || chars[at] != U' ') ? 1 : 0;
+  }
+  const std::string* token = nullptr;
+  for (const auto& [content, added] : config.added_tokens) {
+    if (added == id && token == nullptr) token = &content;
+  }
+  if (token == nullptr) token = &config.vocab.at(static_cast<size_t>(id));
+  return static_cast<int64_t>(ortserve::wordpiece_internal::CountCodePoints(*token)) != span.end - span.start ? 1 : 0;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -144,15 +167,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const ortserve::WordPieceSpan& span = spans[k];
     const bool outer = k == 0 || k + 1 == spans.size();
     Check(span.special == (outer ? 1 : 0), "special is not [CLS]/[SEP]'s alone");
+    Check(span.is_subword == ExpectedSubword(tokenizer, text, ids[k], span), "is_subword not transformers' rule");
     if (outer) {
-      Check(span.start == 0 && span.end == 0 && span.is_subword == 0, "[CLS]/[SEP] not at (0, 0)");
+      Check(span.start == 0 && span.end == 0, "[CLS]/[SEP] not at (0, 0)");
       continue;
     }
     const ortserve::WordPieceSpan& whole = full_spans[k];
     Check(span.start == whole.start && span.end == whole.end && span.is_subword == whole.is_subword,
           "truncation changed a span");
     Check(span.start >= last_start && span.start < span.end && span.end <= text_chars, "a span out of order");
-    Check(k > 1 || span.is_subword == 0, "a subword first");
     last_start = span.start;
     last_end = std::max(last_end, span.end);
   }

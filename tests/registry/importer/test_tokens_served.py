@@ -12,6 +12,7 @@ end on an embedded registry:
 - calls of mixed lengths batched together answer each text as it is answered alone;
 - property: each token's span and subword flag equal the pipeline's `gather_pre_entities` on generated text;
 - REST answers what gRPC does; ModelMetadata lists the outputs and labels; `ortserve status` shows the kind;
+- the native front end serves the WordPiece one itself (the C++ tokenizer's spans), passes the BPE one to Python;
 - a bad aggregation, aggregation for a classifier, classification on ENTITIES, an unknown output or a TEXT_PAIR is
   INVALID_ARGUMENT with the message, over real gRPC, both front ends.
 """
@@ -101,7 +102,8 @@ def pipelines(bundles: dict[str, tuple[Path, ImportResult]]) -> dict[str, Any]:
 
 
 def infer(stub: Any, model: str, texts: Sequence[str], *, aggregation: str | None = None,
-          outputs: Sequence[str] = ("ENTITIES", "TOKEN_LOGITS", "CHARS_READ"), raw: bool = False) -> dict[str, Any]:
+          outputs: Sequence[str] = ("ENTITIES", "TOKEN_LOGITS", "CHARS_READ"), raw: bool = False,
+          request_id: str | None = None) -> dict[str, Any]:
     """name -> the decoded output: ENTITIES a list of entity lists, TOKEN_LOGITS [N, T, labels], CHARS_READ [N]."""
     request = pb.ModelInferRequest(model_name=model)
     request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(texts)]).contents.bytes_contents.extend(
@@ -110,7 +112,8 @@ def infer(stub: Any, model: str, texts: Sequence[str], *, aggregation: str | Non
         request.parameters["aggregation"].string_param = aggregation
     for name in outputs:
         request.outputs.add(name=name).parameters["binary_data"].bool_param = raw
-    reply = stub.ModelInfer(request, timeout=60)
+    reply = stub.ModelInfer(request, timeout=60,
+                            metadata=(("x-request-id", request_id),) if request_id is not None else None)
     return decode_reply(reply)
 
 
@@ -283,7 +286,7 @@ def test_a_stock_tritonclient_reads_entities(served: ServerProcess, stub: Any, t
 def test_metadata_and_status_say_what_it_answers(stub: Any, served: ServerProcess) -> None:
     loaded = served.wait_event("version_loaded", model="ner-bert")
     assert loaded["verify"] == "passed"  # its per-token reference answers, through its own batcher
-    assert loaded["tokenizer"] == "hf" and loaded["kind"] == "token classifier"
+    assert loaded["tokenizer"] == "native" and loaded["kind"] == "token classifier"
     metadata = stub.ModelMetadata(pb.ModelMetadataRequest(name="ner-bert"))
     assert [(t.name, t.datatype, list(t.shape)) for t in metadata.inputs] == [("TEXT", "BYTES", [-1])]
     assert [(t.name, t.datatype, list(t.shape)) for t in metadata.outputs] == [
@@ -297,6 +300,19 @@ def test_metadata_and_status_say_what_it_answers(stub: Any, served: ServerProces
     rows = status.stdout.splitlines()
     at = next(i for i, row in enumerate(rows) if row.startswith("model ner-bert"))
     assert "token-classifier device=cpu" in rows[at + 1]
+
+
+
+def test_the_front_end_reached_serves_a_wordpiece_one(served: ServerProcess, stub: Any, frontend: str) -> None:
+    """ner-bert's spans come from the C++ WordPiece, so the native front end serves its calls itself (its log line
+    names it); ner-roberta's come from HF tokenizers, so its calls are passed on to Python there."""
+    for model in ("ner-bert", "ner-roberta"):
+        infer(stub, model, ["Ada Lovelace wrote in London."], request_id=f"front-{frontend}-{model}")
+    bert = served.wait_event("request", request_id=f"front-{frontend}-ner-bert")
+    roberta = served.wait_event("request", request_id=f"front-{frontend}-ner-roberta")
+    assert bert["status"] == roberta["status"] == "OK"
+    assert bert.get("frontend") == ("native" if frontend == "native" else None)
+    assert "frontend" not in roberta
 
 
 BAD_CALLS = {

@@ -44,6 +44,21 @@ std::vector<int> Lengths(const std::vector<std::vector<int64_t>>& ids) {
   return lengths;
 }
 
+// Each text's ids and its tokens as the entities read them.
+void EncodeTokens(const WordPiece& tokenizer, const std::vector<std::string_view>& texts,
+                  std::vector<std::vector<int64_t>>& ids, TokenRows& tokens) {
+  tokens.spans.assign(texts.size(), {});
+  tokens.chars_read.assign(texts.size(), 0);
+  std::vector<WordPieceSpan> spans;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    tokenizer.EncodeWithSpans(texts[i], ids[i], spans, tokens.chars_read[i]);
+    tokens.spans[i].reserve(spans.size());
+    for (const WordPieceSpan& span : spans) {
+      tokens.spans[i].push_back({span.start, span.end, span.is_subword != 0, span.special != 0});
+    }
+  }
+}
+
 }  // namespace
 
 Batcher::Batcher(std::string model, std::string version, TextModel text_model, BatcherSettings settings,
@@ -79,11 +94,15 @@ Batcher::~Batcher() { Close(); }
 
 CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::optional<Clock::time_point> deadline,
                            InferDone done, bool may_run_here, const std::vector<std::string_view>& pairs,
-                           std::optional<bool> bulk) {
+                           std::optional<bool> bulk, TokenRows* tokens) {
   State& s = *state_;
   if (!pairs.empty() && pairs.size() != texts.size()) {
     done(Failed(Code::kInternal, "Submit: " + std::to_string(texts.size()) + " texts and " +
                                      std::to_string(pairs.size()) + " second texts"));
+    return nullptr;
+  }
+  if (!pairs.empty() && tokens != nullptr) {
+    done(Failed(Code::kInternal, "Submit: token spans are for single texts, not pairs"));
     return nullptr;
   }
   if (s.model.tokenizer == nullptr && !texts.empty()) {
@@ -107,7 +126,9 @@ CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::opti
   const Clock::time_point started = Clock::now();
   std::vector<std::vector<int64_t>> ids(texts.size());
   std::vector<int> seconds;
-  if (pairs.empty()) {
+  if (tokens != nullptr) {
+    EncodeTokens(*s.model.tokenizer, texts, ids, *tokens);
+  } else if (pairs.empty()) {
     for (size_t i = 0; i < texts.size(); ++i) s.model.tokenizer->Encode(texts[i], ids[i]);
   } else {
     seconds.resize(texts.size());

@@ -29,6 +29,7 @@
 #include "batch_policy.h"
 #include "call.h"
 #include "engine_run.h"
+#include "entities.h"
 #include "events.h"
 #include "lanes.h"
 
@@ -58,10 +59,12 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
   // they are paused or stopping. For callers whose thread may block for one run (the gRPC front end).
   // `pairs`: empty, or one second text per text (a cross-encoder's pairs: tokenized as one row each,
   // WordPiece::EncodePair, and counted as one row by admission and batching). `bulk`: the caller's priority
-  // (DecodedCall::bulk); nullopt: bulk when the call has bulk_min_texts texts or more.
+  // (DecodedCall::bulk); nullopt: bulk when the call has bulk_min_texts texts or more. `tokens`: a token
+  // classifier's call, filled with each text's token spans (WordPiece::EncodeWithSpans) before Submit queues it,
+  // so before `done` runs; no pairs with it.
   CallHandle Submit(const std::vector<std::string_view>& texts, std::optional<Clock::time_point> deadline,
                     InferDone done, bool may_run_here = false, const std::vector<std::string_view>& pairs = {},
-                    std::optional<bool> bulk = std::nullopt);
+                    std::optional<bool> bulk = std::nullopt, TokenRows* tokens = nullptr);
   // Submit for texts tokenized by the caller (`tokenize_s`: what that took, reported in the result). `seconds`:
   // empty, or per row where a pair's second text begins (engine_run.h Row).
   CallHandle SubmitIds(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,

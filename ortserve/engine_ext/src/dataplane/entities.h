@@ -48,6 +48,14 @@ struct TokenSpan {
   bool special = false;        // [CLS], [SEP], padding: never an entity
 };
 
+// A token classifier's call as its tokenizer read it: per text, each token the model read (special ones included,
+// in order: row r's values begin with them) and how many characters (code points) of the text it read: its length
+// when it read it whole, else where truncation stopped.
+struct TokenRows {
+  std::vector<std::vector<TokenSpan>> spans;
+  std::vector<int64_t> chars_read;
+};
+
 struct Entity {
   std::string label;
   float score = 0;

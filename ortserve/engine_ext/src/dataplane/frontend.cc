@@ -187,7 +187,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     // threads keep serving meanwhile, and Finish before this handler returns is allowed.
     auto handle = s_.version->batcher().Submit(
         texts, SteadyDeadline(*s_.ctx), [this](InferResult&& result) { Done(std::move(result)); },
-        /*may_run_here=*/true, s_.decoded.pairs, s_.decoded.bulk);
+        /*may_run_here=*/true, s_.decoded.pairs, s_.decoded.bulk, s_.served->per_token ? &tokens_ : nullptr);
     std::lock_guard<std::mutex> lock(mutex_);
     handle_ = std::move(handle);
   }
@@ -229,7 +229,8 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       reply->set_model_name(request.model_name());
       reply->set_model_version(s_.version_name);
       reply->set_id(request.id());
-      WriteOutputs(*reply, EncodeOutputs(s_.decoded, *s_.served, result.logits.data(), result.rows, result.columns));
+      WriteOutputs(*reply, EncodeOutputs(s_.decoded, *s_.served, result.logits.data(), result.rows, result.columns,
+                                         s_.served->per_token ? &tokens_ : nullptr));
       bool own = false;
       status = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(*reply, s_.response, &own);
       ctx.AddTrailingMetadata("x-model-version", s_.version_name);
@@ -280,6 +281,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
 
   Setup s_;
   std::vector<std::string> prompted_;  // the texts after the call's prompt; empty when it names none
+  TokenRows tokens_;  // a token classifier's: Submit fills it before it queues the call, Done reads it
   int texts_ = 0;
   std::mutex mutex_;
   CallHandle handle_;
@@ -325,7 +327,6 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
   // Outputs this version does not answer, or classification without its labels: Python names the error, or serves
   // what the native table cannot (on the same version for a pin or a routing key).
   const VersionOutput& served = route.OutputOf(version_name);
-  if (!served.native) return PassOn(Passthrough::kVersionNotNative, ctx, request, response);
   const bool labels_missing = served.labels.empty() && std::any_of(call.outputs.begin(), call.outputs.end(),
                                                                    [](const RequestedOutput& o) { return o.classes > 0; });
   if (labels_missing || CheckOutputs(call, served, req.model_name())) {

@@ -149,14 +149,6 @@ struct ReplyTensor {
   std::vector<std::string> bytes;
 };
 
-// A token classifier's call as its tokenizer read it: per text, each token the model read (special ones included,
-// in order: row r's values begin with them) and how many characters (code points) of the text it read: its length
-// when it read it whole, else where truncation stopped.
-struct TokenRows {
-  std::vector<std::vector<TokenSpan>> spans;
-  std::vector<int64_t> chars_read;
-};
-
 // The reply's outputs for a call that passed CheckOutputs: the version's output FP32 [rows, columns] when none
 // was requested, else each requested one, a classification one as BYTES [rows, min(k, labels)] of
 // "score:index:label" (classification.h; probabilities a sigmoid per label for a multi_label version), SCORE as

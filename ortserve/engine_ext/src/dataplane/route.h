@@ -56,9 +56,6 @@ struct VersionOutput {
   std::vector<std::string> also;  // the outputs a call may ask for besides `name`
   // Its values hold a row per token (a token classifier): replies are built from its token rows (EncodeOutputs).
   bool per_token = false;
-  // The native front end serves its calls; false hands them to the Python one (a token classifier's entities need
-  // character offsets only the HF tokenizer gives).
-  bool native = true;
 };
 
 struct ModelRoute {

@@ -136,25 +136,22 @@ void BindWire(nb::module_& m) {
           "__init__",
           [](ortserve::VersionOutput* self, std::string kind, std::string output, std::vector<std::string> labels,
              bool multi_label, bool pairs, std::string score, std::map<std::string, std::string> prompts,
-             std::vector<int64_t> widths, std::vector<std::string> also, bool per_token, bool native) {
+             std::vector<int64_t> widths, std::vector<std::string> also, bool per_token) {
             new (self) ortserve::VersionOutput{std::move(kind), std::move(output), std::move(labels), multi_label,
                                                pairs, std::move(score), std::move(prompts), std::move(widths),
-                                               std::move(also), per_token, native};
+                                               std::move(also), per_token};
           },
           "kind"_a, "output"_a, nb::kw_only(), "labels"_a = std::vector<std::string>(), "multi_label"_a = false,
           "pairs"_a = false, "score"_a = "", "prompts"_a = std::map<std::string, std::string>(),
           "widths"_a = std::vector<int64_t>(), "also"_a = std::vector<std::string>(), "per_token"_a = false,
-          "native"_a = true,
           "kind (for messages), output (the default reply output's name), labels, multi_label, pairs (takes "
           "TEXT_PAIR), score (a reranker's activation), prompts {name: text}, widths (an embedding's, its own "
-          "first), also (the outputs a call may ask for besides output), per_token (a row per token), native (the "
-          "native front end serves it).")
+          "first), also (the outputs a call may ask for besides output), per_token (a row per token).")
       .def_ro("kind", &ortserve::VersionOutput::kind)
       .def_ro("output", &ortserve::VersionOutput::name)
       .def_ro("labels", &ortserve::VersionOutput::labels)
       .def_ro("also", &ortserve::VersionOutput::also)
-      .def_ro("per_token", &ortserve::VersionOutput::per_token)
-      .def_ro("native", &ortserve::VersionOutput::native);
+      .def_ro("per_token", &ortserve::VersionOutput::per_token);
   m.attr("TEXT_INPUT") = ortserve::kTextInput;
   m.attr("PAIR_INPUT") = ortserve::kPairInput;
   m.attr("SCORE_OUTPUT") = ortserve::kScoreOutput;

@@ -64,6 +64,16 @@ WordPiece::WordPiece(WordPieceConfig config) : config_(std::move(config)) {
     added_first_byte_[static_cast<unsigned char>(content[0])] = true;
     if (vocab_ids_.find(content) == vocab_ids_.end()) ++vocab_size_;
   }
+  // Each id's token length in code points, added tokens first (HF's id_to_token): EncodeWithSpans' subword rule.
+  size_t ids = config_.vocab.size();
+  for (const auto& added : config_.added_tokens) ids = std::max(ids, static_cast<size_t>(added.second) + 1);
+  token_chars_.assign(ids, 0);
+  for (size_t id = 0; id < config_.vocab.size(); ++id) {
+    token_chars_[id] = static_cast<int64_t>(CountCodePoints(config_.vocab[id]));
+  }
+  for (const auto& [content, id] : config_.added_tokens) {
+    token_chars_[static_cast<size_t>(id)] = static_cast<int64_t>(CountCodePoints(content));
+  }
   Flags();  // build the shared table now rather than inside the first Encode
 }
 
@@ -107,6 +117,29 @@ void WordPiece::EncodeWithSpans(std::string_view text, std::vector<int64_t>& ids
   }
   ids.push_back(config_.sep_id);
   spans.push_back({0, 0, 0, 1});
+  MarkSubwords(text, ids, spans);
+}
+
+void WordPiece::MarkSubwords(std::string_view text, const std::vector<int64_t>& ids,
+                             std::vector<WordPieceSpan>& spans) const {
+  // transformers' rule (TokenClassificationPipeline.gather_pre_entities), the one the entities follow whichever
+  // tokenizer read the text: with a continuing prefix, a token continues a word when its string's length differs
+  // from its span's ([CLS]/[SEP] included, as there); without one, when no space borders its start. Never [UNK].
+  std::vector<char32_t> chars;
+  if (config_.continuing_subword_prefix.empty()) {
+    for (size_t i = 0; i < text.size();) chars.push_back(NextCodePoint(text, i));
+  }
+  for (size_t k = 0; k < ids.size(); ++k) {
+    WordPieceSpan& span = spans[k];
+    bool subword = false;
+    if (!config_.continuing_subword_prefix.empty()) {
+      subword = token_chars_[static_cast<size_t>(ids[k])] != span.end - span.start;
+    } else if (span.start > 0) {
+      const auto at = static_cast<size_t>(span.start);
+      subword = chars[at - 1] != U' ' && (at >= chars.size() || chars[at] != U' ');
+    }
+    span.is_subword = subword && ids[k] != config_.unk_id ? 1 : 0;
+  }
 }
 
 template <bool kSpans>

@@ -45,7 +45,7 @@ struct WordPieceConfig {
 // (dataplane/entities.h's TokenSpan is what the entities read; this is the tokenizer's own, kept in its room).
 struct WordPieceSpan {
   int64_t start = 0, end = 0;
-  int64_t is_subword = 0;  // 1: a WordPiece continuation (the vocabulary token starts with the continuing prefix)
+  int64_t is_subword = 0;  // 1: continues the word before it, by transformers' rule (MarkSubwords)
   // 1: the [CLS]/[SEP] around the text, at (0, 0). An added token met in the text is 0, at its place in the text,
   // as in HF's special_tokens_mask.
   int64_t special = 0;
@@ -103,6 +103,8 @@ class WordPiece {
   void NormalizePiece(std::string_view text, std::vector<int64_t>& ids, size_t limit, Scratch& s) const;
   template <bool kSpans>
   void EncodeWord(Scratch& s, std::vector<int64_t>& ids) const;
+  // Sets each span's is_subword (see the .cc); spans[k] is ids[k]'s.
+  void MarkSubwords(std::string_view text, const std::vector<int64_t>& ids, std::vector<WordPieceSpan>& spans) const;
   // Longest added token that starts at text[pos], as an index into config_.added_tokens, or -1.
   int MatchAddedToken(std::string_view text, size_t pos) const;
 
@@ -113,6 +115,7 @@ class WordPiece {
   bool added_first_byte_[256] = {};
   size_t max_token_bytes_ = 0;  // no vocabulary key is longer: bounds the longest-match search
   size_t vocab_size_ = 0;
+  std::vector<int64_t> token_chars_;  // code points of each id's token string
 };
 
 }  // namespace ortserve

@@ -141,7 +141,7 @@ void BindWordPiece(nb::module_& m) {
            "max_len.")
       .def("encode_spans", &EncodeSpans, "texts"_a,
            "(ids, spans, chars_read) per text: encode()'s ids; spans, int64 [T, 4] rows of start, end (HF's offsets,\n"
-           "in code points of the str; (0, 0) for [CLS]/[SEP]), is_subword (a ## continuation), special (HF's\n"
+           "in code points of the str; (0, 0) for [CLS]/[SEP]), is_subword (transformers' rule: continues a word), special (HF's\n"
            "special_tokens_mask); chars_read, the whole text's length, or where the last kept non-special token ends\n"
            "when truncation cut tokens.")
       .def("token_to_id", &WordPiece::TokenToId, "token"_a)
