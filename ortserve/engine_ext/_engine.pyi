@@ -783,7 +783,7 @@ def check_outputs(call: DecodedCall, version: VersionOutput, model: str) -> None
     WireError unless the call sends TEXT_PAIR exactly when the version takes pairs, every requested output is one it answers, classification only on a classifier's LOGITS, prompt_name one of its prompts and dimensions one of its widths.
     """
 
-def prompted_texts(call: DecodedCall, prompts: Mapping[str, str]) -> list:
+def prompted_texts(call: DecodedCall, version: VersionOutput) -> list:
     """
     The texts the model reads for a call check_outputs passed: each after the prompt the call names (its text, then the text), else the texts as sent.
     """

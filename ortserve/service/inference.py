@@ -199,7 +199,7 @@ def prompted_texts(decoded: Any, served: ServedOutput) -> list[str]:
     """The texts the model reads: each after the prompt the call names, else as sent (C++ wire rules)."""
     if decoded.prompt_name is None:
         return decoded.texts
-    return engine_ext.prompted_texts(decoded, dict(served.prompts))
+    return engine_ext.prompted_texts(decoded, served.wire)
 
 
 def encode_tensors(decoded: Any, served: ServedOutput, values: np.ndarray,

@@ -267,5 +267,6 @@ def test_wire_rules_truncate_and_renormalise() -> None:
     np.testing.assert_allclose(np.frombuffer(payload, dtype="<f4").reshape(3, 2), [[0.6, 0.8], [0, 0], [-0.6, 0.8]],
                                rtol=0, atol=1e-7)  # a zero row stays zero
     prompted = decode(prompt_name=("string_param", "q"))
-    assert engine_ext.prompted_texts(prompted, {"q": "query: "}) == ["query: a", "query: b"]
-    assert engine_ext.prompted_texts(decode(), {"q": "query: "}) == ["a", "b"]
+    version = engine_ext.VersionOutput("embedding", "EMBEDDING", prompts={"q": "query: "})
+    assert engine_ext.prompted_texts(prompted, version) == ["query: a", "query: b"]
+    assert engine_ext.prompted_texts(decode(), version) == ["a", "b"]

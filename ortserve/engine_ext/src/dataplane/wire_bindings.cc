@@ -250,13 +250,11 @@ void BindWire(nb::module_& m) {
       "one of its widths.");
   m.def(
       "prompted_texts",
-      [](const OwnedWireCall& call, std::map<std::string, std::string> prompts) {
-        ortserve::VersionOutput version;
-        version.prompts = std::move(prompts);
+      [](const OwnedWireCall& call, const ortserve::VersionOutput& version) {
         const std::vector<std::string> prompted = ortserve::PromptedTexts(call.View(), version);
         return Strs(prompted.empty() ? call.texts : prompted);
       },
-      "call"_a, "prompts"_a,
+      "call"_a, "version"_a,
       "The texts the model reads for a call check_outputs passed: each after the prompt the call names (its text, "
       "then the text), else the texts as sent.");
 
