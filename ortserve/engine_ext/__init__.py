@@ -16,10 +16,11 @@ A version at precision ``bf16`` (``EngineOptions(precision="bf16")``) runs on Op
 
 ``WordPiece`` (see ``load_wordpiece``) is the native BERT tokenizer, equal to HF tokenizers' ids.
 ``route_bucket`` and ``Split`` choose a call's version (the canary bucket and the weights' layout over it), for both
-front ends. The wire rules of a ModelInfer (``decode_call``, ``check_outputs``, ``prompted_texts``, ``encode_outputs``,
-``choose_request_id``, ``choose_routing_key``, ``pushback_ms``, ``parse_trace_context``; ``WireError``) are the
-C++ ones both front ends and both transports use; ``classification_top_k`` is the classification extension's top-k
-(a softmax, or for a multi-label classifier a sigmoid per label).
+front ends. The wire rules of a ModelInfer (``prepare_call``: request id, trace context, ``decode_call``
+and routing key in one order; ``check_outputs``, ``prompted_texts``, ``encode_outputs``, ``pushback_ms``,
+``parse_trace_context``; ``WireError``) are the C++ ones both front ends and both transports use;
+``classification_top_k`` is the classification extension's top-k (a softmax, or for a multi-label classifier a
+sigmoid per label).
 ``Frontend`` (when ``HAS_FRONTEND``) is the native gRPC front end: ModelInfer served natively, the rest
 proxied to the Python server.
 ``ServedVersion`` is one version on the batcher (every ModelInfer, both front ends), built from a ``TextModel``
@@ -115,12 +116,12 @@ DecodedCall = _engine.DecodedCall
 WireError = _engine.WireError
 WireTooManyTexts = _engine.WireTooManyTexts
 decode_call = _engine.decode_call
+PreparedCall = _engine.PreparedCall
+prepare_call = _engine.prepare_call
 VersionOutput = _engine.VersionOutput
 check_outputs = _engine.check_outputs
 prompted_texts = _engine.prompted_texts
 encode_outputs = _engine.encode_outputs
-choose_request_id = _engine.choose_request_id
-choose_routing_key = _engine.choose_routing_key
 pushback_ms = _engine.pushback_ms
 parse_trace_context = _engine.parse_trace_context
 TEXT_INPUT: str = _engine.TEXT_INPUT
@@ -193,6 +194,7 @@ __all__ = [
     "ModelLoadError",
     "NonFiniteOutputError",
     "OutOfMemoryError",
+    "PreparedCall",
     "RequestEvent",
     "ServedVersion",
     "Split",
@@ -214,8 +216,6 @@ __all__ = [
     "check_outputs",
     "choose_batch",
     "choose_next",
-    "choose_request_id",
-    "choose_routing_key",
     "classification_top_k",
     "cuda_memory_info",
     "decode_call",
@@ -229,6 +229,7 @@ __all__ = [
     "ort_version",
     "parse_trace_context",
     "pick_lane",
+    "prepare_call",
     "prompted_texts",
     "pushback_ms",
     "route_bucket",

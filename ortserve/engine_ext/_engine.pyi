@@ -778,6 +778,39 @@ def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: o
     The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: [(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a parameter: None when absent, else (WhichOneof('parameter_choice'), value).
     """
 
+class PreparedCall:
+    """A ModelInfer's first steps (infer_wire.h PrepareCall)."""
+
+    @property
+    def request_id(self) -> str: ...
+
+    @property
+    def trace(self) -> tuple[str, str, int, str]:
+        """
+        (trace_id, parent_span_id, sampled, tracestate), as parse_trace_context gives them
+        """
+
+    @property
+    def call(self) -> DecodedCall:
+        """the DecodedCall (empty when refused)"""
+
+    @property
+    def routing_key(self) -> str:
+        """the canary key ('' when refused)"""
+
+    @property
+    def error(self) -> str | None:
+        """the INVALID_ARGUMENT message when refused, else None"""
+
+    @property
+    def too_many_texts(self) -> bool:
+        """refused for more texts than max_texts_per_request (HTTP answers 413)"""
+
+def prepare_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None, priority: object | None, prompt_name: object | None, dimensions: object | None, headers: tuple) -> PreparedCall:
+    """
+    A ModelInfer's first steps in one call, as the native front end takes them: the request id, the trace context, decode_call's call and the routing key; headers: (x-request-id, x-routing-key, traceparent, tracestate, b3, x-b3-traceid, x-b3-spanid, x-b3-sampled, x-b3-flags), '' when absent.
+    """
+
 def check_outputs(call: DecodedCall, version: VersionOutput, model: str) -> None:
     """
     WireError unless the call sends TEXT_PAIR exactly when the version takes pairs, every requested output is one it answers, classification only on a classifier's LOGITS, prompt_name one of its prompts and dimensions one of its widths.
@@ -791,16 +824,6 @@ def prompted_texts(call: DecodedCall, version: VersionOutput) -> list:
 def encode_outputs(call: DecodedCall, version: VersionOutput, values: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], tokens: object | None = None) -> list:
     """
     The reply's outputs for values (float32 [rows, columns]): [(name, datatype, shape, raw, payload)], shape a tuple of dims, payload the raw_output_contents bytes when raw, else the contents (a list of floats, ints or bytes); tokens: a per-token version's [(spans int64 [T, 4] of start, end, is_subword, special; chars_read)] per row, row r of values holding its T tokens' logits first.
-    """
-
-def choose_request_id(header: str) -> tuple[str, str | None]:
-    """
-    (request id, error): the caller's x-request-id when it fits, else a fresh one; error (an INVALID_ARGUMENT message) when the caller's is too long.
-    """
-
-def choose_routing_key(param: str, header: str, request_id: str) -> str:
-    """
-    The canary key: the routing_key parameter, else the x-routing-key header, else the request id.
     """
 
 def parse_trace_context(traceparent: str, tracestate: str, b3: str, b3_trace_id: str, b3_span_id: str, b3_sampled: str, b3_flags: str) -> tuple:

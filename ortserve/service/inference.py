@@ -35,6 +35,8 @@ PAIR_INPUT: str = engine_ext.PAIR_INPUT
 Param = tuple[str | None, Any] | None
 """An InferParameter as the wire rules take it: None when absent, else (its oneof field's name or None, value)."""
 TRACE_HEADERS = ("traceparent", "tracestate", "b3", "x-b3-traceid", "x-b3-spanid", "x-b3-sampled", "x-b3-flags")
+CALL_HEADERS = ("x-request-id", "x-routing-key", *TRACE_HEADERS)
+"""What `prepare` reads of a call's headers, in engine_ext.prepare_call's order."""
 
 
 @dataclass
@@ -110,17 +112,14 @@ class Inference:
 
     async def infer(self, call: InferCall) -> InferReply:
         started = time.monotonic()
-        request_id, id_error = engine_ext.choose_request_id(call.headers.get("x-request-id", ""))
-        record = CallRecord(request_id=request_id, model=call.model, version=call.version)
-        (record.trace_id, record.parent_span_id, record.sampled, record.tracestate) = engine_ext.parse_trace_context(
-            *(call.headers.get(name, "") for name in TRACE_HEADERS))
+        record = CallRecord(request_id="", model=call.model, version=call.version)
         self._metrics.in_flight.inc()
         try:
-            if id_error:
-                raise InvalidArgument(id_error)
-            decoded = decode(call, max_texts_per_request=self._max_texts)
-            routing_key = engine_ext.choose_routing_key(decoded.routing_key, call.headers.get("x-routing-key", ""),
-                                                        request_id)
+            prepared = prepare(call, max_texts_per_request=self._max_texts)
+            record.request_id = prepared.request_id
+            record.trace_id, record.parent_span_id, record.sampled, record.tracestate = prepared.trace
+            decoded = decoded_call(prepared)
+            routing_key = prepared.routing_key
             record.texts = len(decoded.texts)
             with self._manager.lease(call.model, version=call.version, routing_key=routing_key) as lease:
                 lv = lease.version
@@ -133,18 +132,19 @@ class Inference:
             tensors = encode_tensors(decoded, served, result.outputs, result.tokens)
             record.answered(result)
             self._finish(record, started, "OK", call.transport)
-            return InferReply(request_id=request_id, model=call.model, version=lv.version, id=call.id,
+            return InferReply(request_id=record.request_id, model=call.model, version=lv.version, id=call.id,
                               tensors=tensors, read=read)
         except ServiceError as e:
             self._finish(record, started, e.code.name, call.transport, error=e.message)
-            raise CallFailed(e, request_id) from None
+            raise CallFailed(e, record.request_id) from None
         except BaseException as e:
             if not isinstance(e, Exception):  # cancelled: the caller went away
                 self._finish(record, started, "CANCELLED", call.transport)
                 raise
-            log.exception("request_failed", request_id=request_id, model=call.model)
+            log.exception("request_failed", request_id=record.request_id, model=call.model)
             self._finish(record, started, "INTERNAL", call.transport)
-            raise CallFailed(ServiceError(f"internal error; request id {request_id}"), request_id) from None
+            raise CallFailed(ServiceError(f"internal error; request id {record.request_id}"),
+                             record.request_id) from None
         finally:
             self._metrics.in_flight.dec()
 
@@ -172,17 +172,22 @@ class Inference:
         return ModelDescription(name, sorted(route.versions), "onnxruntime_onnx", inputs, outputs, parameters)
 
 
-def decode(call: InferCall, *, max_texts_per_request: int) -> Any:
-    """The call by the C++ wire rules (`engine_ext.DecodedCall`: texts, pairs, outputs, probabilities, raw_output,
-    routing_key, prompt_name, dimensions), or InvalidArgument naming the first rule it breaks."""
-    try:
-        return engine_ext.decode_call(call.inputs, call.outputs, call.raw_input_contents, call.scores,
-                                      call.routing_key, max_texts_per_request, call.aggregation, call.priority,
-                                      call.prompt_name, call.dimensions)
-    except engine_ext.WireTooManyTexts as e:
-        raise TooManyTexts(str(e)) from None
-    except engine_ext.WireError as e:
-        raise InvalidArgument(str(e)) from None
+def prepare(call: InferCall, *, max_texts_per_request: int) -> Any:
+    """The call's first steps by the C++ rules, in the native front end's order and one crossing
+    (`engine_ext.PreparedCall`: request id, trace context, the decoded call, routing key, or the refusal)."""
+    return engine_ext.prepare_call(call.inputs, call.outputs, call.raw_input_contents, call.scores,
+                                   call.routing_key, max_texts_per_request, call.aggregation, call.priority,
+                                   call.prompt_name, call.dimensions,
+                                   tuple(call.headers.get(name, "") for name in CALL_HEADERS))
+
+
+def decoded_call(prepared: Any) -> Any:
+    """The prepared call's `engine_ext.DecodedCall` (texts, pairs, outputs, probabilities, raw_output, routing_key,
+    prompt_name, dimensions), or InvalidArgument (TooManyTexts past max_texts_per_request) naming the first rule it
+    breaks."""
+    if prepared.error is not None:
+        raise (TooManyTexts if prepared.too_many_texts else InvalidArgument)(prepared.error)
+    return prepared.call
 
 
 def check_outputs(decoded: Any, served: ServedOutput, model: str) -> None:

@@ -101,8 +101,9 @@ SERVED = ServedOutput(kind=CLASSIFIER, name="LOGITS", labels=("negative", "posit
 
 
 def _decode(request: pb.ModelInferRequest, *, max_texts_per_request: int) -> Any:
-    """The message by the wire rules, as the Python front end reads it (codec.call_from, then inference.decode)."""
-    return inference.decode(codec.call_from(request, {}, None), max_texts_per_request=max_texts_per_request)
+    """The message by the wire rules, as the Python front end reads it (codec.call_from, then inference.prepare)."""
+    prepared = inference.prepare(codec.call_from(request, {}, None), max_texts_per_request=max_texts_per_request)
+    return inference.decoded_call(prepared)
 
 
 def _python_checks(request: pb.ModelInferRequest, served: ServedOutput = SERVED) -> list[str]:

@@ -301,20 +301,23 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
   const auto model = table->models.find(req.model_name());
   if (model == table->models.end()) return PassOn(Passthrough::kModelNotNative, ctx, request, response);
   // A call the rules refuse goes to the Python server, which answers it with the same rules' message and logs it.
-  auto decoded = Decode(ToWire(req), options.max_texts_per_request);
-  if (std::holds_alternative<WireError>(decoded)) return PassOn(Passthrough::kBadInput, ctx, request, response);
-  RequestIdChoice id = ChooseRequestId(ClientHeader(*ctx, "x-request-id"));
-  if (id.error) return PassOn(Passthrough::kBadInput, ctx, request, response);
-  std::string request_id = std::move(id.id);
-  DecodedCall& call = std::get<DecodedCall>(decoded);
+  PreparedCall prepared = PrepareCall(
+      ToWire(req),
+      CallHeaders{ClientHeader(*ctx, "x-request-id"), ClientHeader(*ctx, "x-routing-key"),
+                  TraceHeaders{ClientHeader(*ctx, "traceparent"), ClientHeader(*ctx, "tracestate"),
+                               ClientHeader(*ctx, "b3"), ClientHeader(*ctx, "x-b3-traceid"),
+                               ClientHeader(*ctx, "x-b3-spanid"), ClientHeader(*ctx, "x-b3-sampled"),
+                               ClientHeader(*ctx, "x-b3-flags")}},
+      options.max_texts_per_request);
+  if (std::holds_alternative<WireError>(prepared.call)) return PassOn(Passthrough::kBadInput, ctx, request, response);
+  DecodedCall& call = std::get<DecodedCall>(prepared.call);
   const ModelRoute& route = model->second;
   std::string version_name, route_name;
   if (!req.model_version().empty()) {
     version_name = req.model_version();
     route_name = "pin";
   } else {
-    const std::string_view key = ChooseRoutingKey(call.routing_key, ClientHeader(*ctx, "x-routing-key"), request_id);
-    const int bucket = Bucket(req.model_name(), key);
+    const int bucket = Bucket(req.model_name(), prepared.routing_key);
     const std::string* picked = route.split.Pick(bucket);
     if (picked == nullptr) return PassOn(Passthrough::kNoRoutableVersion, ctx, request, response);
     version_name = *picked;
@@ -334,14 +337,10 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
   }
   if (!version->second->Acquire()) return PassOn(Passthrough::kVersionDraining, ctx, request, response);
 
-  TraceContext trace = ParseTraceContext(TraceHeaders{
-      ClientHeader(*ctx, "traceparent"), ClientHeader(*ctx, "tracestate"), ClientHeader(*ctx, "b3"),
-      ClientHeader(*ctx, "x-b3-traceid"), ClientHeader(*ctx, "x-b3-spanid"), ClientHeader(*ctx, "x-b3-sampled"),
-      ClientHeader(*ctx, "x-b3-flags")});
   auto* reactor = new InferReactor(InferReactor::Setup{this, ctx, response, std::move(parsed), std::move(call),
                                                        version->second, table, &served, std::move(version_name),
-                                                       std::move(route_name), std::move(request_id), arrived,
-                                                       std::move(trace)});
+                                                       std::move(route_name), std::move(prepared.request_id),
+                                                       arrived, std::move(prepared.trace)});
   reactor->Start();
   return reactor;
 }

@@ -10,9 +10,10 @@
 //   PromptedTexts(call, version)    -> the texts the model reads: each after the call's prompt
 //   EncodeOutputs(call, version, values[, tokens]) -> the reply's output tensors (a token classifier's entities)
 //   RequestId(header), RoutingKey(param, header, id), PushbackMs(retry_after_s)
+//   PrepareCall(request, headers)   -> request id, trace context, Decode, routing key: a call's first steps
 //
 // One header, a file per part: wire_decode.cc (Decode), wire_check.cc (CheckOutputs), wire_encode.cc (EncodeOutputs),
-// wire_metadata.cc (request id, routing key, pushback, trace context), wire_text.cc (UTF-8, repr, the messages'
+// wire_metadata.cc (request id, routing key, pushback, trace context, PrepareCall), wire_text.cc (UTF-8, repr, the messages'
 // quoting: wire_text.h).
 #pragma once
 
@@ -193,6 +194,23 @@ struct TraceContext {
   std::string tracestate;      // passed on with a valid traceparent only
 };
 TraceContext ParseTraceContext(const TraceHeaders& headers);
+
+// The headers a ModelInfer's first steps read (lower-case names, "" when absent).
+struct CallHeaders {
+  std::string_view request_id, routing_key;  // x-request-id, x-routing-key
+  TraceHeaders trace;
+};
+
+// The first steps of every ModelInfer, in one order whichever front end received it: its request id, its caller's
+// trace context, the call by the wire rules and its canary key. `call` holds the refusal when the caller's id is too
+// long (checked first) or a rule is broken; the id is chosen even then, so that the refusal goes back under it.
+struct PreparedCall {
+  std::string request_id;
+  TraceContext trace;
+  std::variant<DecodedCall, WireError> call;  // views into the request, as Decode's
+  std::string routing_key;  // the parameter, else the header, else the request id; "" for a refused call
+};
+PreparedCall PrepareCall(const WireRequest& request, const CallHeaders& headers, long long max_texts_per_request);
 
 // Strict UTF-8 as Python's bytes.decode("utf-8"): no overlongs, no surrogates, nothing past U+10FFFF. On failure,
 // `reason` and `at` say what Python's UnicodeDecodeError says.

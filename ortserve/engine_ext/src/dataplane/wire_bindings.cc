@@ -6,6 +6,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -125,6 +127,65 @@ struct WireTooManyTexts : WireRefusal {
   throw WireRefusal(error.message);
 }
 
+// A ModelInfer's parts as Python hands them over (decode_call's arguments), as views for the wire rules.
+ortserve::WireRequest RequestOf(nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores,
+                                nb::handle routing_key, nb::handle aggregation, nb::handle priority,
+                                nb::handle prompt_name, nb::handle dimensions) {
+  ortserve::WireRequest request;
+  for (nb::handle item : inputs) {
+    nb::tuple t = nb::cast<nb::tuple>(item);
+    if (t.size() != 5) throw nb::value_error("an input is (name, datatype, shape, has_contents, bytes_contents)");
+    ortserve::WireInput& in = request.inputs.emplace_back();
+    in.name = Utf8(t[0]);
+    in.datatype = Utf8(t[1]);
+    for (nb::handle dim : t[2]) in.shape.push_back(nb::cast<int64_t>(dim));
+    in.has_contents = nb::cast<bool>(t[3]);
+    for (nb::handle element : t[4]) in.bytes_contents.push_back(View(element));
+  }
+  for (nb::handle item : outputs) {
+    nb::tuple t = nb::cast<nb::tuple>(item);
+    if (t.size() != 3) throw nb::value_error("an output is (name, classification, binary_data)");
+    ortserve::WireOutput& out = request.outputs.emplace_back();
+    out.name = Utf8(t[0]);
+    out.classification = Param(t[1]);
+    out.binary_data = Param(t[2]);
+  }
+  for (nb::handle raw : raw_input_contents) request.raw_input_contents.push_back(View(raw));
+  request.scores = Param(scores);
+  request.routing_key = Param(routing_key);
+  request.aggregation = Param(aggregation);
+  request.priority = Param(priority);
+  request.prompt_name = Param(prompt_name);
+  request.dimensions = Param(dimensions);
+  return request;
+}
+
+OwnedWireCall Own(const ortserve::DecodedCall& call) {
+  OwnedWireCall owned;
+  owned.texts.reserve(call.texts.size());
+  for (std::string_view text : call.texts) owned.texts.emplace_back(text);
+  owned.pairs.reserve(call.pairs.size());
+  for (std::string_view text : call.pairs) owned.pairs.emplace_back(text);
+  for (const auto& out : call.outputs) owned.outputs.emplace_back(std::string(out.name), out.classes);
+  owned.probabilities = call.probabilities;
+  owned.raw_output = call.raw_output;
+  owned.routing_key = std::string(call.routing_key);
+  owned.aggregation = call.aggregation;
+  owned.bulk = call.bulk;
+  if (call.prompt_name) owned.prompt_name = std::string(*call.prompt_name);
+  owned.dimensions = call.dimensions;
+  return owned;
+}
+
+struct OwnedPreparedCall {
+  std::string request_id;
+  std::tuple<std::string, std::string, int, std::string> trace;
+  OwnedWireCall call;  // empty when refused
+  std::string routing_key;
+  std::optional<std::string> error;
+  bool too_many_texts = false;
+};
+
 }  // namespace
 
 void BindWire(nb::module_& m) {
@@ -188,49 +249,11 @@ void BindWire(nb::module_& m) {
       [](nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores, nb::handle routing_key,
          long long max_texts_per_request, nb::handle aggregation, nb::handle priority, nb::handle prompt_name,
          nb::handle dimensions) {
-        ortserve::WireRequest request;
-        for (nb::handle item : inputs) {
-          nb::tuple t = nb::cast<nb::tuple>(item);
-          if (t.size() != 5) throw nb::value_error("an input is (name, datatype, shape, has_contents, bytes_contents)");
-          ortserve::WireInput& in = request.inputs.emplace_back();
-          in.name = Utf8(t[0]);
-          in.datatype = Utf8(t[1]);
-          for (nb::handle dim : t[2]) in.shape.push_back(nb::cast<int64_t>(dim));
-          in.has_contents = nb::cast<bool>(t[3]);
-          for (nb::handle element : t[4]) in.bytes_contents.push_back(View(element));
-        }
-        for (nb::handle item : outputs) {
-          nb::tuple t = nb::cast<nb::tuple>(item);
-          if (t.size() != 3) throw nb::value_error("an output is (name, classification, binary_data)");
-          ortserve::WireOutput& out = request.outputs.emplace_back();
-          out.name = Utf8(t[0]);
-          out.classification = Param(t[1]);
-          out.binary_data = Param(t[2]);
-        }
-        for (nb::handle raw : raw_input_contents) request.raw_input_contents.push_back(View(raw));
-        request.scores = Param(scores);
-        request.routing_key = Param(routing_key);
-        request.aggregation = Param(aggregation);
-        request.priority = Param(priority);
-        request.prompt_name = Param(prompt_name);
-        request.dimensions = Param(dimensions);
-        auto decoded = ortserve::Decode(request, max_texts_per_request);
+        auto decoded = ortserve::Decode(RequestOf(inputs, outputs, raw_input_contents, scores, routing_key,
+                                                  aggregation, priority, prompt_name, dimensions),
+                                        max_texts_per_request);
         if (auto* error = std::get_if<ortserve::WireError>(&decoded)) Raise(*error);
-        const auto& call = std::get<ortserve::DecodedCall>(decoded);
-        OwnedWireCall owned;
-        owned.texts.reserve(call.texts.size());
-        for (std::string_view text : call.texts) owned.texts.emplace_back(text);
-        owned.pairs.reserve(call.pairs.size());
-        for (std::string_view text : call.pairs) owned.pairs.emplace_back(text);
-        for (const auto& out : call.outputs) owned.outputs.emplace_back(std::string(out.name), out.classes);
-        owned.probabilities = call.probabilities;
-        owned.raw_output = call.raw_output;
-        owned.routing_key = std::string(call.routing_key);
-        owned.aggregation = call.aggregation;
-        owned.bulk = call.bulk;
-        if (call.prompt_name) owned.prompt_name = std::string(*call.prompt_name);
-        owned.dimensions = call.dimensions;
-        return owned;
+        return Own(std::get<ortserve::DecodedCall>(decoded));
       },
       "inputs"_a, "outputs"_a, "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(), "max_texts_per_request"_a,
       "aggregation"_a.none() = nb::none(), "priority"_a.none() = nb::none(), "prompt_name"_a.none() = nb::none(),
@@ -238,6 +261,49 @@ void BindWire(nb::module_& m) {
       "The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: "
       "[(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a "
       "parameter: None when absent, else (WhichOneof('parameter_choice'), value).");
+
+  nb::class_<OwnedPreparedCall>(m, "PreparedCall", "A ModelInfer's first steps (infer_wire.h PrepareCall).")
+      .def_ro("request_id", &OwnedPreparedCall::request_id)
+      .def_ro("trace", &OwnedPreparedCall::trace,
+              "(trace_id, parent_span_id, sampled, tracestate), as parse_trace_context gives them")
+      .def_ro("call", &OwnedPreparedCall::call, "the DecodedCall (empty when refused)")
+      .def_ro("routing_key", &OwnedPreparedCall::routing_key, "the canary key ('' when refused)")
+      .def_ro("error", &OwnedPreparedCall::error, "the INVALID_ARGUMENT message when refused, else None")
+      .def_ro("too_many_texts", &OwnedPreparedCall::too_many_texts,
+              "refused for more texts than max_texts_per_request (HTTP answers 413)");
+  m.def(
+      "prepare_call",
+      [](nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores, nb::handle routing_key,
+         long long max_texts_per_request, nb::handle aggregation, nb::handle priority, nb::handle prompt_name,
+         nb::handle dimensions, nb::tuple headers) {
+        if (headers.size() != 9) throw nb::value_error("headers are the 9 of CALL_HEADERS, in order");
+        const ortserve::CallHeaders call_headers{
+            Utf8(headers[0]), Utf8(headers[1]),
+            ortserve::TraceHeaders{Utf8(headers[2]), Utf8(headers[3]), Utf8(headers[4]), Utf8(headers[5]),
+                                   Utf8(headers[6]), Utf8(headers[7]), Utf8(headers[8])}};
+        ortserve::PreparedCall prepared = ortserve::PrepareCall(
+            RequestOf(inputs, outputs, raw_input_contents, scores, routing_key, aggregation, priority, prompt_name,
+                      dimensions),
+            call_headers, max_texts_per_request);
+        OwnedPreparedCall owned;
+        owned.request_id = std::move(prepared.request_id);
+        const ortserve::TraceContext& trace = prepared.trace;
+        owned.trace = std::make_tuple(trace.trace_id, trace.parent_span_id, trace.sampled, trace.tracestate);
+        if (const auto* error = std::get_if<ortserve::WireError>(&prepared.call)) {
+          owned.error = error->message;
+          owned.too_many_texts = error->too_many_texts;
+        } else {
+          owned.call = Own(std::get<ortserve::DecodedCall>(prepared.call));
+          owned.routing_key = std::move(prepared.routing_key);
+        }
+        return owned;
+      },
+      "inputs"_a, "outputs"_a, "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(),
+      "max_texts_per_request"_a, "aggregation"_a.none(), "priority"_a.none(), "prompt_name"_a.none(),
+      "dimensions"_a.none(), "headers"_a,
+      "A ModelInfer's first steps in one call, as the native front end takes them: the request id, the trace "
+      "context, decode_call's call and the routing key; headers: (x-request-id, x-routing-key, traceparent, "
+      "tracestate, b3, x-b3-traceid, x-b3-spanid, x-b3-sampled, x-b3-flags), '' when absent.");
 
   m.def(
       "check_outputs",
@@ -322,24 +388,6 @@ void BindWire(nb::module_& m) {
       "bytes); tokens: a per-token version's [(spans int64 [T, 4] of start, end, is_subword, special; "
       "chars_read)] per row, row r of values holding its T tokens' logits first.");
 
-  m.def(
-      "choose_request_id",
-      [](nb::str header) {
-        auto choice = ortserve::ChooseRequestId(Utf8(header));
-        std::optional<std::string> error;
-        if (choice.error) error = choice.error->message;
-        return std::make_pair(std::move(choice.id), std::move(error));
-      },
-      "header"_a,
-      "(request id, error): the caller's x-request-id when it fits, else a fresh one; error (an INVALID_ARGUMENT "
-      "message) when the caller's is too long.");
-  m.def(
-      "choose_routing_key",
-      [](nb::str param, nb::str header, nb::str request_id) {
-        return std::string(ortserve::ChooseRoutingKey(Utf8(param), Utf8(header), Utf8(request_id)));
-      },
-      "param"_a, "header"_a, "request_id"_a,
-      "The canary key: the routing_key parameter, else the x-routing-key header, else the request id.");
   m.def(
       "parse_trace_context",
       [](nb::str traceparent, nb::str tracestate, nb::str b3, nb::str b3_trace_id, nb::str b3_span_id,

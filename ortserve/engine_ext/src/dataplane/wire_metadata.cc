@@ -1,10 +1,12 @@
 // What a call's metadata decides (infer_wire.h): its request id, its routing key, a refusal's pushback, its trace
-// context (W3C or B3).
+// context (W3C or B3); PrepareCall puts them and Decode in one order for both front ends.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
+#include <variant>
 
 #include "infer_wire.h"
 #include "wire_text.h"
@@ -139,6 +141,20 @@ TraceContext ParseTraceContext(const TraceHeaders& headers) {
     out.sampled = 0;
   }
   return out;
+}
+
+PreparedCall PrepareCall(const WireRequest& request, const CallHeaders& headers, long long max_texts_per_request) {
+  RequestIdChoice id = ChooseRequestId(headers.request_id);
+  PreparedCall prepared{std::move(id.id), ParseTraceContext(headers.trace), WireError{}, {}};
+  if (id.error) {
+    prepared.call = std::move(*id.error);
+    return prepared;
+  }
+  prepared.call = Decode(request, max_texts_per_request);
+  if (const auto* call = std::get_if<DecodedCall>(&prepared.call)) {
+    prepared.routing_key = std::string(ChooseRoutingKey(call->routing_key, headers.routing_key, prepared.request_id));
+  }
+  return prepared;
 }
 
 }  // namespace ortserve
