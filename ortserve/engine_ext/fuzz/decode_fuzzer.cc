@@ -10,6 +10,9 @@
 // the decoder decides.
 //
 // Besides "no crash, no sanitizer report", it checks what the decoder promises, against independent code here:
+// - PrepareCall (the request's own id, version and name standing in for headers) keeps the caller's id when it
+//   fits, else gives a fresh one and, past the limit, refuses; the routing key is the parameter, else the header,
+//   else the id;
 // - IsValidUtf8 equals a decode-then-range-check UTF-8 validator on the raw input bytes;
 // - a decoded request has one input TEXT, BYTES, shape [N] or [N, 1] with 1 <= N <= max_texts_per_request, exactly N texts,
 //   each valid UTF-8 and a view into the request (its bytes_contents, or its raw buffer split the same way by
@@ -455,18 +458,30 @@ void Exercise(const inference::ModelInferRequest& request, const uint8_t* data, 
     v.per_token = true;
     return v;
   }();
+  // The request's own string fields stand in for the headers PrepareCall reads (any bytes, any length).
+  const ortserve::CallHeaders headers{request.id(), request.model_version(),
+                                      ortserve::TraceHeaders{request.model_name(), request.id(), request.model_name()}};
   for (const long long max_texts_per_request : {1LL, 16LL, 1LL << 40}) {
-    const auto decoded = ortserve::Decode(ortserve::ToWire(request), max_texts_per_request);
-    if (const auto* error = std::get_if<ortserve::WireError>(&decoded)) {
+    const ortserve::PreparedCall prepared = ortserve::PrepareCall(ortserve::ToWire(request), headers,
+                                                                  max_texts_per_request);
+    const bool id_fits = !request.id().empty() && request.id().size() <= ortserve::kMaxRequestIdBytes;
+    Check(id_fits ? prepared.request_id == request.id() : prepared.request_id.size() == 32,
+          "the request id is neither the caller's nor a fresh one");
+    if (const auto* error = std::get_if<ortserve::WireError>(&prepared.call)) {
       Check(!error->message.empty() && error->code == ortserve::Code::kInvalidArgument, "a refusal without a message");
       continue;
     }
-    const auto& call = std::get<ortserve::DecodedCall>(decoded);
+    Check(request.id().size() <= ortserve::kMaxRequestIdBytes, "an id past the limit was taken");
+    const auto& call = std::get<ortserve::DecodedCall>(prepared.call);
     if (!call.routing_key.empty()) {
       const auto it = request.parameters().find("routing_key");
       Check(it != request.parameters().end() && it->second.string_param() == call.routing_key,
             "routing key from nowhere");
     }
+    const std::string_view expected_key = !call.routing_key.empty()            ? call.routing_key
+                                          : !request.model_version().empty() ? std::string_view(request.model_version())
+                                                                              : std::string_view(prepared.request_id);
+    Check(prepared.routing_key == expected_key, "the routing key is not the parameter, the header or the id");
     CheckDecoded(request, call, max_texts_per_request);
     for (const auto* served : {&kPlain, &kLabelled, &kEmbedding, &kPairs, &kReranker, &kTokens}) {
       if (served->labels.empty() && served->kind == "classifier") {
