@@ -124,6 +124,9 @@ prompted_texts = _engine.prompted_texts
 encode_outputs = _engine.encode_outputs
 pushback_ms = _engine.pushback_ms
 parse_trace_context = _engine.parse_trace_context
+Routes = _engine.Routes
+StartedCall = _engine.StartedCall
+start_call = _engine.start_call
 TEXT_INPUT: str = _engine.TEXT_INPUT
 PAIR_INPUT: str = _engine.PAIR_INPUT
 SCORE_OUTPUT: str = _engine.SCORE_OUTPUT
@@ -196,8 +199,10 @@ __all__ = [
     "OutOfMemoryError",
     "PreparedCall",
     "RequestEvent",
+    "Routes",
     "ServedVersion",
     "Split",
+    "StartedCall",
     "SubmittedCall",
     "TensorInfo",
     "TextModel",
@@ -234,5 +239,6 @@ __all__ = [
     "pushback_ms",
     "route_bucket",
     "split_rows",
+    "start_call",
     "wordpiece_tables_version",
 ]

@@ -542,7 +542,7 @@ class Completions:
 
     def drain(self) -> list:
         """
-        Every answer queued so far: [(token, (code name, message, output float32 [n, columns] | None, timings))], oldest first.
+        Every answer queued so far: [(token, (code name, message, output float32 [n, columns] | None, timings))], oldest first; a start_call's has the reply's tensors (encode_outputs') as its output.
         """
 
 class SubmittedCall:
@@ -836,21 +836,49 @@ def pushback_ms(retry_after_s: float) -> int:
     grpc-retry-pushback-ms of a refusal: the drain time in ms, half to even, at least 1.
     """
 
+class Routes:
+    """
+    The route table both front ends read: the data plane owns it, the manager replaces it on every swap (set), and a call reads one snapshot, the old table or the new.
+    """
+
+    def __init__(self) -> None: ...
+
+    def set(self, routes: dict) -> None:
+        """
+        Replace the table: {model: (split order, split upper, {version: ServedVersion}[, {version: VersionOutput}])}; a version without a VersionOutput answers LOGITS and passes classification on.
+        """
+
+class StartedCall:
+    """A ModelInfer start_call routed and leased."""
+
+    def read(self) -> list:
+        """The texts the model read: each after the call's prompt, else as sent."""
+
+    def submit_ids(self, ids: object, timeout_s: float | None, tokenize_s: float, seconds: Sequence[int] = [], tokens: object | None = None) -> None:
+        """
+        A version on HF tokenizers: the texts start_call gave to tokenize, as ids (one int64 array per row; `seconds`: per pair where its second text begins; `tokens`: a token classifier's [(spans int64 [T, 4], chars_read)] per row), into the batcher; the answer arrives as start_call's.
+        """
+
+    def cancel(self) -> None:
+        """
+        The caller went away: its queued texts leave the queue and it is answered CANCELLED unless done already; one never submitted gives its lease back.
+        """
+
+def start_call(routes: Routes, model: str, version: str, inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None, priority: object | None, prompt_name: object | None, dimensions: object | None, headers: tuple, timeout_s: float | None, completions: Completions, token: int, inline_chars: int | None) -> tuple:
+    """
+    A ModelInfer in one crossing (call_path.h): prepare_call's steps, the version (pin, else the split), check_outputs, its lease, the prompt, and the batcher (tokenized here, GIL released). Returns (request_id, trace, error, too_many_texts, passed, version, route, texts, StartedCall | None, tokenize): error the rules' refusal, passed why the data plane left the call to Python (a passthrough reason, or 'long_texts': its texts pass inline_chars characters, None: any, so start it again off the event loop), tokenize the (texts, pairs | None) a version on HF tokenizers needs as ids (StartedCall.submit_ids), else None. A routed call's answer arrives in `completions` under `token` as (code, message, the reply's tensors as encode_outputs gives them | None, timings).
+    """
+
 class Frontend:
     """
     grpc++ server on the public port: native ModelInfer, the rest proxied to backend.
     """
 
-    def __init__(self, address: str, backend: str, *, events: object, max_message_bytes: int, max_header_bytes: int, max_texts_per_request: int, tls_cert: bytes | None = None, tls_key: bytes | None = None, tls_client_ca: bytes | None = None) -> None: ...
+    def __init__(self, address: str, backend: str, *, events: object, routes: Routes, max_message_bytes: int, max_header_bytes: int, max_texts_per_request: int, tls_cert: bytes | None = None, tls_key: bytes | None = None, tls_client_ca: bytes | None = None) -> None: ...
 
     def start(self) -> int:
         """
         Bind and serve; returns the bound port. RuntimeError naming the address when it cannot bind.
-        """
-
-    def set_routes(self, routes: dict) -> None:
-        """
-        Replace the native route table: {model: (split order, split upper, {version: ServedVersion}[, {version: VersionOutput}])}.
         """
 
     def set_health(self, service: str, serving: bool) -> None:

@@ -94,17 +94,18 @@ class Server:
         self.frontend, self._frontend_fallback = resolve_frontend(settings.frontend)
         if self.frontend == "native":
             self._backend_dir = tempfile.mkdtemp(prefix="ortserve-")
-            self.native = NativeFrontend(settings, self.metrics, self.plane.events, backend=self._backend_address(),
-                                         tls=tls_pem(settings))
+            self.native = NativeFrontend(settings, self.metrics, self.plane.events, self.plane.routes,
+                                         backend=self._backend_address(), tls=tls_pem(settings))
         self.manager = ModelManager(
             factory,
             max_loaded_versions=settings.max_loaded_versions,
             drain_timeout_s=settings.drain_timeout_s,
             observer=self._on_lifecycle,
-            data_path=self.native,
+            routes=self.plane.routes,
         )
-        self.inference = Inference(self.manager, self.metrics, max_texts_per_request=settings.max_texts_per_request,
-                                   tracing=self.tracing, sampling=sampling)
+        self.inference = Inference(self.manager, self.plane, self.metrics,
+                                   max_texts_per_request=settings.max_texts_per_request, tracing=self.tracing,
+                                   sampling=sampling)
         self.servicer = InferenceServicer(self.manager, self.inference)
         self.rest = RestServer(self.manager, self.inference, host=settings.host, port=settings.http_port,
                                max_body_bytes=settings.max_message_bytes, shutdown_grace_s=settings.shutdown_grace_s,

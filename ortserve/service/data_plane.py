@@ -1,13 +1,14 @@
 """The data plane's Python side: every ModelInfer runs on the one C++ batcher, whichever front end received it.
 
-`DataPlane` owns what the process has once: the lane threads every version's batches run on, the event sink (one
-record per engine run and per natively answered call, turned into metrics and log lines on its own thread) and
-the completion queue through which answers reach the event loop (an eventfd the loop watches, so no C++ thread
-ever takes the GIL). `VersionBatcher` is one loaded version's handle: the Python front end's calls submit through
-it, texts when the C++ tokenizer runs the version and token ids otherwise (the HF tokenizer tokenizes here, in the
-tokenizer pool when the texts are long); the native front end submits into the same `ServedVersion` directly.
+`DataPlane` owns what the process has once: the route table both front ends read (`Routes`, replaced by the manager
+on every swap), the lane threads every version's batches run on, the event sink (one record per engine run and per
+natively answered call, turned into metrics and log lines on its own thread) and the completion queue through which
+answers reach the event loop (an eventfd the loop watches, so no C++ thread ever takes the GIL). A Python front end's
+call takes the call path in one crossing (`engine_ext.start_call`, `inference.py`; a version on HF tokenizers gets
+its ids in a second) and its answer comes back encoded; `VersionBatcher` is one loaded version's handle for the
+rest: the load-time check (texts, or ids tokenized in the tokenizer pool), the Python path's calls, the drain.
 
-    ModelInfer ─► VersionBatcher.infer ─► ServedVersion.submit_async ─► [C++: admit, tokenize, queue, batch, run]
+    ModelInfer ─► engine_ext.start_call ─► [C++: decode, route, lease, admit, tokenize, queue, batch, run, encode]
         ◄── future resolved on the loop ◄── Completions (eventfd, loop.add_reader) ◄── done callback
 """
 
@@ -68,7 +69,8 @@ class InferResult:
     """A token classifier's: each text's tokens as the model read them (`outputs` rows hold their logits first)."""
 
 
-def _failure(code: str, message: str, retry_after_s: float) -> ServiceError:
+def failure_of(code: str, message: str, retry_after_s: float) -> ServiceError:
+    """The error a call's answer (code name, message, retry hint) ends it with."""
     if code == "RESOURCE_EXHAUSTED":
         return ResourceExhausted(message, retry_after_s=retry_after_s)
     if code == "DEADLINE_EXCEEDED":
@@ -98,6 +100,8 @@ class DataPlane:
         # turns on the cores), plus a thread per loadable version for lone calls on the wide session.
         self.lanes = engine_ext.Lanes(settings.engine_concurrency, settings.max_loaded_versions + 1)
         self.events = engine_ext.EventSink()
+        self.routes = engine_ext.Routes()
+        """The route table both front ends read; the manager replaces it on every swap (`manager.data_plane_routes`)."""
         self.completions = engine_ext.Completions()
         self._waiting: dict[int, asyncio.Future[_Answer]] = {}  # loop thread only
         self._tokens = itertools.count(1)
@@ -132,16 +136,24 @@ class DataPlane:
 
     # ---- answers -> the loop ----------------------------------------------------------------------
 
-    def submit(self, send: Callable[[int], Any]) -> tuple[asyncio.Future[_Answer], Any]:
-        """Register a future under a fresh token and submit with it (`send(token)` returns the call)."""
+    def expect(self) -> tuple[int, asyncio.Future[Any]]:
+        """A fresh token and the future its answer resolves (on the loop); `forget` it if nothing is submitted."""
         assert self._loop is not None, "DataPlane.start() first"
         token = next(self._tokens)
-        future: asyncio.Future[_Answer] = self._loop.create_future()
+        future: asyncio.Future[Any] = self._loop.create_future()
         self._waiting[token] = future
+        return token, future
+
+    def forget(self, token: int) -> None:
+        self._waiting.pop(token, None)
+
+    def submit(self, send: Callable[[int], Any]) -> tuple[asyncio.Future[_Answer], Any]:
+        """Register a future under a fresh token and submit with it (`send(token)` returns the call)."""
+        token, future = self.expect()
         try:
             return future, send(token)
         except BaseException:
-            del self._waiting[token]
+            self.forget(token)
             raise
 
     def _answered(self) -> None:
@@ -231,7 +243,7 @@ class VersionBatcher:
         else:
             refusal = native.refusal(len(texts), _left(deadline), bulk)
             if refusal is not None:  # refused as the queue stands: not worth tokenizing (submitting checks again)
-                raise _failure(*refusal)
+                raise failure_of(*refusal)
             started = time.monotonic()
             seconds: list[int] = []
             if instance.manifest.per_token:
@@ -254,7 +266,7 @@ class VersionBatcher:
             call.cancel()  # its texts leave the queue; a running batch finishes and its answer is dropped
             raise
         if output is None:
-            raise _failure(code, message, timings["retry_after_s"])
+            raise failure_of(code, message, timings["retry_after_s"])
         return InferResult(outputs=output, tokenize_s=timings["tokenize_s"], queue_s=timings["queue_s"],
                            engine_s=timings["engine_s"], batch_size=int(timings["batch_size"]), tokens=tokens)
 

@@ -1,10 +1,13 @@
 """A ModelInfer call on the Python side, whichever transport carried it (grpc.aio's handler, the REST server).
 
 A transport reads the call off the wire into an `InferCall` (the fields the C++ wire rules read, the headers, the
-deadline), hands it to `Inference.infer`, and writes the `InferReply` (or the `CallFailed`) back in its own format:
+deadline), hands it to `Inference.infer`, and writes the `InferReply` (or the `CallFailed`) back in its own format.
+The call crosses into C++ once (`engine_ext.start_call`, the native front end's call path: request id, decode,
+routing key, the version from the data plane's route table, outputs check, lease, prompt, the batcher) and its
+answer comes back through the completion queue as the reply's tensors. What the data plane leaves to Python (a
+version on the HF tokenizer; a model or version not routed, whose refusal the manager names) takes the Python path:
 
-    request id (x-request-id)  ->  C++ wire rules: decode  ->  routing key  ->  lease a version (pin or bucket)
-      ->  outputs check  ->  the version's batcher  ->  C++ wire rules: the reply's tensors  ->  the call's record
+    prepare (C++)  ->  manager.lease (pin or bucket)  ->  outputs check  ->  VersionBatcher  ->  encode (C++)
 
 Both transports therefore answer a call alike: the same rules and messages (the native front end's too), the same
 routing, admission and deadlines, the same `request` line, metrics and trace.
@@ -12,22 +15,24 @@ routing, admission and deadlines, the same `request` line, metrics and trace.
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import structlog
 
 from ortserve import engine_ext
 from ortserve.bundle.kinds import CLASSIFIER
+from ortserve.service.data_plane import DataPlane, failure_of
 from ortserve.service.errors import InvalidArgument, NotFound, ServiceError, TooManyTexts, Unavailable
 from ortserve.service.manager import ModelManager
 from ortserve.service.metrics import Metrics
 from ortserve.service.request_log import EVERY_CALL, CallRecord, LogSampling, log_call
 from ortserve.service.served_output import ServedOutput
-from ortserve.service.tokenization import TokenEncoding
+from ortserve.service.tokenization import INLINE_MAX_CHARS, TokenEncoding
 
 log = structlog.get_logger("ortserve.request")
 INPUT_NAME: str = engine_ext.TEXT_INPUT
@@ -75,8 +80,9 @@ class InferReply:
     id: str
     tensors: list[tuple[str, str, tuple[int, int], bool, Any]]
     """engine_ext.encode_outputs: (name, datatype, (rows, width), raw, payload) per output."""
-    read: list[str] = field(default_factory=list)
-    """The texts the model read: each after the call's prompt (`prompt_name`), else as sent."""
+    read: Callable[[], list[str]] = list
+    """The texts the model read: each after the call's prompt (`prompt_name`), else as sent (asked of C++ only by
+    the callers that count them)."""
 
 
 class CallFailed(Exception):
@@ -101,10 +107,30 @@ class ModelDescription:
     """kind and a classifier's labels (strings); multi_label (true) for a classifier with independent labels."""
 
 
+class Started(NamedTuple):
+    """engine_ext.start_call's answer."""
+
+    request_id: str
+    trace: tuple[str, str, int, str]
+    error: str | None
+    """The rules' refusal (INVALID_ARGUMENT)."""
+    too_many_texts: bool
+    passed: str | None
+    """Why the data plane left the call to Python (a passthrough reason, or "long_texts"); None when started."""
+    version: str
+    route: str
+    texts: int
+    call: Any
+    """engine_ext.StartedCall (cancel, read, submit_ids) when routed and leased, else None."""
+    tokenize: tuple[list[str], list[str] | None] | None
+    """The (texts, pairs) a version on HF tokenizers needs as ids (`StartedCall.submit_ids`); None: submitted."""
+
+
 class Inference:
-    def __init__(self, manager: ModelManager, metrics: Metrics, *, max_texts_per_request: int,
+    def __init__(self, manager: ModelManager, plane: DataPlane, metrics: Metrics, *, max_texts_per_request: int,
                  tracing: Any = None, sampling: LogSampling = EVERY_CALL) -> None:
         self._manager = manager
+        self._plane = plane
         self._metrics = metrics
         self._sampling = sampling
         self._max_texts = max_texts_per_request
@@ -115,25 +141,11 @@ class Inference:
         record = CallRecord(request_id="", model=call.model, version=call.version)
         self._metrics.in_flight.inc()
         try:
-            prepared = prepare(call, max_texts_per_request=self._max_texts)
-            record.request_id = prepared.request_id
-            record.trace_id, record.parent_span_id, record.sampled, record.tracestate = prepared.trace
-            decoded = decoded_call(prepared)
-            routing_key = prepared.routing_key
-            record.texts = len(decoded.texts)
-            with self._manager.lease(call.model, version=call.version, routing_key=routing_key) as lease:
-                lv = lease.version
-                record.version, record.route = lv.version, lease.route
-                assert lv.batcher is not None and lv.instance is not None  # READY versions always have both
-                served = lv.instance.served
-                check_outputs(decoded, served, call.model)
-                read = prompted_texts(decoded, served)
-                result = await lv.batcher.infer(read, deadline=call.deadline, pairs=decoded.pairs, bulk=decoded.bulk)
-            tensors = encode_tensors(decoded, served, result.outputs, result.tokens)
-            record.answered(result)
+            reply = await self._on_the_call_path(call, record)
+            if reply is None:
+                reply = await self._on_the_python_path(call, record)
             self._finish(record, started, "OK", call.transport)
-            return InferReply(request_id=record.request_id, model=call.model, version=lv.version, id=call.id,
-                              tensors=tensors, read=read)
+            return reply
         except ServiceError as e:
             self._finish(record, started, e.code.name, call.transport, error=e.message)
             raise CallFailed(e, record.request_id) from None
@@ -147,6 +159,95 @@ class Inference:
                              record.request_id) from None
         finally:
             self._metrics.in_flight.dec()
+
+    async def _on_the_call_path(self, call: InferCall, record: CallRecord) -> InferReply | None:
+        """The call in one crossing (`start_call`), answered as the reply's tensors; None when the data plane
+        left it to the Python path."""
+        plane = self._plane
+        token, answer = plane.expect()
+        try:
+            started = self._start(call, token, INLINE_MAX_CHARS)
+            if started.passed == "long_texts":  # tokenizing them would hold the loop: the tokenizer pool does it
+                started = await asyncio.get_running_loop().run_in_executor(
+                    plane.tokenize_pool, self._start, call, token, None, started.request_id)
+        except BaseException:
+            plane.forget(token)
+            raise
+        record.request_id = started.request_id
+        record.trace_id, record.parent_span_id, record.sampled, record.tracestate = started.trace
+        record.texts = started.texts
+        if started.call is None:
+            plane.forget(token)
+            if started.error is not None:
+                raise (TooManyTexts if started.too_many_texts else InvalidArgument)(started.error)
+            return None
+        record.version, record.route = started.version, started.route
+        try:
+            if started.tokenize is not None:
+                await self._submit_ids(call, started)
+            code, message, tensors, timings = await answer
+        except BaseException:
+            # Cancelled (or its tokenizing failed): its texts leave the queue, a running batch finishes and its
+            # answer is dropped; a call never submitted gives its lease back.
+            started.call.cancel()
+            plane.forget(token)
+            raise
+        if tensors is None:
+            raise failure_of(code, message, timings["retry_after_s"])
+        record.batch_size = int(timings["batch_size"])
+        record.queue_s, record.tokenize_s, record.engine_s = timings["queue_s"], timings["tokenize_s"], \
+            timings["engine_s"]
+        return InferReply(request_id=record.request_id, model=call.model, version=started.version, id=call.id,
+                          tensors=tensors, read=started.call.read)
+
+    async def _submit_ids(self, call: InferCall, started: Started) -> None:
+        """A version on HF tokenizers: its texts tokenized on the tokenizer pool, submitted as ids (the second
+        crossing; start_call checked that the queue takes them at one token a text)."""
+        instance = self._manager.instance_of(call.model, started.version)
+        assert instance is not None and started.tokenize is not None  # leased: not closed
+        texts, pairs = started.tokenize
+        began = time.monotonic()
+        seconds: list[int] = []
+        tokens = None
+        if instance.manifest.per_token:
+            encodings = await asyncio.get_running_loop().run_in_executor(
+                self._plane.tokenize_pool, instance.tokenize_tokens, texts)
+            ids = [encoding.ids for encoding in encodings]
+            tokens = [(encoding.spans, encoding.chars_read) for encoding in encodings]
+        elif pairs is None:
+            ids = await asyncio.get_running_loop().run_in_executor(self._plane.tokenize_pool, instance.tokenize, texts)
+        else:
+            ids, seconds = await asyncio.get_running_loop().run_in_executor(
+                self._plane.tokenize_pool, instance.tokenize_pairs, texts, pairs)
+        started.call.submit_ids(ids, None if call.deadline is None else call.deadline - time.monotonic(),
+                                time.monotonic() - began, seconds, tokens)
+
+    def _start(self, call: InferCall, token: int, inline_chars: int | None, request_id: str = "") -> Started:
+        """`request_id`: the one a first try chose (a call keeps one id, and routes by it when it has no key)."""
+        return Started(*engine_ext.start_call(
+            self._plane.routes, call.model, call.version, call.inputs, call.outputs, call.raw_input_contents,
+            call.scores, call.routing_key, self._max_texts, call.aggregation, call.priority, call.prompt_name,
+            call.dimensions, call_headers(call, request_id),
+            None if call.deadline is None else call.deadline - time.monotonic(), self._plane.completions, token,
+            inline_chars))
+
+    async def _on_the_python_path(self, call: InferCall, record: CallRecord) -> InferReply:
+        """A call the data plane left to Python: a version on the HF tokenizer (tokenized in the pool, submitted as
+        ids), or a model or version the route table does not hold, which the manager's lease refuses by name."""
+        prepared = prepare(call, max_texts_per_request=self._max_texts, request_id=record.request_id)
+        decoded = decoded_call(prepared)
+        with self._manager.lease(call.model, version=call.version, routing_key=prepared.routing_key) as lease:
+            lv = lease.version
+            record.version, record.route = lv.version, lease.route
+            assert lv.batcher is not None and lv.instance is not None  # READY versions always have both
+            served = lv.instance.served
+            check_outputs(decoded, served, call.model)
+            read = prompted_texts(decoded, served)
+            result = await lv.batcher.infer(read, deadline=call.deadline, pairs=decoded.pairs, bulk=decoded.bulk)
+        tensors = encode_tensors(decoded, served, result.outputs, result.tokens)
+        record.answered(result)
+        return InferReply(request_id=record.request_id, model=call.model, version=lv.version, id=call.id,
+                          tensors=tensors, read=lambda: read)
 
     def _finish(self, record: CallRecord, started: float, status: str, transport: str, error: str = "") -> None:
         record.status, record.error, record.total_s = status, error, time.monotonic() - started
@@ -172,13 +273,18 @@ class Inference:
         return ModelDescription(name, sorted(route.versions), "onnxruntime_onnx", inputs, outputs, parameters)
 
 
-def prepare(call: InferCall, *, max_texts_per_request: int) -> Any:
+def call_headers(call: InferCall, request_id: str = "") -> tuple[str, ...]:
+    """The call's CALL_HEADERS, in order ('' when absent); `request_id` in x-request-id's place when given."""
+    headers = tuple(call.headers.get(name, "") for name in CALL_HEADERS)
+    return (request_id, *headers[1:]) if request_id else headers
+
+
+def prepare(call: InferCall, *, max_texts_per_request: int, request_id: str = "") -> Any:
     """The call's first steps by the C++ rules, in the native front end's order and one crossing
     (`engine_ext.PreparedCall`: request id, trace context, the decoded call, routing key, or the refusal)."""
     return engine_ext.prepare_call(call.inputs, call.outputs, call.raw_input_contents, call.scores,
                                    call.routing_key, max_texts_per_request, call.aggregation, call.priority,
-                                   call.prompt_name, call.dimensions,
-                                   tuple(call.headers.get(name, "") for name in CALL_HEADERS))
+                                   call.prompt_name, call.dimensions, call_headers(call, request_id))
 
 
 def decoded_call(prepared: Any) -> Any:

@@ -52,14 +52,6 @@ class VersionFactory(Protocol):
         when they differ and the version must not take traffic."""
 
 
-class TableSubscriber(Protocol):
-    """A second reader of the route table (the native front end): it gets every new table (`publish`, on the loop,
-    right after the swap). Its calls hold the version's native leases, which the version's batcher drains before
-    the engines close (invariant 3)."""
-
-    def publish(self, table: RouteTable) -> None: ...
-
-
 class LifecycleObserver(Protocol):
     def __call__(self, event: str, model: str, version: str, **fields: Any) -> None: ...
 
@@ -129,10 +121,10 @@ class ModelManager:
         drain_timeout_s: float = 30.0,
         retry_backoff_s: tuple[float, float] = (1.0, 60.0),
         observer: LifecycleObserver | None = None,
-        data_path: TableSubscriber | None = None,
+        routes: Any = None,
     ) -> None:
         self._factory = factory
-        self._data_path = data_path
+        self._routes = routes
         self._max_loaded = max_loaded_versions
         self._drain_timeout_s = drain_timeout_s
         self._backoff = retry_backoff_s
@@ -343,11 +335,11 @@ class ModelManager:
             models.pop(model, None)
         since = time.time()
         self._table = RouteTable(models)  # the swap: one assignment on the loop thread
-        if self._data_path is not None:
-            self._data_path.publish(self._table)
+        if self._routes is not None:
+            self._routes.set(data_plane_routes(self._table))
         if models.get(model) != current:
-            # Logged once every front end has the table (until then the native one serves the old table), with
-            # `since`, when the Python one took it: a call on this table took its lease between the two.
+            # Logged once the data plane's copy (which both front ends route by) has the table too, with `since`,
+            # when the Python one took it: a call on this table took its lease between the two.
             self._observe("swapped", model, ",".join(sorted(ready)), weights=weights,
                           took_s=round(time.monotonic() - started, 4), since=iso_utc(since))
         for old in self._superseded.pop(model, []):
@@ -420,6 +412,15 @@ class ModelManager:
                   for lv in versions if lv.instance is not None]
         return found
 
+    def instance_of(self, model: str, version: str) -> ModelInstance | None:
+        """The engines and tokenizer of a version a call holds a lease on: the routed one, else one that left the
+        table and drains (a version's record never changes, so a reload of the name has the same tokenizer)."""
+        route = self._table.models.get(model)
+        lv = route.versions.get(version) if route is not None else None
+        if lv is None:
+            lv = self._versions.get(model, {}).get(version)
+        return lv.instance if lv is not None else None
+
     def version_failure(self, model: str, version: str) -> str | None:
         failure = self._failures.get((model, version))
         return failure.error if failure else None
@@ -468,8 +469,8 @@ class ModelManager:
             task.cancel()
         await asyncio.gather(*self._workers.values(), return_exceptions=True)
         self._table = RouteTable({})
-        if self._data_path is not None:
-            self._data_path.publish(self._table)
+        if self._routes is not None:
+            self._routes.set(data_plane_routes(self._table))
         superseded = [lv for versions in self._superseded.values() for lv in versions]
         self._superseded.clear()
         for lv in [*superseded, *(lv for versions in self._versions.values() for lv in versions.values())]:
@@ -477,3 +478,16 @@ class ModelManager:
                 self._start_retire(lv)
         await asyncio.gather(*self._retiring, return_exceptions=True)
         self._loader.shutdown(wait=True)
+
+
+def data_plane_routes(table: RouteTable) -> dict[str, tuple[list[str], list[int], dict[str, Any], dict[str, Any]]]:
+    """The table as the data plane's `engine_ext.Routes` takes it (both front ends read that one C++ copy): each
+    model's split, its versions' `ServedVersion`s (leases included) and what each takes and answers."""
+    routes: dict[str, tuple[list[str], list[int], dict[str, Any], dict[str, Any]]] = {}
+    for model, route in table.models.items():
+        loaded = [(name, lv) for name, lv in route.versions.items()
+                  if lv.batcher is not None and lv.instance is not None]
+        routes[model] = (list(route.split.order), list(route.split.upper),
+                         {name: lv.batcher.native for name, lv in loaded},  # type: ignore[union-attr]
+                         {name: lv.instance.served.wire for name, lv in loaded})  # type: ignore[union-attr]
+    return routes

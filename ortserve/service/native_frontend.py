@@ -4,10 +4,10 @@ The C++ front end (`engine_ext/src/dataplane/frontend.cc`) owns the public port.
 model whose versions all run on the C++ tokenizer, submitting into the version's batcher (the one every call uses,
 `data_plane`), and passes every other call (the other inference RPCs, admin status, ModelInfer for other models,
 and any call the wire rules refuse, which the Python server answers with the same rules' message) to the Python
-server on a private unix socket. This class is the seam between the two:
-`publish` (manager hook, on the loop) turns each new route table into one immutable C++ snapshot of the versions'
-`ServedVersion`s. Its calls' records go to the data plane's event sink, which logs and counts them. Both front ends
-decode, route and encode by the same C++ wire rules.
+server on a private unix socket. It routes by the data plane's route table (`engine_ext.Routes`, which the manager
+replaces on every swap and the Python front end's calls read too) and runs each call through the one C++ call path
+(`call_path.h`: route, check, lease, reply). Its calls' records go to the data plane's event sink, which logs and
+counts them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 
 from ortserve import engine_ext
 from ortserve.service.config import Settings
-from ortserve.service.manager import LoadedVersion, RouteTable
 from ortserve.service.metrics import Metrics
 
 
@@ -44,15 +43,16 @@ def resolve_frontend(setting: str) -> tuple[str, str]:
 
 
 class NativeFrontend:
-    def __init__(self, settings: Settings, metrics: Metrics, events: Any, *, backend: str,
+    def __init__(self, settings: Settings, metrics: Metrics, events: Any, routes: Any, *, backend: str,
                  tls: tuple[bytes, bytes, bytes | None] | None = None) -> None:
-        """`events`: the data plane's EventSink; `tls`: PEM certificate chain, key and optional client CA
-        (app.tls_pem), or None for plaintext."""
+        """`events`: the data plane's EventSink; `routes`: its Routes; `tls`: PEM certificate chain, key and
+        optional client CA (app.tls_pem), or None for plaintext."""
         check_available()
         self._frontend = engine_ext.Frontend(
             f"{settings.host}:{settings.port}",
             backend,
             events=events,
+            routes=routes,
             max_message_bytes=settings.max_message_bytes,
             max_header_bytes=settings.max_header_bytes,
             max_texts_per_request=settings.max_texts_per_request,
@@ -67,19 +67,6 @@ class NativeFrontend:
     def start(self) -> int:
         """Bind the public port and start serving; returns the port."""
         return int(self._frontend.start())
-
-    def publish(self, table: RouteTable) -> None:
-        """Manager hook (loop thread): the new table as the front end's next snapshot."""
-        routes: dict[str, tuple[list[str], list[int], dict[str, Any], dict[str, Any]]] = {}
-        for model, route in table.models.items():
-            versions = {name: _native_version(lv) for name, lv in route.versions.items()}
-            if any(v is None for v in versions.values()):
-                continue  # a version the C++ tokenizer cannot run: the whole model is served through Python
-            # What each version takes and answers, as the wire rules read it (built when it loaded).
-            outputs = {name: lv.instance.served.wire
-                       for name, lv in route.versions.items() if lv.instance is not None}
-            routes[model] = (list(route.split.order), list(route.split.upper), versions, outputs)
-        self._frontend.set_routes(routes)
 
     def passthrough(self) -> dict[str, int]:
         """ModelInfer calls passed on to the Python server so far, by reason (every reason listed)."""
@@ -99,9 +86,3 @@ class NativeFrontend:
         """Every service NOT_SERVING at once, no new calls, in-flight ones get up to `grace_s` (blocks a thread)."""
         await asyncio.get_running_loop().run_in_executor(None, self._frontend.shutdown, grace_s)
 
-
-def _native_version(lv: LoadedVersion) -> Any | None:
-    """The version's batcher when the front end can serve it (its texts tokenized in C++), else None."""
-    if lv.batcher is None or lv.instance is None or lv.instance.tokenizer.native is None:
-        return None
-    return lv.batcher.native

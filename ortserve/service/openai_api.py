@@ -71,7 +71,7 @@ class OpenAiApi:
             raise ApiError.invalid(f"'encoding_format' must be 'float' or 'base64', got {encoding!r}",
                                    "encoding_format")
         answer = await self._calls.run(request, served, texts, embedding=EmbeddingParams.of(doc))
-        tokens = await self._calls.count_tokens(answer, answer.read)
+        tokens = await self._calls.count_tokens(answer, answer.read())
         rows = answer.values
         # base64: the float32 values' little-endian bytes, as OpenAI sends them (the SDK's default).
         data = [{"object": "embedding", "index": i,

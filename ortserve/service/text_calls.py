@@ -140,7 +140,7 @@ class Answer:
     version: str
     request_id: str
     asked: ModelInstance
-    read: list[str]
+    read: Callable[[], list[str]]
     """The texts the model read (each after the call's prompt, if it named one): what its tokens are counted of."""
     """The version the call was made knowing (its first routed one then): its tokenizer counts the tokens when the
     version that answered has left the route table since."""

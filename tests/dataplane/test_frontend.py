@@ -48,12 +48,27 @@ from ortserve.engine_ext import (
     EventSink,
     Frontend,
     Lanes,
+    Routes,
     ServedVersion,
     classification_top_k,
 )
 
 MAX_TEXTS = 8
 MODEL = "classifier"
+
+
+class _Front:
+    """A Frontend and the Routes it reads (in the server the data plane owns them and the manager sets them)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.routes = Routes()
+        self._frontend = Frontend(*args, routes=self.routes, **kwargs)
+
+    def set_routes(self, table: dict[str, tuple[Any, ...]]) -> None:
+        self.routes.set(table)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._frontend, name)
 TEXTS = ["the movie was great", "ok", "a much longer sentence about the weather, neither good nor bad", "hello"]
 
 
@@ -194,7 +209,7 @@ def _native(bundle: Path, version: str = "1") -> Native:
 
 
 def _routes(native: Native, *, outputs: bool = True) -> dict[str, tuple[Any, ...]]:
-    """The table NativeFrontend.publish sets: with each version's outputs (ModelInstance.served.wire)."""
+    """The table manager.data_plane_routes sets: with each version's outputs (ModelInstance.served.wire)."""
     served = ServedOutput.of(native.classifier.manifest)
     if not outputs:
         return {MODEL: (["1"], [10000], {"1": native.version})}
@@ -211,7 +226,7 @@ def native(tiny_bundle: Path) -> Iterator[Native]:
 
 
 def _frontend(backend: Backend, sink: Any, address: str = "127.0.0.1:0") -> Any:
-    return Frontend(address, backend.address, events=sink, max_message_bytes=1 << 20, max_header_bytes=1 << 16,
+    return _Front(address, backend.address, events=sink, max_message_bytes=1 << 20, max_header_bytes=1 << 16,
                     max_texts_per_request=MAX_TEXTS)
 
 
@@ -708,7 +723,7 @@ def _plaintext_fails(port: int) -> None:
 
 @pytest.mark.parametrize("mtls", [False, True], ids=["tls", "mtls"])
 def test_tls_and_mtls(backend: Backend, native: Native, certs: Path, mtls: bool) -> None:
-    fe = Frontend("127.0.0.1:0", backend.address, events=native.sink, max_message_bytes=1 << 20,
+    fe = _Front("127.0.0.1:0", backend.address, events=native.sink, max_message_bytes=1 << 20,
                   max_header_bytes=1 << 16, max_texts_per_request=MAX_TEXTS,
                   tls_cert=(certs / "server.pem").read_bytes(),
                   tls_key=(certs / "server.key").read_bytes(),
@@ -731,10 +746,10 @@ def test_tls_and_mtls(backend: Backend, native: Native, certs: Path, mtls: bool)
 
 def test_tls_options_go_together(backend: Backend, native: Native) -> None:
     with pytest.raises(ValueError, match="tls_cert and tls_key"):
-        Frontend("127.0.0.1:0", backend.address, events=native.sink, max_message_bytes=1024,
+        _Front("127.0.0.1:0", backend.address, events=native.sink, max_message_bytes=1024,
                  max_header_bytes=1024, max_texts_per_request=1, tls_cert=b"x")
     with pytest.raises(ValueError, match="tls_client_ca needs"):
-        Frontend("127.0.0.1:0", backend.address, events=native.sink, max_message_bytes=1024,
+        _Front("127.0.0.1:0", backend.address, events=native.sink, max_message_bytes=1024,
                  max_header_bytes=1024, max_texts_per_request=1, tls_client_ca=b"x")
 
 

@@ -120,7 +120,7 @@ def test_a_bundle_on_the_hf_tokenizer_is_served_by_the_python_path(tiny_bundle: 
         line = server.wait_event("request", request_id="hf-1")
         assert "frontend" not in line and line["status"] == "OK"
         # Not silent: counted by reason, in the metrics and in `ortserve status`.
-        assert metric(server.scrape(), "ortserve_frontend_passthrough_total", reason="model_not_native") == 1
+        assert metric(server.scrape(), "ortserve_frontend_passthrough_total", reason="version_not_native") == 1
 
 
 @needs_native
@@ -199,7 +199,7 @@ def test_health_and_server_ready_stay_not_serving_once_the_shutdown_began() -> N
     # A swap's health update can still be queued when SIGTERM arrives; it must not turn a draining server ready
     # (the Python side's grpc HealthServicer ignores it the same way after enter_graceful_shutdown).
     native = NativeFrontend(Settings(host="127.0.0.1", port=0), Metrics(), engine_ext.EventSink(),
-                            backend="unix:/nonexistent/backend")
+                            engine_ext.Routes(), backend="unix:/nonexistent/backend")
     port = native.start()
     try:
         ch, stub = stub_for(f"127.0.0.1:{port}")

@@ -109,14 +109,13 @@ bool Known(const ortserve::WordPiece& tokenizer, int64_t id) {
 
 // transformers' subword rule, restated: with a continuing prefix, the token's string (added tokens first, as HF's
 // id_to_token) is not as long as its span; without one, no space borders its start; never the unknown token.
-int64_t ExpectedSubword(const ortserve::WordPiece& tokenizer, std::string_view text, int64_t id,
+// `chars`: the text's code points (decoded once per input).
+int64_t ExpectedSubword(const ortserve::WordPiece& tokenizer, const std::vector<char32_t>& chars, int64_t id,
                         const ortserve::WordPieceSpan& span) {
   const ortserve::WordPieceConfig& config = tokenizer.config();
   if (id == config.unk_id) return 0;
   if (config.continuing_subword_prefix.empty()) {
     if (span.start == 0) return 0;
-    std::vector<char32_t> chars;
-    for (size_t i = 0; i < text.size();) chars.push_back(ortserve::wordpiece_internal::NextCodePoint(text, i));
     const auto at = static_cast<size_t>(span.start);
     return chars[at - 1] != U' ' && (at >= chars.size() || chars[at] != U' ') ? 1 : 0;
   }
@@ -162,12 +161,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int64_t text_chars = -1;
   setup.unlimited->EncodeWithSpans(text, full_ids, full_spans, text_chars);
   Check(full_ids == full, "unlimited EncodeWithSpans differs from Encode");
+  std::vector<char32_t> chars;
+  for (size_t i = 0; i < text.size();) chars.push_back(ortserve::wordpiece_internal::NextCodePoint(text, i));
   int64_t last_start = 0, last_end = 0;
   for (size_t k = 0; k < spans.size(); ++k) {
     const ortserve::WordPieceSpan& span = spans[k];
     const bool outer = k == 0 || k + 1 == spans.size();
     Check(span.special == (outer ? 1 : 0), "special is not [CLS]/[SEP]'s alone");
-    Check(span.is_subword == ExpectedSubword(tokenizer, text, ids[k], span), "is_subword not transformers' rule");
+    Check(span.is_subword == ExpectedSubword(tokenizer, chars, ids[k], span), "is_subword not transformers' rule");
     if (outer) {
       Check(span.start == 0 && span.end == 0, "[CLS]/[SEP] not at (0, 0)");
       continue;

@@ -24,6 +24,7 @@ NB_MODULE(_engine, m) {
   BindClassification(m);
   BindEntities(m);
   BindWire(m);
+  BindCallPath(m);
 #ifdef ORTSERVE_WITH_FRONTEND
   BindFrontend(m);
   m.attr("HAS_FRONTEND") = true;

@@ -63,7 +63,10 @@ void EncodeTokens(const WordPiece& tokenizer, const std::vector<std::string_view
 
 Batcher::Batcher(std::string model, std::string version, TextModel text_model, BatcherSettings settings,
                  std::shared_ptr<Lanes> lanes, std::shared_ptr<EventSink> events)
-    : model_(std::move(model)), version_(std::move(version)), state_(std::make_unique<State>()) {
+    : model_(std::move(model)),
+      version_(std::move(version)),
+      tokenizes_(text_model.tokenizer != nullptr),
+      state_(std::make_unique<State>()) {
   settings.policy.Validate();
   if (settings.engine_concurrency < 1) throw OptionError("engine_concurrency must be >= 1");
   if (settings.max_queue_items < 1) throw OptionError("max_queue_items must be >= 1");

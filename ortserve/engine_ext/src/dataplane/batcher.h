@@ -85,6 +85,8 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
   double tokens_per_s() const;  // admission's rate: padded tokens per busy second, 0 before any run ended
   const std::string& model() const { return model_; }
   const std::string& version() const { return version_; }
+  // Its texts are tokenized here (the version's tokenizer is the C++ WordPiece); else they come as ids (SubmitIds).
+  bool tokenizes() const { return tokenizes_; }
 
  private:
   struct State;  // the queue, the load, the throughput; guarded by its mutex (batcher.cc)
@@ -98,6 +100,7 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
 
   const std::string model_;
   const std::string version_;
+  const bool tokenizes_;
   std::unique_ptr<State> state_;
 };
 

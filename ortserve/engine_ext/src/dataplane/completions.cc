@@ -23,15 +23,17 @@ Completions::Completions() : fd_(OpenEventFd()) {}
 Completions::~Completions() { close(fd_); }
 
 InferDone Completions::Callback(std::shared_ptr<Completions> self, uint64_t token) {
-  return [self = std::move(self), token](InferResult&& result) { self->Push(token, std::move(result)); };
+  return [self = std::move(self), token](InferResult&& result) {
+    self->Push(Completion{token, std::move(result), std::nullopt});
+  };
 }
 
-void Completions::Push(uint64_t token, InferResult&& result) {
+void Completions::Push(Completion&& done) {
   bool was_empty;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     was_empty = queue_.empty();
-    queue_.emplace_back(token, std::move(result));
+    queue_.push_back(std::move(done));
   }
   if (was_empty) {  // a non-empty queue has a wake-up pending already
     const uint64_t one = 1;
@@ -40,11 +42,11 @@ void Completions::Push(uint64_t token, InferResult&& result) {
   }
 }
 
-std::vector<std::pair<uint64_t, InferResult>> Completions::Drain() {
+std::vector<Completion> Completions::Drain() {
   uint64_t count;
   while (read(fd_, &count, sizeof count) < 0 && errno == EINTR) {
   }
-  std::vector<std::pair<uint64_t, InferResult>> out;
+  std::vector<Completion> out;
   std::lock_guard<std::mutex> lock(mutex_);
   out.swap(queue_);
   return out;

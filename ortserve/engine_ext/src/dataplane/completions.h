@@ -4,18 +4,28 @@
 //
 //   auto completions = std::make_shared<Completions>();
 //   batcher->Submit(texts, deadline, Completions::Callback(completions, token));
-//   ... fd readable ... for (auto& [token, result] : completions->Drain()) resolve(token, result);
+//   ... fd readable ... for (Completion& done : completions->Drain()) resolve(done.token, done.result);
+//
+// A call started by the call path (call_path_bindings.cc) queues its reply's tensors instead of the values.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <utility>
 #include <vector>
 
 #include "call.h"
+#include "infer_wire.h"
 
 namespace ortserve {
+
+struct Completion {
+  uint64_t token = 0;
+  InferResult result;
+  std::optional<std::vector<ReplyTensor>> reply;  // set when the call was answered as a reply (OK or not)
+};
 
 class Completions {
  public:
@@ -29,14 +39,14 @@ class Completions {
   static InferDone Callback(std::shared_ptr<Completions> self, uint64_t token);
   // Every result queued so far, oldest first; clears the fd's readiness first, so a result queued meanwhile
   // makes it readable again.
-  std::vector<std::pair<uint64_t, InferResult>> Drain();
+  std::vector<Completion> Drain();
+  // Queues one answer (any thread).
+  void Push(Completion&& done);
 
  private:
-  void Push(uint64_t token, InferResult&& result);
-
   const int fd_;
   std::mutex mutex_;  // guards queue_
-  std::vector<std::pair<uint64_t, InferResult>> queue_;
+  std::vector<Completion> queue_;
 };
 
 }  // namespace ortserve

@@ -7,6 +7,7 @@
 #include "completions.h"
 #include "dataplane_bindings.h"
 #include "py_handles.h"
+#include "py_wire.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -22,9 +23,19 @@ void BindCompletions(nb::module_& m) {
           [](PyCompletions& self) {
             auto done = self.completions->Drain();
             nb::list out;
-            for (auto& [token, result] : done) out.append(nb::make_tuple(token, ResultTuple(result)));
+            for (Completion& answer : done) {
+              if (!answer.reply) {
+                out.append(nb::make_tuple(answer.token, ResultTuple(answer.result)));
+                continue;
+              }
+              // A started call's: its reply's tensors in the output's place.
+              const InferResult& result = answer.result;
+              nb::object tensors = result.code == Code::kOk ? nb::object(ReplyTensors(*answer.reply)) : nb::none();
+              out.append(nb::make_tuple(answer.token, nb::make_tuple(CodeName(result.code), result.message, tensors,
+                                                                     Timings(result))));
+            }
             return out;
           },
           "Every answer queued so far: [(token, (code name, message, output float32 [n, columns] | None, "
-          "timings))], oldest first.");
+          "timings))], oldest first; a start_call's has the reply's tensors (encode_outputs') as its output.");
 }

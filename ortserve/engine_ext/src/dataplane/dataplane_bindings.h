@@ -16,6 +16,7 @@ void BindRoute(nanobind::module_& m);           // route_bindings.cc
 void BindClassification(nanobind::module_& m);  // classification_bindings.cc
 void BindEntities(nanobind::module_& m);        // entities_bindings.cc: token classification's entities
 void BindWire(nanobind::module_& m);            // wire_bindings.cc
+void BindCallPath(nanobind::module_& m);        // call_path_bindings.cc: Routes, StartedCall, start_call
 #ifdef ORTSERVE_WITH_FRONTEND
 void BindFrontend(nanobind::module_& m);        // frontend_bindings.cc
 #endif

@@ -66,7 +66,7 @@ struct ParsedRequest {
 struct Frontend::Impl {
   FrontendOptions options;
   std::shared_ptr<EventSink> events;
-  RouteHolder routes;
+  std::shared_ptr<const RouteHolder> routes;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<grpc::GenericStub> stub;
   std::atomic<int> in_flight{0};
@@ -169,10 +169,8 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     grpc::ByteBuffer* response;
     std::unique_ptr<ParsedRequest> parsed;
     DecodedCall decoded;  // views into `parsed`
-    std::shared_ptr<ServedVersion> version;
-    std::shared_ptr<const RouteTable> table;  // keeps `served` alive
-    const VersionOutput* served = nullptr;
-    std::string version_name, route, request_id;
+    RoutedCall routed;    // the leased version
+    std::string request_id;
     Clock::time_point arrived;
     TraceContext trace;
   };
@@ -185,9 +183,9 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     texts_ = static_cast<int>(texts.size());
     // may_run_here: a lone call runs on this gRPC thread (Submit's comment says when); the other callback
     // threads keep serving meanwhile, and Finish before this handler returns is allowed.
-    auto handle = s_.version->batcher().Submit(
+    auto handle = s_.routed.version->batcher().Submit(
         texts, SteadyDeadline(*s_.ctx), [this](InferResult&& result) { Done(std::move(result)); },
-        /*may_run_here=*/true, s_.decoded.pairs, s_.decoded.bulk, s_.served->per_token ? &tokens_ : nullptr);
+        /*may_run_here=*/true, s_.decoded.pairs, s_.decoded.bulk, s_.routed.served->per_token ? &tokens_ : nullptr);
     std::lock_guard<std::mutex> lock(mutex_);
     handle_ = std::move(handle);
   }
@@ -199,7 +197,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       if (finished_) return;
       handle = handle_;
     }
-    if (handle) s_.version->batcher().Cancel(handle);
+    if (handle) s_.routed.version->batcher().Cancel(handle);
   }
 
   void OnDone() override {
@@ -216,37 +214,33 @@ class InferReactor final : public grpc::ServerUnaryReactor {
     grpc::CallbackServerContext& ctx = *s_.ctx;
     grpc::Status status;
     ctx.AddTrailingMetadata("x-request-id", s_.request_id);
-    if (result.code == Code::kOk && NeedsLabels() && s_.served->labels.size() != static_cast<size_t>(result.columns)) {
-      result.code = Code::kInternal;
-      result.message = "model '" + s_.parsed->request->model_name() + "' version '" + s_.version_name + "' returned " +
-                       std::to_string(result.columns) + " columns for " + std::to_string(s_.served->labels.size()) +
-                       " labels";
-    }
+    const std::string& model = s_.parsed->request->model_name();
+    const std::string& version = s_.routed.version_name;
+    std::vector<ReplyTensor> tensors = ReplyOf(result, s_.decoded, *s_.routed.served,
+                                               s_.routed.served->per_token ? &tokens_ : nullptr, model, version);
     if (result.code == Code::kOk) {
-      const auto& request = *s_.parsed->request;
       google::protobuf::Arena arena;
       auto* reply = google::protobuf::Arena::CreateMessage<inference::ModelInferResponse>(&arena);
-      reply->set_model_name(request.model_name());
-      reply->set_model_version(s_.version_name);
-      reply->set_id(request.id());
-      WriteOutputs(*reply, EncodeOutputs(s_.decoded, *s_.served, result.logits.data(), result.rows, result.columns,
-                                         s_.served->per_token ? &tokens_ : nullptr));
+      reply->set_model_name(model);
+      reply->set_model_version(version);
+      reply->set_id(s_.parsed->request->id());
+      WriteOutputs(*reply, std::move(tensors));
       bool own = false;
       status = grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(*reply, s_.response, &own);
-      ctx.AddTrailingMetadata("x-model-version", s_.version_name);
+      ctx.AddTrailingMetadata("x-model-version", version);
     } else {
       status = grpc::Status(static_cast<grpc::StatusCode>(result.code), result.message);
       if (result.code == Code::kResourceExhausted) {
         ctx.AddTrailingMetadata("grpc-retry-pushback-ms", std::to_string(PushbackMs(result.retry_after_s)));
       }
     }
-    s_.version->Release();
+    s_.routed.version->Release();
     if (s_.impl->events) {
       RequestEvent event;
       event.request_id = s_.request_id;
       event.model = s_.parsed->request->model_name();
-      event.version = s_.version_name;
-      event.route = s_.route;
+      event.version = s_.routed.version_name;
+      event.route = s_.routed.route;
       event.texts = texts_;
       event.batch_size = result.batch_size;
       event.queue_s = result.queue_s;
@@ -267,16 +261,9 @@ class InferReactor final : public grpc::ServerUnaryReactor {
 
   // The call's prompt before each text (PromptedTexts): the texts then view this reactor's own copies.
   void ApplyPrompt() {
-    prompted_ = PromptedTexts(s_.decoded, *s_.served);
+    prompted_ = PromptedTexts(s_.decoded, *s_.routed.served);
     if (prompted_.empty()) return;
     s_.decoded.texts.assign(prompted_.begin(), prompted_.end());
-  }
-
-  bool NeedsLabels() const {
-    for (const RequestedOutput& out : s_.decoded.outputs) {
-      if (out.classes > 0) return true;
-    }
-    return false;
   }
 
   Setup s_;
@@ -297,9 +284,6 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
   if (!request->Valid()) return Proxy("ModelInfer", ctx, request, response);  // no message: answered there, not sent
   if (!Parse(request, parsed->request)) return PassOn(Passthrough::kUnparsable, ctx, request, response);
   const inference::ModelInferRequest& req = *parsed->request;
-  const std::shared_ptr<const RouteTable> table = routes.Load();
-  const auto model = table->models.find(req.model_name());
-  if (model == table->models.end()) return PassOn(Passthrough::kModelNotNative, ctx, request, response);
   // A call the rules refuse goes to the Python server, which answers it with the same rules' message and logs it.
   PreparedCall prepared = PrepareCall(
       ToWire(req),
@@ -311,43 +295,24 @@ grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext
       options.max_texts_per_request);
   if (std::holds_alternative<WireError>(prepared.call)) return PassOn(Passthrough::kBadInput, ctx, request, response);
   DecodedCall& call = std::get<DecodedCall>(prepared.call);
-  const ModelRoute& route = model->second;
-  std::string version_name, route_name;
-  if (!req.model_version().empty()) {
-    version_name = req.model_version();
-    route_name = "pin";
-  } else {
-    const int bucket = Bucket(req.model_name(), prepared.routing_key);
-    const std::string* picked = route.split.Pick(bucket);
-    if (picked == nullptr) return PassOn(Passthrough::kNoRoutableVersion, ctx, request, response);
-    version_name = *picked;
-    route_name = "bucket " + std::to_string(bucket);
-  }
-  const auto version = route.versions.find(version_name);
-  if (version == route.versions.end() || !version->second) {
-    return PassOn(Passthrough::kVersionNotNative, ctx, request, response);
-  }
-  // Outputs this version does not answer, or classification without its labels: Python names the error, or serves
-  // what the native table cannot (on the same version for a pin or a routing key).
-  const VersionOutput& served = route.OutputOf(version_name);
-  const bool labels_missing = served.labels.empty() && std::any_of(call.outputs.begin(), call.outputs.end(),
-                                                                   [](const RequestedOutput& o) { return o.classes > 0; });
-  if (labels_missing || CheckOutputs(call, served, req.model_name())) {
-    return PassOn(Passthrough::kBadInput, ctx, request, response);
-  }
-  if (!version->second->Acquire()) return PassOn(Passthrough::kVersionDraining, ctx, request, response);
+  auto routed = RouteCall(routes->Load(), req.model_name(), req.model_version(), prepared.routing_key, call);
+  if (const auto* miss = std::get_if<CallMiss>(&routed)) return PassOn(miss->reason, ctx, request, response);
 
   auto* reactor = new InferReactor(InferReactor::Setup{this, ctx, response, std::move(parsed), std::move(call),
-                                                       version->second, table, &served, std::move(version_name),
-                                                       std::move(route_name), std::move(prepared.request_id),
-                                                       arrived, std::move(prepared.trace)});
+                                                       std::get<RoutedCall>(std::move(routed)),
+                                                       std::move(prepared.request_id), arrived,
+                                                       std::move(prepared.trace)});
   reactor->Start();
   return reactor;
 }
 
-Frontend::Frontend(FrontendOptions options, std::shared_ptr<EventSink> events) : impl_(std::make_unique<Impl>()) {
+Frontend::Frontend(FrontendOptions options, std::shared_ptr<EventSink> events,
+                   std::shared_ptr<const RouteHolder> routes)
+    : impl_(std::make_unique<Impl>()) {
+  if (!routes) throw std::invalid_argument("a Frontend needs the data plane's route holder");
   impl_->options = std::move(options);
   impl_->events = std::move(events);
+  impl_->routes = std::move(routes);
   grpc::ChannelArguments args;
   // The front end already enforces the public limit; the backend hop carries whatever it let through.
   args.SetMaxReceiveMessageSize(-1);
@@ -410,8 +375,6 @@ int Frontend::Start() {
   impl_->started = true;
   return port;
 }
-
-void Frontend::SetRoutes(std::shared_ptr<const RouteTable> table) { impl_->routes.Store(std::move(table)); }
 
 void Frontend::SetHealth(const std::string& service, bool serving) {
   std::lock_guard<std::mutex> lock(impl_->mutex);

@@ -17,24 +17,11 @@
 #include <utility>
 #include <vector>
 
+#include "call_path.h"
 #include "events.h"
 #include "route.h"
 
 namespace ortserve {
-
-// Why a ModelInfer goes to the Python server instead of the native path; kPassthroughReasons names each.
-enum class Passthrough : size_t {
-  kUnparsable,         // the body is not a ModelInferRequest (Python answers INVALID_ARGUMENT)
-  kModelNotNative,     // unknown, still loading, or every version on the HF tokenizer
-  kBadInput,           // the TEXT input does not decode, or the outputs do not fit the version (Python names it)
-  kNoRoutableVersion,  // the split routes the key nowhere
-  kVersionNotNative,   // the pinned or picked version is not on the native path
-  kVersionDraining,    // the version stopped taking calls between the route lookup and the lease
-};
-inline constexpr const char* kPassthroughReasons[] = {"unparsable",          "model_not_native",
-                                                      "bad_input",           "no_routable_version",
-                                                      "version_not_native",  "version_draining"};
-static_assert(std::size(kPassthroughReasons) == static_cast<size_t>(Passthrough::kVersionDraining) + 1);
 
 struct FrontendOptions {
   std::string address;  // "host:port" to listen on
@@ -48,7 +35,9 @@ struct FrontendOptions {
 
 class Frontend {
  public:
-  Frontend(FrontendOptions options, std::shared_ptr<EventSink> events);
+  // `routes`: the data plane's route table, which the owner replaces on every swap (a call sees the old table or
+  // the new one); the Python front end reads the same holder.
+  Frontend(FrontendOptions options, std::shared_ptr<EventSink> events, std::shared_ptr<const RouteHolder> routes);
   ~Frontend();  // Shutdown(0)
   Frontend(const Frontend&) = delete;
   Frontend& operator=(const Frontend&) = delete;
@@ -56,8 +45,6 @@ class Frontend {
   // Binds and starts serving; returns the bound port. Throws std::runtime_error naming the address when it
   // cannot bind (SO_REUSEPORT is off: a port in use fails) or when called twice.
   int Start();
-  // The whole table, replaced as one snapshot: a call sees the old table or the new one.
-  void SetRoutes(std::shared_ptr<const RouteTable> table);
   // Health status of `service` ("" = the whole server). Before Start() it is applied at Start(). Ignored once
   // NotServing() or Shutdown() was called.
   void SetHealth(const std::string& service, bool serving);

@@ -1,4 +1,5 @@
-// Python bindings for the native front end (Frontend) and the codec's fast path (_native_decode, for tests).
+// Python bindings for the native front end (Frontend); its route table is the data plane's `Routes`
+// (call_path_bindings.cc).
 // The only file of the front end that touches Python: everything here runs on the caller's thread.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/map.h>
@@ -26,39 +27,6 @@ std::string Bytes(const std::optional<nb::bytes>& value) {
   return value ? std::string(value->c_str(), value->size()) : std::string();
 }
 
-// {model: (split order, split upper, {version: ServedVersion}[, {version: VersionOutput}])}
-// -> one immutable RouteTable. The fourth element is what each version takes and answers (ServedOutput.wire, copied);
-// without it (or for a version it does not list) a version answers LOGITS and sends classification requests to the
-// Python server.
-std::shared_ptr<const ortserve::RouteTable> ToRouteTable(nb::dict routes) {
-  auto table = std::make_shared<ortserve::RouteTable>();
-  for (auto [key, value] : routes) {
-    const std::string model = nb::cast<std::string>(key);
-    nb::tuple entry = nb::cast<nb::tuple>(value);
-    if (entry.size() != 3 && entry.size() != 4) {
-      throw nb::value_error(
-          ("routes['" + model + "'] must be (split order, split upper, versions[, outputs])").c_str());
-    }
-    ortserve::ModelRoute route;
-    for (nb::handle name : entry[0]) route.split.order.push_back(nb::cast<std::string>(name));
-    for (nb::handle upper : entry[1]) route.split.upper.push_back(nb::cast<int>(upper));
-    if (route.split.order.size() != route.split.upper.size()) {
-      throw nb::value_error(("routes['" + model + "']: split order and split upper differ in length").c_str());
-    }
-    for (auto [name, version] : nb::cast<nb::dict>(entry[2])) {
-      route.versions[nb::cast<std::string>(name)] = ortserve::ServedVersionPtr(version);
-    }
-    if (entry.size() == 4) {
-      for (auto [name, served] : nb::cast<nb::dict>(entry[3])) {
-        route.outputs[nb::cast<std::string>(name)] =
-            std::make_shared<const ortserve::VersionOutput>(nb::cast<const ortserve::VersionOutput&>(served));
-      }
-    }
-    table->models.emplace(model, std::move(route));
-  }
-  return table;
-}
-
 }  // namespace
 
 void BindFrontend(nb::module_& m) {
@@ -67,7 +35,7 @@ void BindFrontend(nb::module_& m) {
       .def(
           "__init__",
           [](ortserve::Frontend* self, const std::string& address, const std::string& backend, nb::handle events,
-             int max_message_bytes, int max_header_bytes, long long max_texts_per_request, std::optional<nb::bytes> tls_cert,
+             ortserve::PyRoutes& routes, int max_message_bytes, int max_header_bytes, long long max_texts_per_request, std::optional<nb::bytes> tls_cert,
              std::optional<nb::bytes> tls_key, std::optional<nb::bytes> tls_client_ca) {
             if (max_message_bytes < 1) throw nb::value_error("max_message_bytes must be >= 1");
             if (max_header_bytes < 1) throw nb::value_error("max_header_bytes must be >= 1");
@@ -78,17 +46,12 @@ void BindFrontend(nb::module_& m) {
             if (tls_client_ca && !tls_cert) throw nb::value_error("tls_client_ca needs tls_cert and tls_key");
             ortserve::FrontendOptions options{address, backend, max_message_bytes, max_header_bytes, max_texts_per_request,
                                               Bytes(tls_cert), Bytes(tls_key), Bytes(tls_client_ca)};
-            new (self) ortserve::Frontend(std::move(options), ortserve::EventSinkPtr(events));
+            new (self) ortserve::Frontend(std::move(options), ortserve::EventSinkPtr(events), routes.holder);
           },
-          "address"_a, "backend"_a, nb::kw_only(), "events"_a, "max_message_bytes"_a, "max_header_bytes"_a, "max_texts_per_request"_a,
+          "address"_a, "backend"_a, nb::kw_only(), "events"_a, "routes"_a, "max_message_bytes"_a, "max_header_bytes"_a, "max_texts_per_request"_a,
           "tls_cert"_a = nb::none(), "tls_key"_a = nb::none(), "tls_client_ca"_a = nb::none())
       .def("start", &ortserve::Frontend::Start, nb::call_guard<nb::gil_scoped_release>(),
            "Bind and serve; returns the bound port. RuntimeError naming the address when it cannot bind.")
-      .def(
-          "set_routes", [](ortserve::Frontend& self, nb::dict routes) { self.SetRoutes(ToRouteTable(routes)); },
-          "routes"_a,
-          "Replace the native route table: {model: (split order, split upper, {version: ServedVersion}[, {version: "
-          "VersionOutput}])}.")
       .def("set_health", &ortserve::Frontend::SetHealth, "service"_a, "serving"_a,
            nb::call_guard<nb::gil_scoped_release>(),
            "Set a grpc.health.v1 status ('' = the server, also ServerReady); ignored after not_serving().")

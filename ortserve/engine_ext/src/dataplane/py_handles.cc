@@ -4,6 +4,8 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
+#include <chrono>
+
 namespace nb = nanobind;
 
 namespace ortserve {
@@ -14,6 +16,21 @@ std::shared_ptr<ServedVersion> ServedVersionPtr(nb::handle object) {
 
 std::shared_ptr<EventSink> EventSinkPtr(nb::handle object) { return nb::cast<PyEventSink&>(object).sink; }
 
+std::optional<Clock::time_point> DeadlineIn(std::optional<double> timeout_s) {
+  if (!timeout_s) return std::nullopt;
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*timeout_s));
+}
+
+nb::dict Timings(const InferResult& result) {
+  nb::dict timings;
+  timings["tokenize_s"] = result.tokenize_s;
+  timings["queue_s"] = result.queue_s;
+  timings["engine_s"] = result.engine_s;
+  timings["batch_size"] = result.batch_size;
+  timings["retry_after_s"] = result.retry_after_s;
+  return timings;
+}
+
 nb::tuple ResultTuple(InferResult& result) {
   nb::object logits = nb::none();
   if (result.code == Code::kOk) {
@@ -22,13 +39,7 @@ nb::tuple ResultTuple(InferResult& result) {
     const size_t shape[2] = {static_cast<size_t>(result.rows), static_cast<size_t>(result.columns)};
     logits = nb::ndarray<nb::numpy, float, nb::ndim<2>>(owned->data(), 2, shape, owner).cast();
   }
-  nb::dict timings;
-  timings["tokenize_s"] = result.tokenize_s;
-  timings["queue_s"] = result.queue_s;
-  timings["engine_s"] = result.engine_s;
-  timings["batch_size"] = result.batch_size;
-  timings["retry_after_s"] = result.retry_after_s;
-  return nb::make_tuple(CodeName(result.code), result.message, logits, timings);
+  return nb::make_tuple(CodeName(result.code), result.message, logits, Timings(result));
 }
 
 BatchPolicy MakePolicy(int max_batch_size, double max_queue_delay_s, double max_padding_ratio,

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "batch_policy.h"
@@ -15,6 +16,7 @@
 #include "engine_run.h"
 #include "events.h"
 #include "lanes.h"
+#include "route.h"
 #include "served_version.h"
 
 namespace ortserve {
@@ -47,6 +49,13 @@ struct PyCompletions {  // Python's Completions
   std::shared_ptr<Completions> completions;
 };
 
+struct PyRoutes {  // Python's Routes: the route table both front ends read (the data plane owns it)
+  std::shared_ptr<RouteHolder> holder = std::make_shared<RouteHolder>();
+};
+
+// A deadline `timeout_s` from now on the batcher's clock; nullopt: none.
+std::optional<Clock::time_point> DeadlineIn(std::optional<double> timeout_s);
+
 // The version a Python ServedVersion object holds (shared: the route table keeps copies). Throws
 // nanobind::cast_error when `object` is not a ServedVersion.
 std::shared_ptr<ServedVersion> ServedVersionPtr(nanobind::handle object);
@@ -57,6 +66,8 @@ std::shared_ptr<EventSink> EventSinkPtr(nanobind::handle object);
 
 // (code name, message, output float32 [rows, columns] or None, timings): a call's answer as Python reads it.
 nanobind::tuple ResultTuple(InferResult& result);
+// {tokenize_s, queue_s, engine_s, batch_size, retry_after_s} of a call's answer.
+nanobind::dict Timings(const InferResult& result);
 
 BatchPolicy MakePolicy(int max_batch_size, double max_queue_delay_s, double max_padding_ratio,
                        int batch_overhead_tokens, int max_batch_tokens, int sort_window);

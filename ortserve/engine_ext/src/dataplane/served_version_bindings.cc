@@ -66,11 +66,6 @@ struct PyTicket {
   std::shared_ptr<TicketState> state;
 };
 
-std::optional<Clock::time_point> DeadlineIn(std::optional<double> timeout_s) {
-  if (!timeout_s) return std::nullopt;
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*timeout_s));
-}
-
 // The second texts of pairs (None: texts alone) as views held by `keep`.
 std::vector<std::string_view> PairViews(nb::handle pairs, std::vector<nb::object>& keep) {
   if (pairs.is_none()) return {};

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "infer_wire.h"
+#include "py_wire.h"
 #include "route.h"
 
 namespace nb = nanobind;
@@ -28,89 +29,11 @@ using namespace nb::literals;
 
 namespace {
 
-using ortserve::WireParam;
-
-// A call the rules accepted, owning its texts and names (the views of DecodedCall point into the request, which
-// Python frees after the call to decode_call).
-struct OwnedWireCall {
-  std::vector<std::string> texts;
-  std::vector<std::string> pairs;  // with TEXT_PAIR: TEXT's elements, `texts` then the queries (DecodedCall)
-  std::vector<std::pair<std::string, int64_t>> outputs;
-  bool probabilities = false;
-  bool raw_output = true;
-  std::string routing_key;
-  std::optional<ortserve::Aggregation> aggregation;
-  std::optional<bool> bulk;
-  std::optional<std::string> prompt_name;
-  int64_t dimensions = 0;
-
-  ortserve::DecodedCall View() const {
-    ortserve::DecodedCall call;
-    for (const auto& text : texts) call.texts.emplace_back(text);
-    for (const auto& text : pairs) call.pairs.emplace_back(text);
-    for (const auto& [name, k] : outputs) call.outputs.push_back({name, k});
-    call.probabilities = probabilities;
-    call.raw_output = raw_output;
-    call.routing_key = routing_key;
-    call.aggregation = aggregation;
-    call.bulk = bulk;
-    if (prompt_name) call.prompt_name = *prompt_name;
-    call.dimensions = dimensions;
-    return call;
-  }
-};
-
-std::string_view View(nb::handle bytes) {
-  char* data = nullptr;
-  Py_ssize_t size = 0;
-  if (PyBytes_AsStringAndSize(bytes.ptr(), &data, &size) != 0) throw nb::python_error();
-  return {data, static_cast<size_t>(size)};
-}
-
-std::string_view Utf8(nb::handle text) {
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(text.ptr(), &size);
-  if (data == nullptr) throw nb::python_error();
-  return {data, static_cast<size_t>(size)};
-}
-
-// None (absent), or (oneof field name or None, value) as InferParameter.WhichOneof and getattr give them.
-WireParam Param(nb::handle param) {
-  WireParam out;
-  if (param.is_none()) return out;
-  out.present = true;
-  nb::tuple pair = nb::cast<nb::tuple>(param);
-  if (pair.size() != 2) throw nb::value_error("a parameter is None or (kind, value)");
-  if (pair[0].is_none()) return out;
-  const std::string kind = nb::cast<std::string>(pair[0]);
-  if (kind == "bool_param") {
-    out.kind = WireParam::Kind::kBool;
-    out.bool_value = nb::cast<bool>(pair[1]);
-  } else if (kind == "int64_param") {
-    out.kind = WireParam::Kind::kInt64;
-    out.int64_value = nb::cast<int64_t>(pair[1]);
-  } else if (kind == "uint64_param") {
-    out.kind = WireParam::Kind::kUint64;
-    out.uint64_value = nb::cast<uint64_t>(pair[1]);
-  } else if (kind == "double_param") {
-    out.kind = WireParam::Kind::kDouble;
-    out.double_value = nb::cast<double>(pair[1]);
-  } else if (kind == "string_param") {
-    out.kind = WireParam::Kind::kString;
-    out.string_value = Utf8(pair[1]);
-  } else {
-    throw nb::value_error(("unknown parameter kind " + kind).c_str());
-  }
-  return out;
-}
-
-nb::list Strs(const std::vector<std::string>& texts) {
-  nb::list out;
-  for (const auto& text : texts) {
-    out.append(nb::steal<nb::str>(PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "strict")));
-  }
-  return out;
-}
+using ortserve::OwnedWireCall;
+using ortserve::Own;
+using ortserve::RequestOf;
+using ortserve::Strs;
+using ortserve::Utf8;
 
 // A call the rules refuse, raised in Python as engine_ext.WireError(message); every such refusal is
 // INVALID_ARGUMENT (the rules decide nothing else). One past max_texts_per_request is its subclass
@@ -125,56 +48,6 @@ struct WireTooManyTexts : WireRefusal {
 [[noreturn]] void Raise(const ortserve::WireError& error) {
   if (error.too_many_texts) throw WireTooManyTexts(error.message);
   throw WireRefusal(error.message);
-}
-
-// A ModelInfer's parts as Python hands them over (decode_call's arguments), as views for the wire rules.
-ortserve::WireRequest RequestOf(nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores,
-                                nb::handle routing_key, nb::handle aggregation, nb::handle priority,
-                                nb::handle prompt_name, nb::handle dimensions) {
-  ortserve::WireRequest request;
-  for (nb::handle item : inputs) {
-    nb::tuple t = nb::cast<nb::tuple>(item);
-    if (t.size() != 5) throw nb::value_error("an input is (name, datatype, shape, has_contents, bytes_contents)");
-    ortserve::WireInput& in = request.inputs.emplace_back();
-    in.name = Utf8(t[0]);
-    in.datatype = Utf8(t[1]);
-    for (nb::handle dim : t[2]) in.shape.push_back(nb::cast<int64_t>(dim));
-    in.has_contents = nb::cast<bool>(t[3]);
-    for (nb::handle element : t[4]) in.bytes_contents.push_back(View(element));
-  }
-  for (nb::handle item : outputs) {
-    nb::tuple t = nb::cast<nb::tuple>(item);
-    if (t.size() != 3) throw nb::value_error("an output is (name, classification, binary_data)");
-    ortserve::WireOutput& out = request.outputs.emplace_back();
-    out.name = Utf8(t[0]);
-    out.classification = Param(t[1]);
-    out.binary_data = Param(t[2]);
-  }
-  for (nb::handle raw : raw_input_contents) request.raw_input_contents.push_back(View(raw));
-  request.scores = Param(scores);
-  request.routing_key = Param(routing_key);
-  request.aggregation = Param(aggregation);
-  request.priority = Param(priority);
-  request.prompt_name = Param(prompt_name);
-  request.dimensions = Param(dimensions);
-  return request;
-}
-
-OwnedWireCall Own(const ortserve::DecodedCall& call) {
-  OwnedWireCall owned;
-  owned.texts.reserve(call.texts.size());
-  for (std::string_view text : call.texts) owned.texts.emplace_back(text);
-  owned.pairs.reserve(call.pairs.size());
-  for (std::string_view text : call.pairs) owned.pairs.emplace_back(text);
-  for (const auto& out : call.outputs) owned.outputs.emplace_back(std::string(out.name), out.classes);
-  owned.probabilities = call.probabilities;
-  owned.raw_output = call.raw_output;
-  owned.routing_key = std::string(call.routing_key);
-  owned.aggregation = call.aggregation;
-  owned.bulk = call.bulk;
-  if (call.prompt_name) owned.prompt_name = std::string(*call.prompt_name);
-  owned.dimensions = call.dimensions;
-  return owned;
 }
 
 struct OwnedPreparedCall {
@@ -276,15 +149,10 @@ void BindWire(nb::module_& m) {
       [](nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores, nb::handle routing_key,
          long long max_texts_per_request, nb::handle aggregation, nb::handle priority, nb::handle prompt_name,
          nb::handle dimensions, nb::tuple headers) {
-        if (headers.size() != 9) throw nb::value_error("headers are the 9 of CALL_HEADERS, in order");
-        const ortserve::CallHeaders call_headers{
-            Utf8(headers[0]), Utf8(headers[1]),
-            ortserve::TraceHeaders{Utf8(headers[2]), Utf8(headers[3]), Utf8(headers[4]), Utf8(headers[5]),
-                                   Utf8(headers[6]), Utf8(headers[7]), Utf8(headers[8])}};
         ortserve::PreparedCall prepared = ortserve::PrepareCall(
             RequestOf(inputs, outputs, raw_input_contents, scores, routing_key, aggregation, priority, prompt_name,
                       dimensions),
-            call_headers, max_texts_per_request);
+            ortserve::CallHeadersOf(headers), max_texts_per_request);
         OwnedPreparedCall owned;
         owned.request_id = std::move(prepared.request_id);
         const ortserve::TraceContext& trace = prepared.trace;
@@ -331,21 +199,7 @@ void BindWire(nb::module_& m) {
         const int rows = static_cast<int>(values.shape(0));
         const int columns = static_cast<int>(values.shape(1));
         std::optional<ortserve::TokenRows> token_rows;
-        if (!tokens.is_none()) {
-          token_rows.emplace();
-          for (nb::handle item : tokens) {
-            nb::tuple row = nb::cast<nb::tuple>(item);
-            if (row.size() != 2) throw nb::value_error("a token row is (spans int64 [T, 4], chars_read)");
-            auto spans = nb::cast<nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(row[0]);
-            if (spans.shape(1) != 4) throw nb::value_error("spans are int64 [T, 4]: start, end, is_subword, special");
-            std::vector<ortserve::TokenSpan>& out = token_rows->spans.emplace_back();
-            for (size_t t = 0; t < spans.shape(0); ++t) {
-              const int64_t* s = spans.data() + t * 4;
-              out.push_back({s[0], s[1], s[2] != 0, s[3] != 0});
-            }
-            token_rows->chars_read.push_back(nb::cast<int64_t>(row[1]));
-          }
-        }
+        if (!tokens.is_none()) token_rows = ortserve::TokenRowsOf(tokens);
         for (const auto& [name, k] : call.outputs) {
           if (k > 0 && version.labels.size() != static_cast<size_t>(columns)) {
             throw nb::value_error(("values have " + std::to_string(columns) + " columns for " +
@@ -358,29 +212,7 @@ void BindWire(nb::module_& m) {
           tensors = ortserve::EncodeOutputs(call.View(), version, values.data(), rows, columns,
                                             token_rows ? &*token_rows : nullptr);
         }
-        nb::list out;
-        for (auto& t : tensors) {
-          nb::object payload;
-          if (t.raw) {
-            payload = nb::bytes(t.raw_bytes.data(), t.raw_bytes.size());
-          } else if (t.datatype == "FP32") {
-            nb::list floats;
-            for (float v : t.fp32) floats.append(v);
-            payload = floats;
-          } else if (t.datatype == "INT64") {
-            nb::list ints;
-            for (int64_t v : t.int64) ints.append(v);
-            payload = ints;
-          } else {
-            nb::list elements;
-            for (const auto& e : t.bytes) elements.append(nb::bytes(e.data(), e.size()));
-            payload = elements;
-          }
-          nb::list dims;
-          for (int64_t dim : t.shape) dims.append(dim);
-          out.append(nb::make_tuple(t.name, t.datatype, nb::tuple(dims), t.raw, payload));
-        }
-        return out;
+        return ortserve::ReplyTensors(tensors);
       },
       "call"_a, "version"_a, "values"_a, "tokens"_a.none() = nb::none(),
       "The reply's outputs for values (float32 [rows, columns]): [(name, datatype, shape, raw, payload)], shape a "
@@ -395,7 +227,7 @@ void BindWire(nb::module_& m) {
         ortserve::TraceContext trace = ortserve::ParseTraceContext(ortserve::TraceHeaders{
             Utf8(traceparent), Utf8(tracestate), Utf8(b3), Utf8(b3_trace_id), Utf8(b3_span_id), Utf8(b3_sampled),
             Utf8(b3_flags)});
-        return nb::make_tuple(trace.trace_id, trace.parent_span_id, trace.sampled, trace.tracestate);
+        return ortserve::TraceTuple(trace);
       },
       "traceparent"_a, "tracestate"_a, "b3"_a, "b3_trace_id"_a, "b3_span_id"_a, "b3_sampled"_a, "b3_flags"_a,
       "(trace_id, parent_span_id, sampled, tracestate) of a caller's W3C or B3 trace headers (infer_wire.h); "
