@@ -130,8 +130,8 @@ def _status(args: argparse.Namespace) -> int:
         routing = " ".join(f"{v}={w}" for v, w in info["routing"].items()) or "(none)"
         print(f"model {model}: routing {routing}")
         for version, v in info["versions"].items():
-            compute = " ".join(f"{key}={v[key]}" for key in ("device", "precision", "memory_mb", "cuda_graphs")
-                               if key in v)
+            compute = " ".join(f"{key}={str(v[key]).replace(' ', '-')}" for key in (
+                "device", "precision", "runtime", "tokenizer", "memory_mb", "cuda_graphs") if v.get(key) is not None)
             if v.get("kind"):
                 compute = f"{v['kind'].replace(' ', '-')} {compute}"
             if v.get("oom_errors"):

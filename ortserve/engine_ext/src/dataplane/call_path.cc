@@ -5,10 +5,10 @@
 
 namespace ortserve {
 
-std::variant<RoutedCall, CallMiss> RouteCall(std::shared_ptr<const RouteTable> table, std::string_view model,
+std::variant<RoutedCall, CallMiss> RouteCall(std::shared_ptr<const RouteTable> table, const std::string& model,
                                              std::string_view pinned, std::string_view routing_key,
                                              const DecodedCall& call, bool caller_tokenizes) {
-  const auto found = table->models.find(std::string(model));
+  const auto found = table->models.find(model);
   if (found == table->models.end()) return CallMiss{Passthrough::kModelNotNative, std::nullopt};
   const ModelRoute& route = found->second;
   RoutedCall routed;
@@ -28,8 +28,9 @@ std::variant<RoutedCall, CallMiss> RouteCall(std::shared_ptr<const RouteTable> t
     return CallMiss{Passthrough::kVersionNotNative, std::nullopt};
   }
   const VersionOutput& served = route.OutputOf(routed.version_name);
-  const bool labels_missing = served.labels.empty() && std::any_of(call.outputs.begin(), call.outputs.end(),
-                                                                   [](const RequestedOutput& o) { return o.classes > 0; });
+  const bool labels_missing = served.labels.empty() &&
+                              std::any_of(call.outputs.begin(), call.outputs.end(),
+                                          [](const RequestedOutput& o) { return o.classes > 0; });
   if (labels_missing) return CallMiss{Passthrough::kBadInput, std::nullopt};
   if (auto refused = CheckOutputs(call, served, model)) return CallMiss{Passthrough::kBadInput, std::move(refused)};
   if (!version->second->Acquire()) return CallMiss{Passthrough::kVersionDraining, std::nullopt};

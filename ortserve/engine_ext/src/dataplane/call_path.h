@@ -3,7 +3,7 @@
 // from the batcher's result. The native front end runs it on its gRPC threads, the Python front end in one crossing
 // (call_path_bindings.cc, `engine_ext.start_call`), so a call is routed, checked and answered by one implementation.
 //
-//   auto routed = RouteCall(routes.Load(), model, pinned_version, call);  // RoutedCall (leased) | CallMiss
+//   auto routed = RouteCall(routes.Load(), model, pinned, routing_key, call);  // RoutedCall (leased) | CallMiss
 //   ... batcher().Submit(...) ... done: ReplyOf(result, call, *routed.served, tokens, model, routed.version_name);
 //   routed.version->Release();
 #pragma once
@@ -59,7 +59,7 @@ struct CallMiss {
 // The version for a decoded call (`pinned`, else Bucket(model, routing_key) through the split), checked against what
 // it answers (CheckOutputs) and leased; a CallMiss when the table cannot serve it here. `caller_tokenizes`: a version
 // on HF tokenizers is routed too (the Python front end tokenizes its texts), else it is a miss.
-std::variant<RoutedCall, CallMiss> RouteCall(std::shared_ptr<const RouteTable> table, std::string_view model,
+std::variant<RoutedCall, CallMiss> RouteCall(std::shared_ptr<const RouteTable> table, const std::string& model,
                                              std::string_view pinned, std::string_view routing_key,
                                              const DecodedCall& call, bool caller_tokenizes = false);
 

@@ -159,7 +159,7 @@ nb::tuple StartCall(PyRoutes& routes, nb::str model, nb::str version, nb::list i
   if (inline_chars && TextChars(decoded) > static_cast<size_t>(*inline_chars)) {
     return Answer(id, prepared.trace, std::nullopt, false, "long_texts", texts);
   }
-  const std::string_view model_name = Utf8(model);
+  const std::string model_name(Utf8(model));
   auto routed = RouteCall(routes.holder->Load(), model_name, Utf8(version), prepared.routing_key, decoded,
                           /*caller_tokenizes=*/true);
   if (const auto* miss = std::get_if<CallMiss>(&routed)) {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 
+#include "dl_library.h"
 #include "errors.h"
 
 namespace ortserve {
@@ -38,14 +39,9 @@ const OpenVinoApi& OpenVino() {
     throw ModelLoadError("the bf16 precision runs on OpenVINO, which is not installed: pip install openvino "
                          "(or set ORTSERVE_OPENVINO_LIB to a libopenvino_c.so path)");
   }
-  dlerror();
-  // Never closed: OpenVINO's plugins and threads outlive any one model.
-  void* handle = dlopen(g_library_path.c_str(), RTLD_LOCAL | RTLD_NOW);
-  if (handle == nullptr) {
-    const char* reason = dlerror();
-    throw ModelLoadError("cannot load OpenVINO's C library '" + g_library_path +
-                         "': " + (reason ? reason : "unknown dlopen error"));
-  }
+  std::string reason;
+  void* handle = OpenLibrary(g_library_path, reason);  // OpenVINO's plugins and threads outlive any one model
+  if (handle == nullptr) throw ModelLoadError("cannot load OpenVINO's C library '" + g_library_path + "': " + reason);
   auto api = std::make_unique<OpenVinoApi>();
   const std::string& p = g_library_path;
   Resolve(handle, "ov_core_create", api->core_create, p);

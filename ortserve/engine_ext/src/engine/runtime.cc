@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "dl_library.h"
 #include "errors.h"
 
 namespace ortserve {
@@ -33,16 +34,9 @@ void InitRuntime(const std::string& library_path) {
                       library_path + "' into the same process");
   }
 
-  // RTLD_LOCAL keeps ORT's symbols out of the global namespace (other extensions may carry their own
-  // ORT); RTLD_NOW surfaces missing dependencies here rather than at the first inference.
-  // The handle is never closed: ORT cannot be unloaded safely once sessions exist.
-  dlerror();
-  void* handle = dlopen(library_path.c_str(), RTLD_LOCAL | RTLD_NOW);
-  if (handle == nullptr) {
-    const char* reason = dlerror();
-    throw EngineError("cannot load the ONNX Runtime library '" + library_path +
-                      "': " + (reason ? reason : "unknown dlopen error"));
-  }
+  std::string reason;
+  void* handle = OpenLibrary(library_path, reason);  // ORT cannot be unloaded safely once sessions exist
+  if (handle == nullptr) throw EngineError("cannot load the ONNX Runtime library '" + library_path + "': " + reason);
   using GetApiBaseFn = const OrtApiBase* (*)();
   auto get_api_base = reinterpret_cast<GetApiBaseFn>(dlsym(handle, "OrtGetApiBase"));
   if (get_api_base == nullptr) {
