@@ -785,7 +785,7 @@ class PreparedCall:
     def request_id(self) -> str: ...
 
     @property
-    def trace(self) -> tuple[str, str, int, str]:
+    def trace(self) -> tuple:
         """
         (trace_id, parent_span_id, sampled, tracestate), as parse_trace_context gives them
         """

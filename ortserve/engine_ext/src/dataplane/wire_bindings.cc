@@ -6,7 +6,6 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
@@ -15,7 +14,6 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -52,7 +50,7 @@ struct WireTooManyTexts : WireRefusal {
 
 struct OwnedPreparedCall {
   std::string request_id;
-  std::tuple<std::string, std::string, int, std::string> trace;
+  ortserve::TraceContext trace;
   OwnedWireCall call;  // empty when refused
   std::string routing_key;
   std::optional<std::string> error;
@@ -137,8 +135,8 @@ void BindWire(nb::module_& m) {
 
   nb::class_<OwnedPreparedCall>(m, "PreparedCall", "A ModelInfer's first steps (infer_wire.h PrepareCall).")
       .def_ro("request_id", &OwnedPreparedCall::request_id)
-      .def_ro("trace", &OwnedPreparedCall::trace,
-              "(trace_id, parent_span_id, sampled, tracestate), as parse_trace_context gives them")
+      .def_prop_ro("trace", [](const OwnedPreparedCall& self) { return ortserve::TraceTuple(self.trace); },
+                   "(trace_id, parent_span_id, sampled, tracestate), as parse_trace_context gives them")
       .def_ro("call", &OwnedPreparedCall::call, "the DecodedCall (empty when refused)")
       .def_ro("routing_key", &OwnedPreparedCall::routing_key, "the canary key ('' when refused)")
       .def_ro("error", &OwnedPreparedCall::error, "the INVALID_ARGUMENT message when refused, else None")
@@ -155,8 +153,7 @@ void BindWire(nb::module_& m) {
             ortserve::CallHeadersOf(headers), max_texts_per_request);
         OwnedPreparedCall owned;
         owned.request_id = std::move(prepared.request_id);
-        const ortserve::TraceContext& trace = prepared.trace;
-        owned.trace = std::make_tuple(trace.trace_id, trace.parent_span_id, trace.sampled, trace.tracestate);
+        owned.trace = std::move(prepared.trace);
         if (const auto* error = std::get_if<ortserve::WireError>(&prepared.call)) {
           owned.error = error->message;
           owned.too_many_texts = error->too_many_texts;
