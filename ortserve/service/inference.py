@@ -4,8 +4,9 @@ A transport reads the call off the wire into an `InferCall` (the fields the C++ 
 deadline), hands it to `Inference.infer`, and writes the `InferReply` (or the `CallFailed`) back in its own format.
 The call crosses into C++ once (`engine_ext.start_call`, the native front end's call path: request id, decode,
 routing key, the version from the data plane's route table, outputs check, lease, prompt, the batcher) and its
-answer comes back through the completion queue as the reply's tensors. What the data plane leaves to Python (a
-version on the HF tokenizer; a model or version not routed, whose refusal the manager names) takes the Python path:
+answer comes back through the completion queue as the reply's tensors; a version on HF tokenizers gets its texts
+tokenized here, on the tokenizer pool, and submitted as ids in a second crossing. What the data plane does not route
+(a model or version whose refusal the manager names) takes the Python path:
 
     prepare (C++)  ->  manager.lease (pin or bucket)  ->  outputs check  ->  VersionBatcher  ->  encode (C++)
 
