@@ -485,9 +485,10 @@ def data_plane_routes(table: RouteTable) -> dict[str, tuple[list[str], list[int]
     model's split, its versions' `ServedVersion`s (leases included) and what each takes and answers."""
     routes: dict[str, tuple[list[str], list[int], dict[str, Any], dict[str, Any]]] = {}
     for model, route in table.models.items():
-        loaded = [(name, lv) for name, lv in route.versions.items()
-                  if lv.batcher is not None and lv.instance is not None]
-        routes[model] = (list(route.split.order), list(route.split.upper),
-                         {name: lv.batcher.native for name, lv in loaded},  # type: ignore[union-attr]
-                         {name: lv.instance.served.wire for name, lv in loaded})  # type: ignore[union-attr]
+        versions: dict[str, Any] = {}
+        outputs: dict[str, Any] = {}
+        for name, lv in route.versions.items():
+            if lv.batcher is not None and lv.instance is not None:  # READY versions always have both
+                versions[name], outputs[name] = lv.batcher.native, lv.instance.served.wire
+        routes[model] = (list(route.split.order), list(route.split.upper), versions, outputs)
     return routes

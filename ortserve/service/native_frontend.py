@@ -1,8 +1,8 @@
-"""The native front end's Python side (`frontend = "native"`): owns the grpc++ server and feeds it the route table.
+"""The native front end's Python side (`frontend = "native"`): owns the grpc++ server on the public port.
 
 The C++ front end (`engine_ext/src/dataplane/frontend.cc`) owns the public port. It serves ModelInfer itself for every
-model whose versions all run on the C++ tokenizer, submitting into the version's batcher (the one every call uses,
-`data_plane`), and passes every other call (the other inference RPCs, admin status, ModelInfer for other models,
+version that runs on the C++ tokenizer, submitting into the version's batcher (the one every call uses,
+`data_plane`), and passes every other call (the other inference RPCs, admin status, ModelInfer for other versions,
 and any call the wire rules refuse, which the Python server answers with the same rules' message) to the Python
 server on a private unix socket. It routes by the data plane's route table (`engine_ext.Routes`, which the manager
 replaces on every swap and the Python front end's calls read too) and runs each call through the one C++ call path
