@@ -170,7 +170,7 @@ def test_model_metadata_lists_the_labels(stub) -> None:
 
 
 def test_the_native_front_end_answers_classification_itself(emotions: ServerProcess, stub, frontend: str) -> None:
-    """Not passed on to Python: the route table carries each version's labels (NativeFrontend.publish)."""
+    """Not passed on to Python: the route table carries each version's labels (manager.data_plane_routes)."""
     if frontend != "native":
         pytest.skip("native front end only")
     stub.ModelInfer(classify(TEXTS, 2, scores="probabilities"), metadata=(("x-request-id", "classify-native"),))
