@@ -245,17 +245,8 @@ class VersionBatcher:
             if refusal is not None:  # refused as the queue stands: not worth tokenizing (submitting checks again)
                 raise failure_of(*refusal)
             started = time.monotonic()
-            seconds: list[int] = []
-            if instance.manifest.per_token:
-                tokens = await asyncio.get_running_loop().run_in_executor(
-                    self._plane.tokenize_pool, instance.tokenize_tokens, texts)
-                ids = [encoding.ids for encoding in tokens]
-            elif pairs is None:
-                ids = await asyncio.get_running_loop().run_in_executor(
-                    self._plane.tokenize_pool, instance.tokenize, texts)
-            else:
-                ids, seconds = await asyncio.get_running_loop().run_in_executor(
-                    self._plane.tokenize_pool, instance.tokenize_pairs, texts, pairs)
+            ids, seconds, tokens = await asyncio.get_running_loop().run_in_executor(
+                self._plane.tokenize_pool, instance.tokenize_rows, texts, pairs)
             tokenize_s = time.monotonic() - started
             future, call = self._plane.submit(
                 lambda token: native.submit_ids_async(ids, _left(deadline), self._plane.completions, token,

@@ -206,20 +206,10 @@ class Inference:
         crossing; start_call checked that the queue takes them at one token a text)."""
         instance = self._manager.instance_of(call.model, started.version)
         assert instance is not None and started.tokenize is not None  # leased: not closed
-        texts, pairs = started.tokenize
         began = time.monotonic()
-        seconds: list[int] = []
-        tokens = None
-        if instance.manifest.per_token:
-            encodings = await asyncio.get_running_loop().run_in_executor(
-                self._plane.tokenize_pool, instance.tokenize_tokens, texts)
-            ids = [encoding.ids for encoding in encodings]
-            tokens = [(encoding.spans, encoding.chars_read) for encoding in encodings]
-        elif pairs is None:
-            ids = await asyncio.get_running_loop().run_in_executor(self._plane.tokenize_pool, instance.tokenize, texts)
-        else:
-            ids, seconds = await asyncio.get_running_loop().run_in_executor(
-                self._plane.tokenize_pool, instance.tokenize_pairs, texts, pairs)
+        ids, seconds, encodings = await asyncio.get_running_loop().run_in_executor(
+            self._plane.tokenize_pool, instance.tokenize_rows, *started.tokenize)
+        tokens = None if encodings is None else [(encoding.spans, encoding.chars_read) for encoding in encodings]
         started.call.submit_ids(ids, None if call.deadline is None else call.deadline - time.monotonic(),
                                 time.monotonic() - began, seconds, tokens)
 
@@ -233,8 +223,8 @@ class Inference:
             inline_chars))
 
     async def _on_the_python_path(self, call: InferCall, record: CallRecord) -> InferReply:
-        """A call the data plane left to Python: a version on the HF tokenizer (tokenized in the pool, submitted as
-        ids), or a model or version the route table does not hold, which the manager's lease refuses by name."""
+        """A call the data plane did not route: a model or version the route table does not hold, which the
+        manager's lease refuses by name (or, in a race with a swap, serves)."""
         prepared = prepare(call, max_texts_per_request=self._max_texts, request_id=record.request_id)
         decoded = decoded_call(prepared)
         with self._manager.lease(call.model, version=call.version, routing_key=prepared.routing_key) as lease:

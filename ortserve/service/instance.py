@@ -224,6 +224,18 @@ class ModelInstance:
             raise ModelFormatError("this version does not classify tokens")
         return self.tokenizer.encode_tokens(texts)
 
+    def tokenize_rows(self, texts: Sequence[str], pairs: Sequence[str] | None = None
+                      ) -> tuple[list[np.ndarray], list[int], list[TokenEncoding] | None]:
+        """The rows the batcher takes as ids for this version: (ids per row, where each pair's second text begins
+        (empty without pairs), a token classifier's encodings with their spans (else None))."""
+        if self.manifest.per_token:
+            encodings = self.tokenize_tokens(texts)
+            return [encoding.ids for encoding in encodings], [], encodings
+        if pairs is None:
+            return self.tokenize(texts), [], None
+        ids, seconds = self.tokenize_pairs(texts, pairs)
+        return ids, seconds, None
+
     def tokenizes_inline(self, texts: Sequence[str]) -> bool:
         """Whether `tokenize(texts)` is cheap enough for the event loop (see `tokenization.INLINE_MAX_CHARS`)."""
         return self.tokenizer.inline(texts)

@@ -4,6 +4,14 @@
 #include <utility>
 
 namespace ortserve {
+namespace {
+
+// The call asks a classification output (top-k over the version's labels).
+bool AsksClassification(const DecodedCall& call) {
+  return std::any_of(call.outputs.begin(), call.outputs.end(), [](const RequestedOutput& o) { return o.classes > 0; });
+}
+
+}  // namespace
 
 std::variant<RoutedCall, CallMiss> RouteCall(std::shared_ptr<const RouteTable> table, const std::string& model,
                                              std::string_view pinned, std::string_view routing_key,
@@ -28,10 +36,7 @@ std::variant<RoutedCall, CallMiss> RouteCall(std::shared_ptr<const RouteTable> t
     return CallMiss{Passthrough::kVersionNotNative, std::nullopt};
   }
   const VersionOutput& served = route.OutputOf(routed.version_name);
-  const bool labels_missing = served.labels.empty() &&
-                              std::any_of(call.outputs.begin(), call.outputs.end(),
-                                          [](const RequestedOutput& o) { return o.classes > 0; });
-  if (labels_missing) return CallMiss{Passthrough::kBadInput, std::nullopt};
+  if (served.labels.empty() && AsksClassification(call)) return CallMiss{Passthrough::kBadInput, std::nullopt};
   if (auto refused = CheckOutputs(call, served, model)) return CallMiss{Passthrough::kBadInput, std::move(refused)};
   if (!version->second->Acquire()) return CallMiss{Passthrough::kVersionDraining, std::nullopt};
   routed.version = version->second;
@@ -43,9 +48,7 @@ std::variant<RoutedCall, CallMiss> RouteCall(std::shared_ptr<const RouteTable> t
 std::vector<ReplyTensor> ReplyOf(InferResult& result, const DecodedCall& call, const VersionOutput& served,
                                  const TokenRows* tokens, std::string_view model, std::string_view version) {
   if (result.code != Code::kOk) return {};
-  const bool classifies = std::any_of(call.outputs.begin(), call.outputs.end(),
-                                      [](const RequestedOutput& o) { return o.classes > 0; });
-  if (classifies && served.labels.size() != static_cast<size_t>(result.columns)) {
+  if (AsksClassification(call) && served.labels.size() != static_cast<size_t>(result.columns)) {
     result.code = Code::kInternal;
     result.message = "model '" + std::string(model) + "' version '" + std::string(version) + "' returned " +
                      std::to_string(result.columns) + " columns for " + std::to_string(served.labels.size()) +

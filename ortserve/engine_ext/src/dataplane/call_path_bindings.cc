@@ -62,7 +62,6 @@ std::shared_ptr<const RouteTable> ToRouteTable(nb::dict routes) {
   return table;
 }
 
-
 // What a started call owns while the batcher has it: the call (the request's views die with the crossing), the
 // prompted texts it reads, a token classifier's tokens, its lease (released once answered, or when the call is
 // dropped unsubmitted: a version on HF tokenizers waits for Python's ids).
@@ -89,6 +88,8 @@ struct StartedState {
     leased = false;
   }
   bool per_token() const { return routed.served->per_token; }
+  // The texts the model reads: each after the call's prompt, else as sent.
+  const std::vector<std::string>& read() const { return prompted.empty() ? owned.texts : prompted; }
 };
 
 // The call's answer: the reply's tensors (ReplyOf) queued under its token once the lease is back.
@@ -132,8 +133,7 @@ nb::tuple Answer(const std::string& request_id, const TraceContext& trace, std::
     version = state.routed.version_name;
     route = state.routed.route;
     if (needs_ids) {
-      std::vector<std::string> read(state.call.texts.begin(), state.call.texts.end());
-      tokenize = nb::make_tuple(Strs(read), state.owned.pairs.empty() ? nb::object(nb::none())
+      tokenize = nb::make_tuple(Strs(state.read()), state.owned.pairs.empty() ? nb::object(nb::none())
                                                                       : nb::object(Strs(state.owned.pairs)));
     }
     call = nb::cast(std::move(*started));
@@ -215,7 +215,6 @@ void SubmitIds(PyStartedCall& self, nb::handle ids, std::optional<double> timeou
 }  // namespace
 }  // namespace ortserve
 
-
 void BindCallPath(nb::module_& m) {
   nb::class_<ortserve::PyRoutes>(m, "Routes",
                                  "The route table both front ends read: the data plane owns it, the manager replaces "
@@ -231,10 +230,7 @@ void BindCallPath(nb::module_& m) {
   nb::class_<ortserve::PyStartedCall>(m, "StartedCall", "A ModelInfer start_call routed and leased.")
       .def(
           "read",
-          [](const ortserve::PyStartedCall& self) {
-            const auto& state = *self.state;
-            return ortserve::Strs(state.prompted.empty() ? state.owned.texts : state.prompted);
-          },
+          [](const ortserve::PyStartedCall& self) { return ortserve::Strs(self.state->read()); },
           "The texts the model read: each after the call's prompt, else as sent.")
       .def("submit_ids", &ortserve::SubmitIds, "ids"_a, "timeout_s"_a.none(), "tokenize_s"_a,
            "seconds"_a = std::vector<int>{}, "tokens"_a.none() = nb::none(),
