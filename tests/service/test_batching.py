@@ -28,7 +28,7 @@ from ortserve.engine_ext import ADMISSION_DEADLINE_SHARE, load_wordpiece
 LONG = ["word " * 180 + "alpha", "word " * 181 + "beta", "word " * 179 + "gamma", "word " * 180 + "delta"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def slow_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dest = tmp_path_factory.mktemp("slow") / "bundle"
     build_tiny_bundle(dest, seed=1, hidden=256, layers=12, heads=4, intermediate=1024, max_position=256,
@@ -47,7 +47,7 @@ def slow_server(slow_bundle: Path, frontend: str) -> Iterator[ServerProcess]:
         yield s
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def reference(slow_bundle: Path) -> Reference:
     return Reference(slow_bundle)
 

@@ -32,7 +32,7 @@ def batching_server(tiny_bundle: Path, frontend: str) -> Iterator[ServerProcess]
         yield s
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def reference(tiny_bundle: Path) -> Reference:
     return Reference(tiny_bundle)
 

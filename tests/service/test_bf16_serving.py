@@ -39,7 +39,7 @@ MODEL, FP32, BF16 = "classifier", "v1", "v2-bf16"
 TEXTS = [*builtin_eval_set().texts[::35], "ok", "never again"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def bundles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     require_bf16()
     root = tmp_path_factory.mktemp("bf16-serving")

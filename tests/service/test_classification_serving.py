@@ -26,7 +26,7 @@ LABELS = ("anger", "joy: pure", "fear", "sadness")  # a colon inside a label: th
 TEXTS = ["the movie was great", "a much longer sentence about the weather, neither good nor bad", "ok", "hello"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def four_labels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dest = tmp_path_factory.mktemp("four-labels") / "bundle"
     build_tiny_bundle(dest, seed=2, labels=LABELS)  # a seed whose texts rank the labels differently
@@ -46,7 +46,7 @@ def stub(emotions: ServerProcess) -> Iterator[object]:
     channel.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def logits(four_labels: Path) -> np.ndarray:
     return Reference(four_labels).logits(TEXTS)
 

@@ -30,7 +30,7 @@ WORDS = ["the", "movie", "was", "great", "awful", "service", "quick", "slow", "b
          "hate", "it", "and", "but", "very", "not", "really", "phone", "story"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def embedding_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dest = tmp_path_factory.mktemp("embedding") / "bundle"
     build_tiny_embedding_bundle(dest, seed=SEED)
@@ -53,7 +53,7 @@ def stub(search: ServerProcess) -> Iterator[object]:
     channel.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def reference(embedding_bundle: Path) -> Reference:
     return Reference(embedding_bundle)
 

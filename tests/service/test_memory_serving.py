@@ -29,14 +29,14 @@ BIG = [f"{i} {LONG}" for i in range(64)]  # 64 x 512 tokens: needs far more than
 SMALL = ["a short one", "and another"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def long_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dest = tmp_path_factory.mktemp("long") / "bundle"
     build_tiny_bundle(dest, hidden=64, layers=2, heads=2, max_position=512, max_seq_len=512)
     return dest
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def reference(long_bundle: Path) -> Iterator[ModelInstance]:
     """The same model, uncapped, in this process: what every answer must equal."""
     classifier = ModelInstance.load(long_bundle, options())

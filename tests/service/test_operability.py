@@ -154,7 +154,7 @@ def test_help_documents_every_setting() -> None:
 # ---- TLS -------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_certs(tmp_path_factory.mktemp("certs"))
 

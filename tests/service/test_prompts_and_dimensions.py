@@ -39,7 +39,7 @@ MODEL = "search"
 TRITON_SCRIPT = Path(__file__).parents[1] / "support" / "triton_client.py"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny embedding bundle, its manifest saying what an imported sentence-transformers Matryoshka model's does."""
     dest = tmp_path_factory.mktemp("matryoshka") / "bundle"
@@ -58,7 +58,7 @@ def served(bundle: Path, frontend: str) -> Iterator[ServerProcess]:
         yield s
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def reference(bundle: Path) -> Reference:
     return Reference(bundle)
 

@@ -23,7 +23,7 @@ STATUS_ERROR = 2  # OTLP Status.StatusCode STATUS_CODE_ERROR
 CHILDREN = ["tokenize", "queue", "engine", "reply"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def receiver() -> Iterator[tuple[str, Receiver]]:
     with otlp_receiver() as r:
         yield r

@@ -64,7 +64,7 @@ SCORE_TOLERANCE = 1e-4
 TRITON_SCRIPT = Path(__file__).parents[2] / "support" / "triton_client.py"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def bundles(tmp_path_factory: pytest.TempPathFactory, torch_one_thread: None) -> dict[str, tuple[Path, ImportResult]]:
     """model name -> (what users load: a CrossEncoder or a transformers directory, its import)."""
     from sentence_transformers import CrossEncoder
@@ -301,7 +301,7 @@ text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=30).map(" ".join)
 call = st.lists(st.tuples(text, text), min_size=1, max_size=6)  # (query, passage)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def ce_reference(bundles: dict[str, tuple[Path, ImportResult]]) -> Reference:
     return Reference(bundles["ce-bert"][1].path)
 

@@ -39,12 +39,12 @@ HELD_OUT = [("great product, I am pleased", "positive"), ("awful, it stopped wor
             ("lovely people and good food", "positive"), ("terrible support, never again", "negative")]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def minilm() -> Path:
     return find_model_dir()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def minilm_bundle(minilm: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("minilm") / "bundle"
     # Widths to truncate to: MiniLM was not trained for them (sentence-transformers records none), but the
@@ -109,7 +109,7 @@ def test_dimensions_equal_sentence_transformers_truncate_dim(minilm_bundle: dict
             assert cosine.min() >= MIN_COSINE, cosine
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def finetuned(minilm: Path, tmp_path_factory: pytest.TempPathFactory, torch_one_thread: None) -> Path:
     """MiniLM with a sentiment head (pooler + classifier) trained here on labelled sentences, encoder frozen, saved
     as a transformers checkpoint with its held-out sentences as eval.jsonl."""
@@ -144,7 +144,7 @@ def finetuned(minilm: Path, tmp_path_factory: pytest.TempPathFactory, torch_one_
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def published(finetuned: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """v1 from the checkpoint, then v2 from the same checkpoint as int8 at 10%: the README's commands."""
     root = tmp_path_factory.mktemp("registry")

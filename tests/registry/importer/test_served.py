@@ -50,14 +50,14 @@ def model_name(key: Key) -> str:
     return f"{key[0]}-{key[1]}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def multi_label(tmp_path_factory: pytest.TempPathFactory, torch_one_thread: None) -> ImportResult:
     root = tmp_path_factory.mktemp("multi")
     checkpoint = make_checkpoint(root / "checkpoint", "bert", labels=MULTI_LABELS, multi_label=True, seed=7)
     return import_checkpoint(checkpoint, root / "bundle", max_seq_len=IMPORT_MAX_SEQ_LEN)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def store(imported: dict[Key, ImportResult], multi_label: ImportResult,
           tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store")

@@ -56,7 +56,7 @@ LOGIT_TOLERANCE = 1e-4
 TRITON_SCRIPT = Path(__file__).parents[2] / "support" / "triton_client.py"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def bundles(tmp_path_factory: pytest.TempPathFactory, torch_one_thread: None) -> dict[str, tuple[Path, ImportResult]]:
     """model name -> (the transformers checkpoint directory, its import)."""
     root = tmp_path_factory.mktemp("tokens")
@@ -88,7 +88,7 @@ def stub(served: ServerProcess) -> Iterator[Any]:
     channel.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
 def pipelines(bundles: dict[str, tuple[Path, ImportResult]]) -> dict[str, Any]:
     """model name -> transformers' token-classification pipeline over the same checkpoint."""
     import transformers
