@@ -136,6 +136,17 @@ class Metrics:
         self.watcher_connected = Gauge(
             "ortserve_registry_connected", "1 while the registry watch is healthy, 0 while it backs off.", registry=r
         )
+        self.http_connections_lost = Counter(
+            "ortserve_http_connections_lost",
+            "HTTP calls whose client went before its body arrived: reason reset (it closed or reset the connection) "
+            "or timeout (the body took longer than http_body_timeout_s: 408).",
+            ["reason"], registry=r)
+        self.http_connections_refused = Counter(
+            "ortserve_http_connections_refused", "HTTP connections answered 503 and closed past http_max_connections.",
+            registry=r)
+        self.unauthenticated = Counter(
+            "ortserve_unauthenticated", "Calls refused for a missing or wrong API key, by transport.", ["transport"],
+            registry=r)
         self.latency_slo = Gauge(
             "ortserve_latency_slo_p99_seconds",
             "The configured P99 objective of ModelInfer (latency_slo_p99_ms), for alerts to compare with.",
