@@ -57,6 +57,8 @@ TIMEOUT_HEADER = "x-request-timeout-ms"
 STATUS = {"INVALID_ARGUMENT": 400, "NOT_FOUND": 404, "RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503,
           "DEADLINE_EXCEEDED": 504, "CANCELLED": 499, "INTERNAL": 500}
 _LEN = struct.Struct("<I")
+LINGER_S = 1.0
+"""How long a connection is kept after an answer to a body the server did not read, draining it, before it closes."""
 
 
 class BodyNotRead(Exception):
@@ -93,7 +95,10 @@ class RestServer:
         self.port = 0
 
     async def start(self) -> int:
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=self._grace_s)
+        # lingering_time: after an answer to a body it did not read (408, 413), what is left is read (so the client
+        # sees the answer, not a reset) for at most LINGER_S before the connection closes (aiohttp's default: 10 s).
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=self._grace_s,
+                                     lingering_time=LINGER_S)
         await self._runner.setup()
         site = _CappedSite(self._runner, self._host, self._port, ssl_context=self._tls, reuse_port=False,
                            max_connections=self._max_connections, refused=self._metrics.http_connections_refused)
@@ -233,9 +238,9 @@ class _Refusal(asyncio.Protocol):
     BODY = orjson.dumps({"error": "too many open connections to this server (http_max_connections); retry shortly"})
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.WriteTransport)
-        transport.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-                        b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(self.BODY), self.BODY))
+        transport.write(  # type: ignore[attr-defined]  # a stream transport (uvloop's is no asyncio.WriteTransport)
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+            b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(self.BODY), self.BODY))
         transport.close()
 
 
