@@ -321,8 +321,13 @@ class Settings:
         ]
         for name, ok, expected in checks:
             if not ok:
-                raise ConfigError(f"invalid setting {name}={getattr(self, name)!r}: expected {expected}")
+                shown = "(not shown)" if name in SECRET else repr(getattr(self, name))  # keys never reach a log
+                raise ConfigError(f"invalid setting {name}={shown}: expected {expected}")
         return self
+
+
+SECRET = frozenset({"api_key"})
+"""Settings whose values no message shows."""
 
 
 def default(name: str) -> Any:
@@ -372,7 +377,8 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
                 raise ValueError("not a string")
             return str(raw)
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"invalid setting {name} (from {source}): {raw!r}: {e}") from None
+        shown = "(not shown)" if name in SECRET else repr(raw)
+        raise ConfigError(f"invalid setting {name} (from {source}): {shown}: {e}") from None
     raise AssertionError(f"unhandled setting type {kind}")
 
 

@@ -81,3 +81,15 @@ def test_any_json_in_any_field_of_any_route_is_2xx_or_4xx_with_a_message(target:
     assert target.calls >= EXAMPLES
     check_log(served.stderr_lines + served.raw_lines)
     assert len(served.raw_lines) + len(served.stderr_lines) >= before
+
+
+def test_tei_root_answers_by_the_models_kind_and_asks_for_a_name_among_several(served: ServerProcess) -> None:
+    """TEI's POST /: an embedder embeds, a classifier predicts; with several models served, one must be named."""
+    embedded = _post(served, "/", {"inputs": "good movie", "model": EMBEDDING})
+    assert embedded.status_code == 200 and len(embedded.json()[0]) == 32, embedded.text
+    predicted = _post(served, "/", {"inputs": "good movie", "model": CLASSIFIER})
+    assert predicted.status_code == 200 and {"score", "label"} <= set(predicted.json()[0]), predicted.text
+    unnamed = _post(served, "/", {"inputs": "good movie"})
+    assert unnamed.status_code == 400, unnamed.text
+    assert unnamed.json()["error"] == (f"this server serves several models ('{CLASSIFIER}', '{EMBEDDING}'): name one "
+                                       "in 'model'")
