@@ -262,7 +262,8 @@ def serve_models(workdir: Path, args: Sequence[str] = ()) -> Iterator[Any]:
         build_tiny_embedding_bundle(workdir / EMBEDDING, seed=0)
         for model in (CLASSIFIER, EMBEDDING):
             publish(files, artifacts, model=model, version="v1", bundle_dir=workdir / model, weight=100)
-    server = ServerProcess(["--registry", store.as_uri(), "--frontend", "python", *args], http=True)
+    # cwd: not the checkout, whose source tree (no compiled engine) `python -m` would put first on sys.path.
+    server = ServerProcess(["--registry", store.as_uri(), "--frontend", "python", *args], http=True, cwd=workdir)
     try:
         for model in (CLASSIFIER, EMBEDDING):
             server.wait_ready(model=model, timeout=120)
