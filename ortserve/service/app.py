@@ -24,7 +24,7 @@ from grpc_reflection.v1alpha import reflection
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
 from ortserve.service import cohere_api, openai_api, tei_api
-from ortserve.service.api_keys import ApiKeys, KeyInterceptor
+from ortserve.service.api_keys import ApiKeys, KeyInterceptor, bearer
 from ortserve.service.assembly import ArtifactFetcher, VersionFactory
 from ortserve.service.config import Settings
 from ortserve.service.data_plane import DataPlane
@@ -176,7 +176,11 @@ class Server:
             if s.metrics:
                 self.metrics.watch_manager(self._status_threadsafe)
                 try:
-                    self._metrics_http = self.metrics.serve(s.metrics_host, s.metrics_port)
+                    keys = self.keys
+                    closed = keys.required and not keys.probes_open  # /metrics asks for a key too
+                    self._metrics_http = self.metrics.serve(
+                        s.metrics_host, s.metrics_port,
+                        authorized=(lambda header: keys.accepts(bearer(header))) if closed else None)
                 except OSError as e:
                     raise ListenError("metrics_port", f"{s.metrics_host}:{s.metrics_port}",
                                       e.strerror or str(e)) from None

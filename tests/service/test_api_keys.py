@@ -119,7 +119,8 @@ def test_every_http_route_refuses_a_missing_or_wrong_key_in_its_apis_shape(url: 
         assert _call(url, method, path, body, headers).status_code != 401
 
 
-def test_probes_stay_open(url: str) -> None:
+def test_probes_and_metrics_stay_open(url: str, keyed: ServerProcess) -> None:
+    assert requests.get(keyed.metrics_url, timeout=10).status_code == 200
     for path in ("/v2/health/live", "/v2/health/ready", f"/v2/models/{MODEL}/ready",
                  f"/v2/models/{MODEL}/versions/1/ready"):
         assert requests.get(url + path, timeout=10).status_code == 200, path
@@ -260,3 +261,6 @@ def test_a_setting_closes_the_probes_too(embed_bundle: Path) -> None:
             with pytest.raises(grpc.RpcError) as info:
                 pb_grpc.GRPCInferenceServiceStub(channel).ServerLive(pb.ServerLiveRequest(), timeout=10)
             assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert requests.get(server.metrics_url, timeout=10).status_code == 401
+        scraped = requests.get(server.metrics_url, headers=_auth(ENV_KEY), timeout=10)
+        assert scraped.status_code == 200 and "ortserve_unauthenticated_total" in scraped.text
