@@ -89,6 +89,20 @@ def test_connections_past_the_cap_are_503_and_closed(limited: ServerProcess) -> 
     assert metric(scrape(limited.metrics_port), "ortserve_http_connections_refused_total") >= 1
 
 
+@pytest.mark.parametrize("request_bytes", [b"POST /embed HTTP/1.1\r\nHost x\r\n\r\n",
+                                           b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Length: -4\r\n\r\n",
+                                           b"POST /embed HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                           b"zz\r\n{}\r\n0\r\n\r\n"],
+                         ids=["header without colon", "negative length", "bad chunk size"])
+def test_a_request_aiohttp_cannot_parse_is_400_and_no_error_line(limited: ServerProcess, request_bytes: bytes) -> None:
+    with socket.create_connection(("127.0.0.1", limited.http_port), timeout=10) as sock:
+        sock.sendall(request_bytes)
+        reply = _read_all(sock)
+    assert reply.split(b" ", 2)[1] == b"400", reply[:200]  # aiohttp answers a request it cannot parse in HTTP/1.0
+    time.sleep(0.2)  # its log line, if any, is written
+    assert not _errors(limited)
+
+
 @pytest.mark.slow  # 1,000 sockets held for a few seconds beside live calls
 def test_a_thousand_stalled_clients_neither_delay_live_calls_nor_log_an_error_each(tiny_bundle: Path) -> None:
     with running_server(["--bundle", str(tiny_bundle), "--model-name", "classifier", "--frontend", "python",
