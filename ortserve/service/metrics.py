@@ -148,8 +148,8 @@ class Metrics:
             "ortserve_http_connections_refused", "HTTP connections answered 503 and closed past http_max_connections.",
             registry=r)
         self.unauthenticated = Counter(
-            "ortserve_unauthenticated", "Calls refused for a missing or wrong API key, by transport.", ["transport"],
-            registry=r)
+            "ortserve_unauthenticated", "Calls refused for a missing or wrong API key, by transport (http, grpc; the "
+            "native front end's own ModelInfer refusals are not counted here).", ["transport"], registry=r)
         self.latency_slo = Gauge(
             "ortserve_latency_slo_p99_seconds",
             "The configured P99 objective of ModelInfer (latency_slo_p99_ms), for alerts to compare with.",

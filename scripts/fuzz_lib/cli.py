@@ -11,6 +11,7 @@ hypothesis and written to --findings as a .bin body (replay: scripts/fuzz --repl
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import sys
@@ -54,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="fuzz every JSON route of the HTTP port instead (V2 REST, OpenAI, vLLM classify, Cohere, TEI, "
                         "the HF Inference API: fuzz_lib.http_calls), on a server of a classifier and an embedder")
     p.add_argument("--calls", type=int, default=0,
-                   help="with --http: stop after this many calls (default: after --minutes)")
+                   help="with --http: stop after this many calls, however long they take (default: after --minutes)")
     return p
 
 
@@ -67,7 +68,7 @@ def fuzz_http(args: argparse.Namespace, first_seed: int) -> bool:
             serve_models(Path(tmp), ["--max-texts-per-request", str(args.max_texts)]) as server:
         target = HttpTarget("127.0.0.1", server.http_port)
         started = time.monotonic()
-        end = started + args.minutes * 60
+        end = math.inf if args.calls else started + args.minutes * 60  # --calls: that many, however long
         round_no, ok = 0, True
         while ok and time.monotonic() < end and (not args.calls or target.calls < args.calls):
             round_seed = first_seed + round_no
