@@ -13,7 +13,18 @@ from typing import Any
 
 import pytest
 import requests
-from fuzz_lib.http_calls import CLASSIFIER, EMBEDDING, ROUTES, HttpTarget, Route, check_log, http_calls, serve_models
+from fuzz_lib.http_calls import (
+    CLASSIFIER,
+    EMBEDDING,
+    ROUTES,
+    HttpFinding,
+    HttpTarget,
+    Reply,
+    Route,
+    check_log,
+    http_calls,
+    serve_models,
+)
 from hypothesis import HealthCheck, given, settings
 from ortserve_devtools.server_process import ServerProcess
 
@@ -93,3 +104,32 @@ def test_tei_root_answers_by_the_models_kind_and_asks_for_a_name_among_several(s
     assert unnamed.status_code == 400, unnamed.text
     assert unnamed.json()["error"] == (f"this server serves several models ('{CLASSIFIER}', '{EMBEDDING}'): name one "
                                        "in 'model'")
+
+
+# ---- the rules themselves, offline -------------------------------------------------------------------------------
+
+FINDINGS = {"a 5xx": Reply(500, "application/json", b'{"error": "internal error"}', 0.01),
+            "a 502 without JSON": Reply(502, "text/plain", b"bad gateway", 0.01),
+            "a traceback": Reply(400, "application/json", b'{"error": "Traceback (most recent call last):"}', 0.01),
+            "an error that is not JSON": Reply(400, "text/plain", b"bad", 0.01),
+            "an error without a message": Reply(400, "application/json", b'{"error": {"message": ""}}', 0.01),
+            "a reply that is not JSON": Reply(200, "application/json", b"[1,", 0.01)}
+
+
+@pytest.mark.parametrize("case", FINDINGS, ids=list(FINDINGS))
+def test_answers_that_break_a_rule_are_findings(case: str) -> None:
+    with pytest.raises(HttpFinding):
+        HttpTarget.check(ROUTES[0], b"{}", FINDINGS[case])
+
+
+def test_answers_that_keep_the_rules_pass_and_the_log_is_checked() -> None:
+    for reply in (Reply(200, "application/json", b"[[0.5]]", 0.01),
+                  Reply(400, "application/json", b'{"error": {"message": "\'dimensions\' must be ..."}}', 0.01),
+                  Reply(404, "application/json", b'{"message": "model \'x\' is not served here"}', 0.01),
+                  Reply(200, "application/octet-stream", b"\x00\x01", 0.01)):
+        HttpTarget.check(ROUTES[0], b"{}", reply)
+    check_log(['{"event": "request", "level": "info"}', "INFO aiohttp.server: http request not served: ..."])
+    for line in ('{"event": "http_request_failed", "level": "error"}', "ERROR aiohttp.server: Error handling",
+                 "Traceback (most recent call last):"):
+        with pytest.raises(HttpFinding):
+            check_log([line])
