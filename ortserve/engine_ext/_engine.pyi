@@ -874,7 +874,7 @@ class Frontend:
     grpc++ server on the public port: native ModelInfer, the rest proxied to backend.
     """
 
-    def __init__(self, address: str, backend: str, *, events: object, routes: Routes, max_message_bytes: int, max_header_bytes: int, max_texts_per_request: int, tls_cert: bytes | None = None, tls_key: bytes | None = None, tls_client_ca: bytes | None = None) -> None: ...
+    def __init__(self, address: str, backend: str, *, events: object, routes: Routes, max_message_bytes: int, max_header_bytes: int, max_texts_per_request: int, tls_cert: bytes | None = None, tls_key: bytes | None = None, tls_client_ca: bytes | None = None, api_keys: Sequence[str] = [], probes_open: bool = True) -> None: ...
 
     def start(self) -> int:
         """

@@ -24,6 +24,7 @@ from grpc_reflection.v1alpha import reflection
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.registry.desired import DesiredModel, DesiredState, DesiredVersion
 from ortserve.service import cohere_api, openai_api, tei_api
+from ortserve.service.api_keys import ApiKeys, KeyInterceptor, bearer
 from ortserve.service.assembly import ArtifactFetcher, VersionFactory
 from ortserve.service.config import Settings
 from ortserve.service.data_plane import DataPlane
@@ -76,6 +77,7 @@ class Server:
         self.settings = settings
         self.metrics = Metrics()
         self.metrics.latency_slo.set(settings.latency_slo_p99_ms / 1000)
+        self.keys = ApiKeys.of(settings)
         self._source = source
         self._tokenize_pool = ThreadPoolExecutor(settings.tokenizer_threads, thread_name_prefix="ortserve-tok",
                                                  initializer=name_os_thread)
@@ -95,7 +97,7 @@ class Server:
         if self.frontend == "native":
             self._backend_dir = tempfile.mkdtemp(prefix="ortserve-")
             self.native = NativeFrontend(settings, self.metrics, self.plane.events, self.plane.routes,
-                                         backend=self._backend_address(), tls=tls_pem(settings))
+                                         backend=self._backend_address(), tls=tls_pem(settings), keys=self.keys)
         self.manager = ModelManager(
             factory,
             max_loaded_versions=settings.max_loaded_versions,
@@ -107,8 +109,11 @@ class Server:
                                    max_texts_per_request=settings.max_texts_per_request, tracing=self.tracing,
                                    sampling=sampling)
         self.servicer = InferenceServicer(self.manager, self.inference)
-        self.rest = RestServer(self.manager, self.inference, host=settings.host, port=settings.http_port,
-                               max_body_bytes=settings.max_message_bytes, shutdown_grace_s=settings.shutdown_grace_s,
+        self.rest = RestServer(self.manager, self.inference, self.metrics, host=settings.host,
+                               port=settings.http_port, max_body_bytes=settings.max_message_bytes,
+                               shutdown_grace_s=settings.shutdown_grace_s,
+                               body_timeout_s=settings.http_body_timeout_s,
+                               max_connections=settings.http_max_connections, keys=self.keys,
                                tls=server_tls(*tls_pem(settings)) if settings.tls_cert else None) \
             if settings.http_port else None
         if self.rest is not None:  # the client APIs on the same port: each call a V2 ModelInfer (text_calls.py)
@@ -130,6 +135,7 @@ class Server:
         self._loop = asyncio.get_running_loop()
         self.plane.start(self._loop)
         server = grpc.aio.server(
+            interceptors=[KeyInterceptor(self.keys, self.metrics)] if self.keys.required else [],
             options=[
                 ("grpc.so_reuseport", 0),  # on by default in grpcio: a port clash must fail, not share
                 ("grpc.max_receive_message_length", s.max_message_bytes),
@@ -170,7 +176,11 @@ class Server:
             if s.metrics:
                 self.metrics.watch_manager(self._status_threadsafe)
                 try:
-                    self._metrics_http = self.metrics.serve(s.metrics_host, s.metrics_port)
+                    keys = self.keys
+                    closed = keys.required and not keys.probes_open  # /metrics asks for a key too
+                    self._metrics_http = self.metrics.serve(
+                        s.metrics_host, s.metrics_port,
+                        authorized=(lambda header: keys.accepts(bearer(header))) if closed else None)
                 except OSError as e:
                     raise ListenError("metrics_port", f"{s.metrics_host}:{s.metrics_port}",
                                       e.strerror or str(e)) from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -32,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     status.add_argument("--address", default="localhost:8001", help="host:port of the gRPC server")
     status.add_argument("--json", action="store_true", help="print JSON instead of a table")
     status.add_argument("--timeout", type=float, default=5.0)
+    status.add_argument("--api-key", default=None,
+                        help="the server's API key, if it asks for one (default: the first of env ORTSERVE_API_KEY)")
 
     args = parser.parse_args(argv)
     if args.command == "serve":
@@ -76,7 +79,7 @@ def _serve(args: argparse.Namespace) -> int:
 
             source, fetch = registry_source(settings)
             server = Server(settings, source=source, fetch=fetch)
-    except TracingUnavailable as e:
+    except (TracingUnavailable, config.ConfigError) as e:  # ConfigError: api_key_file, read as the server starts
         print(f"ortserve: {e}", file=sys.stderr)
         return 2
     try:
@@ -105,12 +108,14 @@ def _status(args: argparse.Namespace) -> int:
 
     from ortserve.service.app import ADMIN_STATUS_METHOD
 
+    key = args.api_key if args.api_key is not None else os.environ.get("ORTSERVE_API_KEY", "").split(",")[0].strip()
     try:
         with grpc.insecure_channel(args.address) as channel:
             call = channel.unary_unary(
                 ADMIN_STATUS_METHOD, request_serializer=lambda b: b, response_deserializer=lambda b: b
             )
-            status = json.loads(call(b"", timeout=args.timeout))
+            metadata = [("authorization", f"Bearer {key}")] if key else None
+            status = json.loads(call(b"", timeout=args.timeout, metadata=metadata))
     except grpc.RpcError as e:
         print(f"ortserve: cannot reach {args.address}: {e.code().name}: {e.details()}", file=sys.stderr)
         return 3

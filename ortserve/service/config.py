@@ -43,6 +43,26 @@ class Settings:
         "Largest header block (gRPC metadata) a call may send; above Envoy's default 60 KiB, so that what a mesh"
         " forwards is never refused here.", default=64 * 1024
     )
+    http_body_timeout_s: float = _doc(
+        "Longest an HTTP request body may take to arrive, from the call's start; past it the call is answered 408 "
+        "and its connection closed, so a client that stalls mid-body holds no handler. 0: no limit.",
+        default=30.0)
+    http_max_connections: int = _doc(
+        "Most open connections the HTTP port keeps; one more is answered 503 (Retry-After) and closed, so stalled "
+        "or idle clients cannot take every socket and file descriptor. 0: no cap.",
+        default=1024)
+    api_key: tuple[str, ...] = _doc(
+        "API keys a call must send (HTTP `Authorization: Bearer KEY`, or `api-key`/`x-api-key`; gRPC "
+        "`authorization: Bearer KEY` metadata), on every route and RPC of both front ends, the admin status "
+        "included; none: no key asked. Several allowed (key rotation). Prefer ORTSERVE_API_KEY or api_key_file "
+        "to a flag, which other users of the host can read. docs/serving.md, API keys.",
+        default=())
+    api_key_file: str = _doc("A file of API keys, one a line (blank lines and # comments skipped), added to api_key.",
+                             default="")
+    api_key_probes: bool = _doc(
+        "With API keys, health, liveness and readiness (HTTP /v2/health/*, model ready; gRPC health, ServerLive, "
+        "ServerReady, ModelReady) and /metrics answer without a key, as kubelet and Prometheus call them; off: "
+        "they ask for one too.", default=True)
     tls_cert: str = _doc("PEM server certificate; with tls_key turns TLS on.", default="")
     tls_key: str = _doc("PEM private key of tls_cert.", default="")
     tls_client_ca: str = _doc("PEM CA bundle; when set, clients must present a cert it signed (mTLS).", default="")
@@ -236,6 +256,10 @@ class Settings:
             ("trace_sample_ratio", 0.0 <= self.trace_sample_ratio <= 1.0, "a share in 0..1"),
             ("max_message_bytes", self.max_message_bytes >= 1024, ">= 1024"),
             ("max_header_bytes", self.max_header_bytes >= 1024, ">= 1024"),
+            ("http_body_timeout_s", self.http_body_timeout_s >= 0, ">= 0"),
+            ("http_max_connections", self.http_max_connections >= 0, ">= 0"),
+            ("api_key", all(k and k.strip() == k and k.isprintable() for k in self.api_key),
+             "keys of printable characters without spaces around them"),
             ("max_texts_per_request", self.max_texts_per_request >= 1, ">= 1"),
             ("max_batch_size", self.max_batch_size >= 1, ">= 1"),
             ("max_queue_delay_ms", self.max_queue_delay_ms >= 0, ">= 0"),
@@ -297,8 +321,13 @@ class Settings:
         ]
         for name, ok, expected in checks:
             if not ok:
-                raise ConfigError(f"invalid setting {name}={getattr(self, name)!r}: expected {expected}")
+                shown = "(not shown)" if name in SECRET else repr(getattr(self, name))  # keys never reach a log
+                raise ConfigError(f"invalid setting {name}={shown}: expected {expected}")
         return self
+
+
+SECRET = frozenset({"api_key"})
+"""Settings whose values no message shows."""
 
 
 def default(name: str) -> Any:
@@ -348,7 +377,8 @@ def _coerce(name: str, raw: Any, source: str) -> Any:
                 raise ValueError("not a string")
             return str(raw)
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"invalid setting {name} (from {source}): {raw!r}: {e}") from None
+        shown = "(not shown)" if name in SECRET else repr(raw)
+        raise ConfigError(f"invalid setting {name} (from {source}): {shown}: {e}") from None
     raise AssertionError(f"unhandled setting type {kind}")
 
 

@@ -7,12 +7,15 @@ by a collector instead of being copied into gauges that could drift.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
 
@@ -136,6 +139,17 @@ class Metrics:
         self.watcher_connected = Gauge(
             "ortserve_registry_connected", "1 while the registry watch is healthy, 0 while it backs off.", registry=r
         )
+        self.http_connections_lost = Counter(
+            "ortserve_http_connections_lost",
+            "HTTP calls whose client went before its body arrived: reason reset (it closed or reset the connection) "
+            "or timeout (the body took longer than http_body_timeout_s: 408).",
+            ["reason"], registry=r)
+        self.http_connections_refused = Counter(
+            "ortserve_http_connections_refused", "HTTP connections answered 503 and closed past http_max_connections.",
+            registry=r)
+        self.unauthenticated = Counter(
+            "ortserve_unauthenticated", "Calls refused for a missing or wrong API key, by transport (http, grpc; the "
+            "native front end's own ModelInfer refusals are not counted here).", ["transport"], registry=r)
         self.latency_slo = Gauge(
             "ortserve_latency_slo_p99_seconds",
             "The configured P99 objective of ModelInfer (latency_slo_p99_ms), for alerts to compare with.",
@@ -180,9 +194,31 @@ class Metrics:
     def watch_manager(self, status: Callable[[], dict[str, Any]]) -> None:
         self.registry.register(_ManagerCollector(status))
 
-    def serve(self, host: str, port: int) -> Any:
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+    def serve(self, host: str, port: int, *, authorized: Callable[[str | None], bool] | None = None) -> Any:
+        """/metrics on host:port (a server with `server_port` and `shutdown()`); with `authorized`, a scrape whose
+        Authorization header it refuses is answered 401 (api_key_probes off: Prometheus sends its bearer token)."""
+        if authorized is None:
+            server, _thread = start_http_server(port, addr=host, registry=self.registry)
+            return server
+        app = make_wsgi_app(self.registry)
+
+        def guarded(environ: dict[str, Any], start_response: Any) -> Any:
+            if authorized(environ.get("HTTP_AUTHORIZATION")):
+                return app(environ, start_response)
+            start_response("401 Unauthorized", [("WWW-Authenticate", 'Bearer realm="ortserve"'),
+                                                 ("Content-Type", "text/plain")])
+            return [b"this server asks for an API key: send 'Authorization: Bearer <key>'\n"]
+
+        server = make_server(host, port, guarded, ThreadingWSGIServer, handler_class=_QuietHandler)
+        threading.Thread(target=server.serve_forever, name="ortserve-metrics", daemon=True).start()
         return server
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """No access line on stderr per scrape (prometheus_client's own server is as quiet)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
 
 class InFlight:

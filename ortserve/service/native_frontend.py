@@ -16,6 +16,7 @@ import asyncio
 from typing import Any
 
 from ortserve import engine_ext
+from ortserve.service.api_keys import ApiKeys
 from ortserve.service.config import Settings
 from ortserve.service.metrics import Metrics
 
@@ -44,7 +45,7 @@ def resolve_frontend(setting: str) -> tuple[str, str]:
 
 class NativeFrontend:
     def __init__(self, settings: Settings, metrics: Metrics, events: Any, routes: Any, *, backend: str,
-                 tls: tuple[bytes, bytes, bytes | None] | None = None) -> None:
+                 tls: tuple[bytes, bytes, bytes | None] | None = None, keys: ApiKeys | None = None) -> None:
         """`events`: the data plane's EventSink; `routes`: its Routes; `tls`: PEM certificate chain, key and
         optional client CA (app.tls_pem), or None for plaintext."""
         check_available()
@@ -59,6 +60,8 @@ class NativeFrontend:
             tls_cert=tls[0] if tls else None,
             tls_key=tls[1] if tls else None,
             tls_client_ca=tls[2] if tls else None,
+            api_keys=keys.keys if keys is not None else [],
+            probes_open=keys.probes_open if keys is not None else True,
         )
         metrics.in_flight.add_source(lambda: self._frontend.in_flight)
         metrics.counter_source("ortserve_frontend_passthrough", "ModelInfer calls the native front end passed on to "

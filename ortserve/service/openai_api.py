@@ -34,10 +34,13 @@ from ortserve.service.text_calls import (
 
 TYPES = {"invalid_request": "invalid_request_error", "not_found": "invalid_request_error",
          "too_large": "invalid_request_error", "overloaded": "rate_limit_error", "unavailable": "server_error",
-         "timeout": "server_error", "cancelled": "server_error", "internal": "server_error"}
+         "timeout": "server_error", "cancelled": "server_error", "internal": "server_error",
+         "unauthorized": "invalid_request_error", "body_timeout": "invalid_request_error",
+         "client_gone": "invalid_request_error"}
 """OpenAI's error `type` per kind of error (text_calls.KINDS)."""
 CODES = {"not_found": "model_not_found", "too_large": "request_too_large", "overloaded": "rate_limit_exceeded",
-         "unavailable": "model_not_ready", "timeout": "timeout"}
+         "unavailable": "model_not_ready", "timeout": "timeout", "unauthorized": "invalid_api_key",
+         "body_timeout": "timeout"}
 
 
 def error_body(e: ApiError) -> dict[str, Any]:

@@ -16,10 +16,17 @@ model or version, 413 past `max_message_bytes`, 415 a body labelled as neither J
 deadline unmeetable) and 503 (loading, shutting down) with `Retry-After`, 504 past the deadline, 500 with the
 request id. A call's deadline: the header `x-request-timeout-ms` or the V2 `timeout` parameter (the shorter), else
 the server's `default_timeout_ms` (the batcher's; the same budget a gRPC call without a deadline gets).
+
+The port's own limits, for every route on it (the client APIs' too): a body must arrive within
+`http_body_timeout_s` (else 408 and the connection closes), at most `http_max_connections` connections are open
+(one more is answered 503 and closed), and with API keys (`api_keys.py`) every route but the probes asks for one
+(401 in the route's API's error shape). A client that goes mid-call is one info line and a count
+(`ortserve_http_connections_lost`), never an error.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -36,10 +43,12 @@ import structlog
 from aiohttp import web
 
 from ortserve import __version__
+from ortserve.service.api_keys import REFUSAL, ApiKeys, http_key, is_http_probe
 from ortserve.service.errors import InvalidArgument, ResourceExhausted, ServiceError, TooManyTexts, Unavailable
 from ortserve.service.handlers import EXTENSIONS
 from ortserve.service.inference import CallFailed, InferCall, Inference, InferReply, Param
 from ortserve.service.manager import ModelManager
+from ortserve.service.metrics import Metrics
 
 log = structlog.get_logger("ortserve.http")
 HEADER_LENGTH = "Inference-Header-Content-Length"
@@ -48,19 +57,33 @@ TIMEOUT_HEADER = "x-request-timeout-ms"
 STATUS = {"INVALID_ARGUMENT": 400, "NOT_FOUND": 404, "RESOURCE_EXHAUSTED": 429, "UNAVAILABLE": 503,
           "DEADLINE_EXCEEDED": 504, "CANCELLED": 499, "INTERNAL": 500}
 _LEN = struct.Struct("<I")
+LINGER_S = 1.0
+"""How long a connection is kept after an answer to a body the server did not read, draining it, before it closes."""
+
+
+class BodyNotRead(Exception):
+    """A request body that did not arrive: past max_message_bytes (413), past http_body_timeout_s (408), or its
+    client gone (499, an answer nobody reads)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
 
 
 class RestServer:
     """An aiohttp server on the event loop, beside the gRPC one; `start`, then `stop` at shutdown."""
 
-    def __init__(self, manager: ModelManager, inference: Inference, *, host: str, port: int, max_body_bytes: int,
-                 shutdown_grace_s: float, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, manager: ModelManager, inference: Inference, metrics: Metrics, *, host: str, port: int,
+                 max_body_bytes: int, shutdown_grace_s: float, body_timeout_s: float, max_connections: int,
+                 keys: ApiKeys, tls: ssl.SSLContext | None = None) -> None:
         self._manager = manager
         self._inference = inference
+        self._metrics = metrics
         self._host, self._port, self._tls, self._grace_s = host, port, tls, shutdown_grace_s
         self._max_body = max_body_bytes
+        self._body_timeout_s, self._max_connections, self._keys = body_timeout_s, max_connections, keys
         self.accepting = True
-        self.app = web.Application(client_max_size=max_body_bytes, middlewares=[_no_trace_leaks])
+        self.app = web.Application(client_max_size=max_body_bytes, middlewares=[self._check_key, _no_trace_leaks])
         for path in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
             self.app.router.add_get(path, self._model_metadata)
             self.app.router.add_get(path + "/ready", self._model_ready)
@@ -72,9 +95,13 @@ class RestServer:
         self.port = 0
 
     async def start(self) -> int:
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=self._grace_s)
+        # lingering_time: after an answer to a body it did not read (408, 413), what is left is read (so the client
+        # sees the answer, not a reset) for at most LINGER_S before the connection closes (aiohttp's default: 10 s).
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False, shutdown_timeout=self._grace_s,
+                                     lingering_time=LINGER_S)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, ssl_context=self._tls, reuse_port=False)
+        site = _CappedSite(self._runner, self._host, self._port, ssl_context=self._tls, reuse_port=False,
+                           max_connections=self._max_connections, refused=self._metrics.http_connections_refused)
         await site.start()
         sockets = site._server.sockets if site._server is not None else []  # the bound port (0 picks one)
         self.port = int(sockets[0].getsockname()[1]) if sockets else self._port
@@ -86,6 +113,39 @@ class RestServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    # ---- the port's limits ------------------------------------------------------------------------
+
+    @web.middleware
+    async def _check_key(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """With API keys, every route but the probes asks for one; refused: 401 in the route's API's shape (its
+        handler's `unauthorized`, text_calls.api_route), else V2's {"error"}. The key is never logged."""
+        if (not self._keys.required or (self._keys.probes_open and is_http_probe(request.path))
+                or self._keys.accepts(http_key(request.headers))):
+            return await handler(request)
+        self._metrics.unauthenticated.labels("http").inc()
+        refuse = getattr(request.match_info.handler, "unauthorized", None)
+        response = refuse() if refuse is not None else _json({"error": REFUSAL}, 401)
+        response.headers["WWW-Authenticate"] = 'Bearer realm="ortserve"'
+        return response
+
+    async def read_body(self, request: web.Request) -> bytes:
+        """The request's body, within max_message_bytes and http_body_timeout_s; BodyNotRead otherwise (408 and
+        413 close the connection: what is left of the body is never read)."""
+        try:
+            async with asyncio.timeout(self._body_timeout_s or None):
+                return await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise BodyNotRead(413, f"request body is larger than max_message_bytes ({self._max_body} bytes)") from None
+        except TimeoutError:
+            self._metrics.http_connections_lost.labels("timeout").inc()
+            log.info("http_body_timeout", path=request.path, timeout_s=self._body_timeout_s)
+            raise BodyNotRead(408, f"the request body did not arrive within http_body_timeout_s "
+                                   f"({self._body_timeout_s:g} s)") from None
+        except ConnectionError:  # aiohttp's "Connection lost" as the client goes mid-body: its outcome, not ours
+            self._metrics.http_connections_lost.labels("reset").inc()
+            log.info("http_client_gone", path=request.path)
+            raise BodyNotRead(499, "the client closed the connection before its body arrived") from None
 
     # ---- health and metadata ----------------------------------------------------------------------
 
@@ -123,9 +183,9 @@ class RestServer:
         if refused:
             return _json({"error": refused}, 415)
         try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            return _json({"error": f"request body is larger than max_message_bytes ({self._max_body} bytes)"}, 413)
+            body = await self.read_body(request)
+        except BodyNotRead as e:
+            return closing(_json({"error": e.message}, e.status))
         try:
             call, binary_outputs = parse_infer(request.match_info["model"], request.match_info.get("version", ""),
                                                body, headers, started)
@@ -136,6 +196,52 @@ class RestServer:
         except CallFailed as failed:
             return _error(failed.error, failed.request_id)
         return write_reply(reply, binary_outputs)
+
+
+def closing(response: web.Response) -> web.Response:
+    """`response`, after which its connection closes (a body left unread cannot be skipped)."""
+    response.force_close()
+    return response
+
+
+class _CappedSite(web.TCPSite):
+    """aiohttp's TCP site, with at most `max_connections` connections open (0: no cap): one more is answered 503
+    with Retry-After and closed, before its request is read."""
+
+    def __init__(self, runner: web.AppRunner, host: str, port: int, *, max_connections: int, refused: Any,
+                 **options: Any) -> None:
+        super().__init__(runner, host, port, **options)
+        self._max_connections, self._refused = max_connections, refused
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)  # registers the site with its runner (TCPSite.start does the same first)
+        server = self._runner.server
+        assert server is not None
+        cap, refused = self._max_connections, self._refused
+
+        def protocol() -> asyncio.BaseProtocol:
+            if cap and len(server.connections) >= cap:
+                refused.inc()
+                return _Refusal()
+            return server()
+
+        self._server = await asyncio.get_running_loop().create_server(
+            protocol, self._host, self._port, ssl=self._ssl_context, backlog=self._backlog,
+            reuse_address=self._reuse_address, reuse_port=self._reuse_port)
+        sockets = self._server.sockets
+        self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
+
+
+class _Refusal(asyncio.Protocol):
+    """A connection past http_max_connections: 503 and close, whatever it sends."""
+
+    BODY = orjson.dumps({"error": "too many open connections to this server (http_max_connections); retry shortly"})
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.write(  # type: ignore[attr-defined]  # a stream transport (uvloop's is no asyncio.WriteTransport)
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+            b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(self.BODY), self.BODY))
+        transport.close()
 
 
 @web.middleware
@@ -188,8 +294,10 @@ def parse_infer(model: str, version: str, body: bytes, headers: Mapping[str, str
         tensor = _object(tensor, f"inputs[{i}]")
         name, datatype = _string(tensor.get("name", ""), f"inputs[{i}].name"), tensor.get("datatype", "")
         shape = tensor.get("shape", [])
-        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
-            raise InvalidArgument(f"inputs[{i}].shape must be an array of integers, got {json.dumps(shape)}")
+        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool)
+                                                  and -(2**63) <= d < 2**63 for d in shape):
+            raise InvalidArgument(f"inputs[{i}].shape must be an array of integers, got {json.dumps(shape)[:80]} "
+                                  "(each an int64, as V2's shape)")
         size = _object(tensor.get("parameters", {}), f"inputs[{i}].parameters").get("binary_data_size")
         if size is not None:
             if not isinstance(size, int) or isinstance(size, bool) or size < 0 or offset + size > len(binary):
@@ -312,7 +420,7 @@ def _param(params: Mapping[str, Any], key: str) -> Param:
     if isinstance(value, bool):
         return "bool_param", value
     if isinstance(value, int):
-        return ("int64_param", value) if -(2**63) <= value < 2**63 else ("uint64_param", value)
+        return "int64_param", value  # of any size: the wire rules judge its range (engine_ext ReadInteger)
     if isinstance(value, float):
         return "double_param", value
     if isinstance(value, str):

@@ -10,6 +10,8 @@ clients and `huggingface_hub.InferenceClient`:
     GET  /info[?model=]                                                              the model, the server's limits
     POST /models/{model}[/pipeline/feature-extraction]   the HF Inference API's task shapes (InferenceClient with
                                                          base_url=that URL): text-classification, feature-extraction
+    POST /           by the model's kind, as TEI's root: /embed (an embedding model), /rerank (a re-ranker),
+                     /predict (a classifier); InferenceClient(base_url=the server) posts here
 
 TEI serves one model; here a body (or /info's query) may name one in "model", which is required only where several
 are served. Every inference route is one V2 ModelInfer (`text_calls.TextCalls.run`); /tokenize runs the bundle's own
@@ -44,7 +46,8 @@ from ortserve.service.text_calls import (
 )
 
 ERROR_TYPES = {"invalid_request": "validation", "not_found": "validation", "too_large": "validation",
-               "overloaded": "overloaded", "timeout": "overloaded", "unavailable": "unhealthy"}
+               "overloaded": "overloaded", "timeout": "overloaded", "unavailable": "unhealthy",
+               "body_timeout": "validation", "unauthorized": "unauthorized"}
 """TEI's error_type per kind of error (text_calls.KINDS); any other is "backend"."""
 DTYPES = {"fp32": "float32", "fp16": "float16", "int8": "int8", "bf16": "bfloat16"}  # TEI's names
 LOGITS = CLASSIFIER.wire_output
@@ -61,6 +64,7 @@ def add_routes(app: web.Application, calls: TextCalls) -> None:
     app.router.add_post("/predict", api.predict)
     app.router.add_post("/tokenize", api.tokenize)
     app.router.add_get("/info", api.info)
+    app.router.add_post("/", api.root)
     app.router.add_post("/models/{model}", api.hf_task)
     app.router.add_post("/models/{model}/pipeline/feature-extraction", api.hf_feature_extraction)
 
@@ -86,8 +90,25 @@ class TeiApi:
         return json_response(values, headers=_headers(answer.request_id, answer.version))
 
     @api_route(error_body)
+    async def root(self, request: web.Request) -> web.Response:
+        """TEI's `POST /`: the route of the served model's kind (the body's "model", or the one served)."""
+        doc = await self._calls.read_json(request)
+        served = self._calls.choose(doc.get("model"))
+        if served.output.kind is EMBEDDING:
+            return await self._embed(request, doc, served)
+        if served.reranker:
+            return await self._rerank(request, doc, served)
+        if served.output.kind is CLASSIFIER:
+            return await self._predict(request, doc, served)
+        raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}: POST / answers an "
+                               "embedding model (/embed), a re-ranker (/rerank) or a classifier (/predict)", "model")
+
+    @api_route(error_body)
     async def rerank(self, request: web.Request) -> web.Response:
         doc = await self._calls.read_json(request)
+        return await self._rerank(request, doc, None)
+
+    async def _rerank(self, request: web.Request, doc: dict[str, Any], chosen: ServedModel | None) -> web.Response:
         query = doc.get("query")
         if not isinstance(query, str):
             raise ApiError.invalid("'query' must be a string", "query")
@@ -98,7 +119,7 @@ class TeiApi:
             raise ApiError.invalid("`texts` cannot be empty", "texts")
         boolean(doc, "truncate", False)
         raw, return_text = boolean(doc, "raw_scores", False), boolean(doc, "return_text", False)
-        served = self._calls.choose(doc.get("model"))
+        served = chosen or self._calls.choose(doc.get("model"))
         if not served.reranker:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not a re-ranker model",
                                    "model")
@@ -112,10 +133,13 @@ class TeiApi:
     @api_route(error_body)
     async def predict(self, request: web.Request) -> web.Response:
         doc = await self._calls.read_json(request)
+        return await self._predict(request, doc, None)
+
+    async def _predict(self, request: web.Request, doc: dict[str, Any], chosen: ServedModel | None) -> web.Response:
         raw = boolean(doc, "raw_scores", False)
         boolean(doc, "truncate", False)
         inputs, single = predict_inputs(doc.get("inputs"))
-        served = self._calls.choose(doc.get("model"))
+        served = chosen or self._calls.choose(doc.get("model"))
         if served.output.kind is not CLASSIFIER:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not a classifier",
                                    "model")

@@ -28,6 +28,7 @@ import orjson
 import structlog
 from aiohttp import web
 
+from ortserve.service.api_keys import REFUSAL
 from ortserve.service.config import Settings
 from ortserve.service.errors import ResourceExhausted, ServiceError, Unavailable
 from ortserve.service.inference import (
@@ -40,7 +41,7 @@ from ortserve.service.inference import (
 )
 from ortserve.service.instance import ModelInstance
 from ortserve.service.manager import ModelManager
-from ortserve.service.rest import RestServer, error_headers, header_timeout_s, http_status
+from ortserve.service.rest import BodyNotRead, RestServer, closing, error_headers, header_timeout_s, http_status
 from ortserve.service.served_output import ServedOutput
 
 log = structlog.get_logger("ortserve.http")
@@ -48,7 +49,10 @@ log = structlog.get_logger("ortserve.http")
 KINDS = {"INVALID_ARGUMENT": "invalid_request", "NOT_FOUND": "not_found", "RESOURCE_EXHAUSTED": "overloaded",
          "UNAVAILABLE": "unavailable", "DEADLINE_EXCEEDED": "timeout", "CANCELLED": "cancelled",
          "INTERNAL": "internal"}
-"""A call's status as the kind of error every API words in its own shape (`ApiError.kind`); "too_large" too."""
+"""A call's status as the kind of error every API words in its own shape (`ApiError.kind`); "too_large",
+"body_timeout", "client_gone" and "unauthorized" too."""
+BODY_KINDS = {413: "too_large", 408: "body_timeout", 499: "client_gone"}
+"""The kind of a body that did not arrive (rest.BodyNotRead), by its status."""
 
 
 class ApiError(Exception):
@@ -56,9 +60,10 @@ class ApiError(Exception):
     max_message_bytes), the message, the kind (KINDS) and the request field it names, if any."""
 
     def __init__(self, status: int, message: str, *, kind: str = "invalid_request", param: str | None = None,
-                 retry_after_s: float | None = None, request_id: str = "") -> None:
+                 retry_after_s: float | None = None, request_id: str = "", closes: bool = False) -> None:
         super().__init__(message)
         self.status, self.message, self.kind, self.param = status, message, kind, param
+        self.closes = closes  # the connection closes after the answer (a body left unread)
         self.retry_after_s = retry_after_s
         self.request_id = request_id
 
@@ -78,7 +83,8 @@ class ApiError(Exception):
         return error_headers(self.status, self.retry_after_s, self.request_id)
 
     def response(self, body: Any) -> web.Response:
-        return json_response(body, self.status, self.headers())
+        response = json_response(body, self.status, self.headers())
+        return closing(response) if self.closes else response
 
 
 def json_response(doc: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> web.Response:
@@ -110,6 +116,12 @@ def api_route(error_body: Callable[[ApiError], Any]) -> Callable[[Handler], Hand
                 e = ApiError(500, "internal error", kind="internal")
                 return e.response(error_body(e))
 
+        def unauthorized() -> web.Response:
+            """The API's 401 (rest.RestServer._check_key answers it before the handler runs)."""
+            e = ApiError(401, REFUSAL, kind="unauthorized")
+            return e.response(error_body(e))
+
+        handle.unauthorized = unauthorized  # type: ignore[attr-defined]
         return handle
 
     return wrap
@@ -167,11 +179,9 @@ class TextCalls:
         if not self._rest.accepting:
             raise ApiError.of(Unavailable("the server is shutting down; retry on another replica"))
         try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            limit = self.settings.max_message_bytes
-            raise ApiError(413, f"request body is larger than max_message_bytes ({limit} bytes)",
-                           kind="too_large") from None
+            body = await self._rest.read_body(request)
+        except BodyNotRead as e:
+            raise ApiError(e.status, e.message, kind=BODY_KINDS[e.status], closes=True) from None
         try:
             doc = orjson.loads(body)
         except orjson.JSONDecodeError as e:

@@ -1,4 +1,5 @@
-"""scripts/fuzz: the long fuzz run over real gRPC (the suite runs a bounded one: tests/fuzz/test_grpc_fuzz.py).
+"""scripts/fuzz: the long fuzz run over real gRPC (the suite runs a bounded one: tests/fuzz/test_grpc_fuzz.py), and
+with --http over every JSON route of the HTTP port (bounded in the suite: tests/fuzz/test_http_fuzz.py).
 
 Starts an ortserve server per front end on a tiny BERT bundle (or fuzzes one already running, --address), then draws
 hostile ModelInfer calls from fuzz_lib.requests in rounds with fresh seeds until the time is up, checking every
@@ -10,6 +11,7 @@ hypothesis and written to --findings as a .bin body (replay: scripts/fuzz --repl
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import sys
@@ -49,7 +51,52 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--replay", type=Path, nargs="+", help="send these bodies once each and check the answers")
     p.add_argument("--native", action="store_true",
                    help="run the coverage-guided C++ fuzzers instead (scripts/fuzz_native; see its --help)")
+    p.add_argument("--http", action="store_true",
+                   help="fuzz every JSON route of the HTTP port instead (V2 REST, OpenAI, vLLM classify, Cohere, TEI, "
+                        "the HF Inference API: fuzz_lib.http_calls), on a server of a classifier and an embedder")
+    p.add_argument("--calls", type=int, default=0,
+                   help="with --http: stop after this many calls, however long they take (default: after --minutes)")
     return p
+
+
+def fuzz_http(args: argparse.Namespace, first_seed: int) -> bool:
+    """Hostile JSON calls on every HTTP route until --calls or --minutes; every answer 2xx/4xx with a message and no
+    traceback, the server's log without an error line. Prints the figures."""
+    from fuzz_lib.http_calls import HttpFinding, HttpTarget, Route, check_log, http_calls, serve_models
+
+    with tempfile.TemporaryDirectory(prefix="ortserve-fuzz-http-") as tmp, \
+            serve_models(Path(tmp), ["--max-texts-per-request", str(args.max_texts)]) as server:
+        target = HttpTarget("127.0.0.1", server.http_port)
+        started = time.monotonic()
+        end = math.inf if args.calls else started + args.minutes * 60  # --calls: that many, however long
+        round_no, ok = 0, True
+        while ok and time.monotonic() < end and (not args.calls or target.calls < args.calls):
+            round_seed = first_seed + round_no
+            examples = min(args.round, args.calls - target.calls) if args.calls else args.round
+            fuzz = settings(max_examples=examples, database=None, deadline=None,
+                            suppress_health_check=list(HealthCheck))
+
+            @fuzz
+            @seed(round_seed)
+            @given(http_calls())
+            def calls(call: tuple[Route, bytes]) -> None:
+                target.fuzz(*call)
+
+            try:
+                calls()
+                check_log(server.raw_lines + server.stderr_lines)
+            except HttpFinding as e:
+                _save(args.findings, "http", None, f"seed {round_seed}\n{e}")
+                print(f"fuzz [http]: FINDING (round seed {round_seed}): {e}", flush=True)
+                ok = False
+            round_no += 1
+            if round_no % 10 == 0:
+                print(f"fuzz [http]: {target.summary()} in {time.monotonic() - started:.0f} s", flush=True)
+        took = time.monotonic() - started
+        target.close()
+        print(f"fuzz [http]: {'no findings' if ok else 'FINDINGS'}: {target.summary()} in {took:.1f} s "
+              f"({target.calls / took:.0f} calls/s)", flush=True)
+    return ok
 
 
 @contextmanager
@@ -202,6 +249,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.execv(str(native), [str(native), "--minutes", str(args.minutes)])
     first_seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     print(f"fuzz: seed {first_seed}", flush=True)
+    if args.http:
+        return 0 if fuzz_http(args, first_seed) else 1
     if args.address:
         target = FuzzTarget(args.address, args.pid)
         try:

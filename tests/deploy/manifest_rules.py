@@ -30,7 +30,8 @@ LIVENESS_SERVICE = "liveness"
 # Which grpc.health.v1 service each probe asks: "" is the overall readiness.
 PROBE_SERVICES = {"startupProbe": "", "readinessProbe": "", "livenessProbe": LIVENESS_SERVICE}
 # Labels ortserve's own metrics carry (ortserve/service/metrics.py); scrape-time labels must not reuse them.
-METRIC_LABELS = frozenset({"model", "version", "code", "result", "state", "lane", "device", "reason"})
+METRIC_LABELS = frozenset({"model", "version", "code", "result", "state", "lane", "device", "reason",
+                           "transport"})
 SETTING_NAMES = frozenset(f.name for f in dataclasses.fields(Settings))
 
 

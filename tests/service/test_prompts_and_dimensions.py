@@ -270,3 +270,26 @@ def test_wire_rules_truncate_and_renormalise() -> None:
     version = engine_ext.VersionOutput("embedding", "EMBEDDING", prompts={"q": "query: "})
     assert engine_ext.prompted_texts(prompted, version) == ["query: a", "query: b"]
     assert engine_ext.prompted_texts(decode(), version) == ["a", "b"]
+
+
+@pytest.mark.parametrize("value", [2**63, 2**64 - 1, 2**64, 2**100, -(2**63) - 1, -(2**200)])
+@pytest.mark.parametrize("kind", ["int64_param", "uint64_param"])
+def test_an_integer_of_any_size_is_judged_by_the_rules_never_a_failed_conversion(kind: str, value: int) -> None:
+    """JSON's integers have no size (issue 54: 2^63 on a JSON route was a 500, std::bad_cast): past 64 bits every
+    integer parameter is refused by name; within uint64 a width is one no model has, a top-k every label."""
+    def classify(k: int) -> Any:
+        return engine_ext.decode_call([("TEXT", "BYTES", [1], True, [b"a"])], [("LOGITS", (kind, k), None)], [],
+                                      None, None, 8)
+
+    if value >= 2**64 or value < -(2**63):
+        with pytest.raises(engine_ext.WireError, match=r"^request parameter 'dimensions' must be an integer from 1 to "
+                                                       r"2\^64 - 1 \(the embedding width to truncate to\), got one"):
+            decode(dimensions=(kind, value))
+        with pytest.raises(engine_ext.WireError, match=r"^output 'LOGITS' parameter 'classification' must be an "
+                                                       r"integer from 1 to 2\^64 - 1"):
+            classify(value)
+        return
+    call = decode(dimensions=(kind, value))
+    with pytest.raises(engine_ext.WireError, match=r"request parameter 'dimensions' \d+ is refused"):
+        engine_ext.check_outputs(call, engine_ext.VersionOutput("embedding", "EMBEDDING", widths=[8]), "m")
+    classify(value)

@@ -3,7 +3,7 @@
 tritonclient registers its own copy of the KServe `inference` protobuf package, which cannot share
 a process with ortserve's, so the tests run this in a subprocess and read JSON from stdout.
 usage: triton_client.py ADDRESS MODEL TEXTS_JSON [--output NAME] [--class-count K] [--scores MODE] [--pair TEXT]
-                       [--aggregation STRATEGY] [--param NAME=JSON ...]
+                       [--aggregation STRATEGY] [--param NAME=JSON ...] [--header NAME=VALUE ...]
 """
 
 from __future__ import annotations
@@ -27,12 +27,19 @@ def main() -> None:
     parser.add_argument("--aggregation", help="the request parameter `aggregation` (a token classifier's ENTITIES)")
     parser.add_argument("--param", action="append", default=[], metavar="NAME=JSON",
                         help="a request parameter, its value as JSON (tritonclient types it: int64, string, bool...)")
+    parser.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
+                        help="a header (gRPC metadata) every call but the probes sends, e.g. authorization=Bearer KEY")
     args = parser.parse_args()
     with open(args.texts_path) as f:
         texts = json.load(f)
+    headers = dict(h.split("=", 1) for h in args.header) or None
     client = triton.InferenceServerClient(url=args.address)
     assert client.is_server_live() and client.is_server_ready() and client.is_model_ready(args.model)
-    meta = client.get_model_metadata(args.model, as_json=True)
+    try:
+        meta = client.get_model_metadata(args.model, as_json=True, headers=headers)
+    except triton.InferenceServerException as e:
+        print(json.dumps({"error": e.status(), "message": e.message()}))
+        return
     data = np.array([t.encode() for t in texts], dtype=np.object_)
     tensor = triton.InferInput("TEXT", [len(texts)], "BYTES")
     tensor.set_data_from_numpy(data)
@@ -49,7 +56,8 @@ def main() -> None:
         inputs.append(pair)
     try:
         result = client.infer(args.model, inputs, parameters=parameters or None,
-                              outputs=[triton.InferRequestedOutput(args.output, class_count=args.class_count)])
+                              outputs=[triton.InferRequestedOutput(args.output, class_count=args.class_count)],
+                              headers=headers)
     except triton.InferenceServerException as e:
         print(json.dumps({"error": e.status(), "message": e.message()}))
         return

@@ -24,6 +24,7 @@
 #include <variant>
 #include <vector>
 
+#include "api_keys.h"
 #include "grpc_service.grpc.pb.h"
 #include "infer_codec.h"
 #include "frontend_proxy.h"
@@ -84,6 +85,8 @@ struct Frontend::Impl {
 
   grpc::ServerUnaryReactor* ModelInfer(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response);
+  // UNAUTHENTICATED, finished, when API keys are set and the call sends none of them; nullptr when it may go on.
+  grpc::ServerUnaryReactor* Unauthenticated(grpc::CallbackServerContext* ctx, bool probe) const;
   grpc::ServerUnaryReactor* Proxy(const char* method, grpc::CallbackServerContext* ctx,
                                   const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
     return ProxyUnary(*stub, std::string(kService) + method, ctx, request, response);
@@ -121,6 +124,7 @@ class InferenceService final : public RawInferenceBase {
   using Buf = grpc::ByteBuffer;
   // Live while this process answers, as the Python handler says.
   grpc::ServerUnaryReactor* ServerLive(Ctx* c, const Buf* q, Buf* r) override {
+    if (auto* refused = impl_.Unauthenticated(c, /*probe=*/true)) return refused;
     inference::ServerLiveRequest request;
     inference::ServerLiveResponse reply;
     reply.set_live(true);
@@ -128,6 +132,7 @@ class InferenceService final : public RawInferenceBase {
   }
   // Ready as the health of "" the owner sets (ready for traffic; NOT_SERVING from the start of a shutdown).
   grpc::ServerUnaryReactor* ServerReady(Ctx* c, const Buf* q, Buf* r) override {
+    if (auto* refused = impl_.Unauthenticated(c, /*probe=*/true)) return refused;
     inference::ServerReadyRequest request;
     inference::ServerReadyResponse reply;
     reply.set_ready(impl_.ready.load());
@@ -277,8 +282,18 @@ class InferReactor final : public grpc::ServerUnaryReactor {
 
 }  // namespace
 
+grpc::ServerUnaryReactor* Frontend::Impl::Unauthenticated(grpc::CallbackServerContext* ctx, bool probe) const {
+  if (options.api_keys.empty() || (probe && options.probes_open)) return nullptr;
+  if (KeyAccepted(BearerKey(ClientHeader(*ctx, "authorization")), options.api_keys)) return nullptr;
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                               "this server asks for an API key: send the metadata 'authorization: Bearer <key>'"));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* Frontend::Impl::ModelInfer(grpc::CallbackServerContext* ctx,
                                                      const grpc::ByteBuffer* request, grpc::ByteBuffer* response) {
+  if (auto* refused = Unauthenticated(ctx, /*probe=*/false)) return refused;
   const auto arrived = Clock::now();
   auto parsed = std::make_unique<ParsedRequest>();
   if (!request->Valid()) return Proxy("ModelInfer", ctx, request, response);  // no message: answered there, not sent

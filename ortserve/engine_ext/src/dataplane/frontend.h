@@ -5,7 +5,7 @@
 //   everything else (other inference RPCs, admin Status, unknown methods, any ModelInfer it does not serve)
 //       -> a generic unary proxy to the Python grpc.aio server on `backend`, so that errors, model readiness
 //          and metadata keep one implementation
-//   grpc.health.v1.Health and server reflection, natively (statuses set by the owner)
+//   grpc.health.v1.Health and server reflection, natively (statuses set by the owner); open without an API key
 //
 // No Python in here: gRPC's threads never take the GIL. Thread-safe; Shutdown() is idempotent.
 #pragma once
@@ -31,6 +31,11 @@ struct FrontendOptions {
   long long max_texts_per_request = 2048;
   std::string tls_cert, tls_key;  // PEM; both empty = plaintext
   std::string tls_client_ca;      // PEM; set = clients must present a certificate it signed
+  // Keys a call must send as `authorization: Bearer KEY` (api_keys.h); empty: none asked. ModelInfer is checked here
+  // (the calls passed on are checked by the Python server, which gets the metadata), ServerLive and ServerReady
+  // too unless probes_open.
+  std::vector<std::string> api_keys;
+  bool probes_open = true;
 };
 
 class Frontend {

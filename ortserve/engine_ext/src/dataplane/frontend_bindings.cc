@@ -36,7 +36,8 @@ void BindFrontend(nb::module_& m) {
           "__init__",
           [](ortserve::Frontend* self, const std::string& address, const std::string& backend, nb::handle events,
              ortserve::PyRoutes& routes, int max_message_bytes, int max_header_bytes, long long max_texts_per_request, std::optional<nb::bytes> tls_cert,
-             std::optional<nb::bytes> tls_key, std::optional<nb::bytes> tls_client_ca) {
+             std::optional<nb::bytes> tls_key, std::optional<nb::bytes> tls_client_ca, std::vector<std::string> api_keys,
+             bool probes_open) {
             if (max_message_bytes < 1) throw nb::value_error("max_message_bytes must be >= 1");
             if (max_header_bytes < 1) throw nb::value_error("max_header_bytes must be >= 1");
             if (max_texts_per_request < 1) throw nb::value_error("max_texts_per_request must be >= 1");
@@ -45,11 +46,13 @@ void BindFrontend(nb::module_& m) {
             }
             if (tls_client_ca && !tls_cert) throw nb::value_error("tls_client_ca needs tls_cert and tls_key");
             ortserve::FrontendOptions options{address, backend, max_message_bytes, max_header_bytes, max_texts_per_request,
-                                              Bytes(tls_cert), Bytes(tls_key), Bytes(tls_client_ca)};
+                                              Bytes(tls_cert), Bytes(tls_key), Bytes(tls_client_ca), std::move(api_keys),
+                                              probes_open};
             new (self) ortserve::Frontend(std::move(options), ortserve::EventSinkPtr(events), routes.holder);
           },
           "address"_a, "backend"_a, nb::kw_only(), "events"_a, "routes"_a, "max_message_bytes"_a, "max_header_bytes"_a, "max_texts_per_request"_a,
-          "tls_cert"_a = nb::none(), "tls_key"_a = nb::none(), "tls_client_ca"_a = nb::none())
+          "tls_cert"_a = nb::none(), "tls_key"_a = nb::none(), "tls_client_ca"_a = nb::none(),
+          "api_keys"_a = std::vector<std::string>(), "probes_open"_a = true)
       .def("start", &ortserve::Frontend::Start, nb::call_guard<nb::gil_scoped_release>(),
            "Bind and serve; returns the bound port. RuntimeError naming the address when it cannot bind.")
       .def("set_health", &ortserve::Frontend::SetHealth, "service"_a, "serving"_a,

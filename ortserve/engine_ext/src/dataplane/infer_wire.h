@@ -57,10 +57,12 @@ constexpr size_t kMaxRequestIdBytes = 256;
 
 // One InferParameter of a map: whether the key is there, which of its oneof fields is set, and that value.
 struct WireParam {
-  enum class Kind { kNone, kBool, kInt64, kString, kDouble, kUint64 };
+  // kBigInt: an integer outside int64 and uint64 (JSON's integers have no size), refused by every rule.
+  enum class Kind { kNone, kBool, kInt64, kString, kDouble, kUint64, kBigInt };
   bool present = false;
   Kind kind = Kind::kNone;
   bool bool_value = false;
+  bool big_int_negative = false;  // kBigInt: below int64's range (else above uint64's)
   int64_t int64_value = 0;
   uint64_t uint64_value = 0;
   double double_value = 0;

@@ -3,6 +3,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
+#include <limits>
 #include <utility>
 
 namespace nb = nanobind;
@@ -23,6 +24,45 @@ std::string_view Utf8(nb::handle text) {
   return {data, static_cast<size_t>(size)};
 }
 
+namespace {
+
+// A Python int of any size as the rules read an integer parameter: int64 when it fits, else uint64 when it fits,
+// else kBigInt (which every rule refuses by name). JSON carries integers of any size, so the range is the rules'
+// to judge, never a failed conversion here.
+void ReadInteger(nb::handle value, WireParam& out) {
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) throw nb::python_error();  // not an int: a caller's bug, not the client's
+  if (overflow == 0) {
+    out.kind = WireParam::Kind::kInt64;
+    out.int64_value = v;
+    return;
+  }
+  if (overflow > 0) {
+    const unsigned long long u = PyLong_AsUnsignedLongLong(value.ptr());
+    if (!(u == static_cast<unsigned long long>(-1) && PyErr_Occurred())) {
+      out.kind = WireParam::Kind::kUint64;
+      out.uint64_value = u;
+      return;
+    }
+    PyErr_Clear();
+  }
+  out.kind = WireParam::Kind::kBigInt;
+  out.big_int_negative = overflow < 0;
+}
+
+// A shape's dimension: past int64 it is read as the nearest int64, which the rules refuse as they would that one
+// (a count past max_texts_per_request, or below 1).
+int64_t Dimension(nb::handle value) {
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+  if (overflow != 0) return overflow > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  return v;
+}
+
+}  // namespace
+
 WireParam ParamOf(nb::handle param) {
   WireParam out;
   if (param.is_none()) return out;
@@ -34,12 +74,8 @@ WireParam ParamOf(nb::handle param) {
   if (kind == "bool_param") {
     out.kind = WireParam::Kind::kBool;
     out.bool_value = nb::cast<bool>(pair[1]);
-  } else if (kind == "int64_param") {
-    out.kind = WireParam::Kind::kInt64;
-    out.int64_value = nb::cast<int64_t>(pair[1]);
-  } else if (kind == "uint64_param") {
-    out.kind = WireParam::Kind::kUint64;
-    out.uint64_value = nb::cast<uint64_t>(pair[1]);
+  } else if (kind == "int64_param" || kind == "uint64_param") {
+    ReadInteger(pair[1], out);
   } else if (kind == "double_param") {
     out.kind = WireParam::Kind::kDouble;
     out.double_value = nb::cast<double>(pair[1]);
@@ -70,7 +106,7 @@ WireRequest RequestOf(nb::list inputs, nb::list outputs, nb::list raw_input_cont
     WireInput& in = request.inputs.emplace_back();
     in.name = Utf8(t[0]);
     in.datatype = Utf8(t[1]);
-    for (nb::handle dim : t[2]) in.shape.push_back(nb::cast<int64_t>(dim));
+    for (nb::handle dim : t[2]) in.shape.push_back(Dimension(dim));
     in.has_contents = nb::cast<bool>(t[3]);
     for (nb::handle element : t[4]) in.bytes_contents.push_back(BytesView(element));
   }

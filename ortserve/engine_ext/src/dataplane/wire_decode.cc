@@ -125,6 +125,26 @@ std::optional<WireError> DecodeTexts(const WireRequest& request, long long max_t
   return std::nullopt;
 }
 
+// The one rule of an integer parameter that counts something (classification's k, dimensions): int64 or uint64,
+// >= 1; a uint64 past int64 reads as int64's largest (more than any version has, which later rules refuse by name).
+std::optional<WireError> PositiveInteger(const WireParam& param, const std::string& what, const char* meaning,
+                                         int64_t& value) {
+  if (param.kind == WireParam::Kind::kInt64) {
+    value = param.int64_value;
+  } else if (param.kind == WireParam::Kind::kUint64) {
+    value = param.uint64_value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                ? std::numeric_limits<int64_t>::max()
+                : static_cast<int64_t>(param.uint64_value);
+  } else if (param.kind == WireParam::Kind::kBigInt) {
+    return Invalid(what + " must be an integer from 1 to 2^64 - 1 (" + meaning + "), got " +
+                   (param.big_int_negative ? "one below -2^63" : "one of 2^64 or more"));
+  } else {
+    return Invalid(what + " must be an integer (int64_param), got " + param.KindName());
+  }
+  if (value < 1) return Invalid(what + " must be >= 1 (" + meaning + "), got " + std::to_string(value));
+  return std::nullopt;
+}
+
 std::optional<WireError> DecodeOutputs(const WireRequest& request, std::vector<RequestedOutput>& outputs) {
   for (const WireOutput& out : request.outputs) {
     const std::string name = Quote(out.name);
@@ -135,18 +155,8 @@ std::optional<WireError> DecodeOutputs(const WireRequest& request, std::vector<R
     const WireParam& k = out.classification;
     if (k.present) {
       const std::string param = "output " + name + " parameter " + Quote(kClassificationParam);
-      if (k.kind == WireParam::Kind::kInt64) {
-        wanted.classes = k.int64_value;
-      } else if (k.kind == WireParam::Kind::kUint64) {
-        wanted.classes = k.uint64_value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
-                             ? std::numeric_limits<int64_t>::max()
-                             : static_cast<int64_t>(k.uint64_value);
-      } else {
-        return Invalid(param + " must be an integer (int64_param), got " + k.KindName());
-      }
-      if (wanted.classes < 1) {
-        return Invalid(param + " must be >= 1 (how many of the best classes to return), got " +
-                       std::to_string(wanted.classes));
+      if (auto error = PositiveInteger(k, param, "how many of the best classes to return", wanted.classes)) {
+        return error;
       }
     }
     outputs.push_back(wanted);
@@ -157,20 +167,8 @@ std::optional<WireError> DecodeOutputs(const WireRequest& request, std::vector<R
 // The dimensions parameter: an integer >= 1 (int64_param or uint64_param); 0 when absent.
 std::optional<WireError> DecodeDimensions(const WireParam& param, int64_t& dimensions) {
   if (!param.present) return std::nullopt;
-  const std::string what = "request parameter " + Quote(kDimensionsParam);
-  if (param.kind == WireParam::Kind::kInt64) {
-    dimensions = param.int64_value;
-  } else if (param.kind == WireParam::Kind::kUint64) {
-    dimensions = param.uint64_value > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
-                     ? std::numeric_limits<int64_t>::max()
-                     : static_cast<int64_t>(param.uint64_value);
-  } else {
-    return Invalid(what + " must be an integer (int64_param), got " + param.KindName());
-  }
-  if (dimensions < 1) {
-    return Invalid(what + " must be >= 1 (the embedding width to truncate to), got " + std::to_string(dimensions));
-  }
-  return std::nullopt;
+  return PositiveInteger(param, "request parameter " + Quote(kDimensionsParam),
+                         "the embedding width to truncate to", dimensions);
 }
 
 }  // namespace
@@ -182,6 +180,7 @@ const char* WireParam::KindName() const {
     case Kind::kString: return "string_param";
     case Kind::kDouble: return "double_param";
     case Kind::kUint64: return "uint64_param";
+    case Kind::kBigInt: return "an integer outside 64 bits";
     case Kind::kNone: break;
   }
   return "no value";
