@@ -33,9 +33,11 @@ from ortserve.bundle.agreement import Tally
 from ortserve.registry.records import RecordError, check_name
 
 ROLLOUTS_PREFIX = "rollouts/"
-LATENCY_BOUNDS_S: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1,
-                                       0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0)
-"""Upper bounds of the latency histogram every replica keeps (a last bucket, +Inf, holds the rest)."""
+LATENCY_BOUNDS_S: tuple[float, ...] = (0.001, 0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
+                                       0.1, 0.15, 0.25, 0.5, 1.0, 2.5, 5.0)
+"""Upper bounds of the latency histogram every replica keeps (a last bucket, +Inf, holds the rest): the server's
+`ortserve_request_duration_seconds` buckets (service/metrics.py uses these), so a replica's figures are read from its
+metrics and a Flagger or Argo query over them sees the same buckets."""
 STORY_LIMIT = 32
 Status = Literal["running", "promoted", "rolled_back", "aborted"]
 SHADOW = "shadow"
@@ -75,6 +77,10 @@ class Latency:
     def __add__(self, other: Latency) -> Latency:
         return Latency(tuple(a + b for a, b in zip(self.counts, other.counts, strict=True)))
 
+    def __sub__(self, earlier: Latency) -> Latency:
+        """What was observed since `earlier` (counters that only grow; a reset reads as nothing since)."""
+        return Latency(tuple(max(0, a - b) for a, b in zip(self.counts, earlier.counts, strict=True)))
+
     @property
     def total(self) -> int:
         return sum(self.counts)
@@ -109,6 +115,10 @@ class Side:
 
     def __add__(self, other: Side) -> Side:
         return Side(self.calls + other.calls, self.errors + other.errors, self.latency + other.latency)
+
+    def __sub__(self, earlier: Side) -> Side:
+        return Side(max(0, self.calls - earlier.calls), max(0, self.errors - earlier.errors),
+                    self.latency - earlier.latency)
 
     @property
     def error_rate(self) -> float | None:
