@@ -141,8 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("version", nargs="?", help="the candidate (not with --abort, --step)")
     s.add_argument("--from", dest="stable", metavar="VERSION",
                    help="the stable version (default: the one with 100%% of the traffic)")
-    s.add_argument("--shadow", type=_duration, default=600.0, metavar="DURATION",
-                   help="how long the candidate shadows the stable version first (default 10m; 0: no shadow)")
+    s.add_argument("--shadow", type=_duration, default=0.0, metavar="DURATION",
+                   help="how long the candidate shadows the stable version first (default 0: none; servers of this "
+                        "release do not copy calls to a shadow yet, so a shadow stage holds, see docs/canary.md)")
     s.add_argument("--shadow-percent", type=_percent, default=10, metavar="P",
                    help="the share of calls copied to the shadow (default 10)")
     s.add_argument("--steps", type=_steps, default=(5, 25, 50, 100), metavar="P,P,...",
