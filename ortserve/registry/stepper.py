@@ -9,7 +9,8 @@ A step is one transaction guarded by the modify indexes it read: the rollout rec
 puts in force, and the versions it routes to. So when every server steps every few seconds, exactly one of them moves
 each stage, a replica that dies mid-rollout loses nothing (the record is in the store, and the next stepper reads
 it), and a step that lost the race changes nothing. Routing that a person changed under a running rollout (`registry
-route`, `rollback`) aborts it: the rollout never overwrites a person's weights.
+route`, `rollback`) aborts it: the rollout never overwrites a person's weights. The step that ends a rollout
+deletes the replicas' figure keys in its transaction (its story keeps the figures it ended on).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ortserve.registry.rollout import (
     state_key,
     summed,
 )
-from ortserve.registry.store import Store, TxnOp, check_op, put_op
+from ortserve.registry.store import MAX_TXN_OPS, Entry, Store, TxnOp, check_op, delete_op, put_op
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,12 @@ def read(store: Store, model: str) -> Read:
 
 def figures(store: Store, model: str) -> list[Figures]:
     """Every replica's latest figures; unreadable ones are skipped (a replica of another release)."""
+    return _figures(store.list(figures_prefix(model)))
+
+
+def _figures(entries: list[Entry]) -> list[Figures]:
     out = []
-    for entry in store.list(figures_prefix(model)):
+    for entry in entries:
         try:
             out.append(Figures.from_json(entry.value, key=entry.key))
         except RecordError:
@@ -107,12 +112,16 @@ def step(store: Store, model: str, *, now: float | None = None) -> tuple[Rollout
                       check_op(routing_key(model), state.routing_index)]):
             return done, Hold(why)
         return rollout, Hold("another replica stepped")
-    seen = summed(figures(store, model), rollout.id, rollout.stage)
+    entries = store.list(figures_prefix(model))
+    seen = summed(_figures(entries), rollout.id, rollout.stage)
     decision = decide(rollout, seen, now)
     nxt = rollout.after(decision, seen, now)
     if nxt is None:
         return rollout, decision
-    if store.txn(_writes(state, current.index, nxt, "rollout " + rollout.id)):
+    ops = _writes(state, current.index, nxt, "rollout " + rollout.id)
+    if not nxt.running:  # the story keeps the figures it ended on; the replicas' keys go (as many as a txn takes)
+        ops += [delete_op(e.key) for e in entries[: MAX_TXN_OPS - len(ops)]]
+    if store.txn(ops):
         return nxt, decision
     return rollout, Hold("another replica stepped")
 

@@ -85,6 +85,7 @@ def test_a_healthy_rollout_goes_shadow_canary_promoted_each_stage_stepped_once(s
         r = got
         assert now < 100
     assert r.status == "promoted" and routing(store) == ({"v2": 100}, None)
+    assert stepper.figures(store, "m") == []  # the last step took the replicas' keys with it
     assert [(s.event, s.stage) for s in r.story] == [
         ("started", "shadow"), ("advanced", "canary 50%"), ("advanced", "canary 100%"), ("promoted", "canary 100%")]
     assert "2 replica(s)" in r.story[1].detail

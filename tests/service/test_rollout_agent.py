@@ -56,9 +56,9 @@ def test_a_tick_writes_this_stages_figures_and_steps(tmp_path: Path) -> None:
     for _ in range(3):
         answer(metrics, "v1", 0.003)
         answer(metrics, "v2", 0.003, code="INTERNAL")
-    agent.tick()  # every v2 call failed: rolled back
-    mine = stepper.figures(store, "m")
-    assert [(f.rollout, f.stable.calls, f.candidate.calls, f.candidate.errors) for f in mine] == [
-        (rollout.id, 3, 3, 3)]
+    agent.tick()  # every v2 call failed: rolled back, on this stage's calls only
     after = stepper.read(store, "m").rollout
-    assert after is not None and after.status == "rolled_back" and after.reason.startswith("error rate")
+    assert after is not None and after.id == rollout.id and after.status == "rolled_back"
+    assert after.reason.startswith("error rate") and "(3 of 3 calls failed)" in after.reason
+    assert "candidate 3 calls 3 errors, stable 3 calls" in after.story[-1].detail
+    assert stepper.figures(store, "m") == []  # the replicas' keys went with the last step
