@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from ortserve.bundle.agreement import margins, softmax
 from ortserve.bundle.cpu import CpuInfo, cpu_info
 from ortserve.bundle.kinds import CLASSIFIER, Kind
 from ortserve.bundle.manifest import read_pad_id
@@ -477,20 +478,6 @@ def _binomial_tail(k: int, n: int, p: float) -> float:
     if n - k + 1 <= k:
         return math.fsum(pmf(j) for j in range(k, n + 1))
     return 1.0 - math.fsum(pmf(j) for j in range(k))
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise softmax in float64 (the probabilities behind the margins and |delta probability|)."""
-    wide = logits.astype(np.float64)
-    exp = np.exp(wide - wide.max(axis=1, keepdims=True))
-    return exp / exp.sum(axis=1, keepdims=True)
-
-
-def margins(logits: np.ndarray) -> np.ndarray:
-    """Top-1 probability minus the runner-up's, per row (1.0 for a single-label head)."""
-    probs = np.sort(softmax(logits), axis=1)
-    runner_up = probs[:, -2] if probs.shape[1] > 1 else np.zeros(len(probs))
-    return probs[:, -1] - runner_up
 
 
 def compare(source: np.ndarray, optimized: np.ndarray, *, min_margin: float,

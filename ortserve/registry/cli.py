@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime as dt
 import json
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -31,6 +33,7 @@ from ortserve.prepare.optimize import (
     format_bytes,
     optimize_bundle,
 )
+from ortserve.registry import stepper
 from ortserve.registry.address import (
     FileAddress,
     parse_registry_url,
@@ -40,11 +43,24 @@ from ortserve.registry.artifacts import ARTIFACTS_ENV, ArtifactError, ArtifactSt
 from ortserve.registry.catalog import ModelState, list_models, read_model_state
 from ortserve.registry.publishing import Refused, publish, retire, rollback, route
 from ortserve.registry.records import RecordError, Routing, VersionRecord, check_name, format_weights
+from ortserve.registry.rollout import (
+    Checks,
+    Decision,
+    Figures,
+    Hold,
+    Plan,
+    Rollout,
+    describe,
+    parse_duration,
+    parse_steps,
+    summed,
+)
 from ortserve.registry.store import Store, StoreRefused, StoreUnavailable
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 # The accuracy gate's flags (`optimize`, and `publish` with --optimize); see accuracy.GateSettings.
 GATE_FLAGS = ("min_margin", "min_agreement", "max_accuracy_drop", "accept_accuracy_loss")
+WAIT_POLL_S = 1.0
 
 
 class UsageError(Exception):
@@ -112,9 +128,42 @@ def build_parser() -> argparse.ArgumentParser:
     _import_flags(s)
     s.add_argument("--json", action="store_true", help="print only a JSON summary (with the parity report)")
 
-    s = command("route", help="set traffic weights: registry route M v1=95 v2=5")
+    s = command("route", help="set traffic weights: registry route M v1=95 v2=5 [--shadow v3=10]")
     s.add_argument("model")
     s.add_argument("weights", nargs="+", metavar="VERSION=PERCENT")
+    s.add_argument("--shadow", metavar="VERSION=PERCENT",
+                   help="copy PERCENT%% of the calls (sticky by routing key) to VERSION, a version without weight; "
+                        "its answers are compared with the live ones and never returned")
+
+    s = command("rollout", help="take a version from shadow through canary steps to 100%% by itself, or back to "
+                                "the stable version with the reason (docs/canary.md)")
+    s.add_argument("model")
+    s.add_argument("version", nargs="?", help="the candidate (not with --abort, --step)")
+    s.add_argument("--from", dest="stable", metavar="VERSION",
+                   help="the stable version (default: the one with 100%% of the traffic)")
+    s.add_argument("--shadow", type=_duration, default=0.0, metavar="DURATION",
+                   help="how long the candidate shadows the stable version first (default 0: none; servers of this "
+                        "release do not copy calls to a shadow yet, so a shadow stage holds, see docs/canary.md)")
+    s.add_argument("--shadow-percent", type=_percent, default=10, metavar="P",
+                   help="the share of calls copied to the shadow (default 10)")
+    s.add_argument("--steps", type=_steps, default=(5, 25, 50, 100), metavar="P,P,...",
+                   help="the canary's weights, each held for --interval (default 5,25,50,100)")
+    s.add_argument("--interval", type=_duration, default=120.0, metavar="DURATION", help="default 2m")
+    s.add_argument("--min-agreement", type=_unit, default=0.99, metavar="F",
+                   help="least share of the candidate's answers that agree with the stable one's (default 0.99)")
+    s.add_argument("--max-error-rate", type=_unit, default=0.001, metavar="F", help="default 0.001")
+    s.add_argument("--max-p99-ratio", type=float, default=1.5, metavar="R",
+                   help="the candidate's P99 latency over the stable one's, at most (default 1.5)")
+    s.add_argument("--min-calls", type=int, default=100, metavar="N",
+                   help="calls (over every replica) a stage needs before it advances (default 100)")
+    s.add_argument("--min-judged", type=int, default=100, metavar="N",
+                   help="answers judged before agreement is judged (default 100)")
+    action = s.add_mutually_exclusive_group()
+    action.add_argument("--abort", action="store_true", help="stop the running rollout; traffic back to stable")
+    action.add_argument("--step", action="store_true",
+                        help="judge the running rollout once now (servers do this every few seconds)")
+    s.add_argument("--wait", action="store_true",
+                   help="step and follow the rollout until it ends; exit 0 promoted, 1 rolled back or aborted")
 
     s = command("rollback", help="restore the previous routing")
     s.add_argument("model")
@@ -218,6 +267,7 @@ def _run(argv: Sequence[str] | None) -> int:
             if getattr(args, name, None) is not None:
                 check_name(name, getattr(args, name))
         weights = _parse_weights(args.weights) if args.command == "route" else {}
+        shadow = _parse_shadow(args.shadow) if args.command == "route" and args.shadow else None
         gate = _gate_settings(args) if args.command == "publish" else None
     except (ValueError, RecordError) as e:
         raise UsageError(str(e)) from None
@@ -263,8 +313,10 @@ def _run(argv: Sequence[str] | None) -> int:
                 if args.weight is not None and result.routing is not None:
                     print(f"routing {rec.model}: {format_weights(result.routing.weights)}")
         elif args.command == "route":
-            routing = route(store, args.model, weights)
-            print(f"routing {args.model}: {format_weights(routing.weights)}")
+            routing = route(store, args.model, weights, shadow=shadow)
+            print(f"routing {args.model}: {_weights_line(routing)}")
+        elif args.command == "rollout":
+            return _rollout(store, args)
         elif args.command == "rollback":
             routing = rollback(store, args.model)
             print(f"rolled back {args.model}: {format_weights(routing.weights)}")
@@ -275,7 +327,8 @@ def _run(argv: Sequence[str] | None) -> int:
             state = read_model_state(store, args.model)
             if not state.exists and not state.problems:
                 raise Refused(f"unknown model {args.model!r}")
-            _show(state, as_json=args.json)
+            _show(state, stepper.read(store, args.model).rollout, as_json=args.json,
+                  seen=stepper.figures(store, args.model))
         elif args.command == "list":
             _list(store, as_json=args.json)
     finally:
@@ -422,6 +475,91 @@ def _percent(text: str) -> int:
     return value
 
 
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _steps(text: str) -> tuple[int, ...]:
+    try:
+        return parse_steps(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _unit(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {value}")
+    return value
+
+
+def _parse_shadow(item: str) -> tuple[str, int]:
+    version, sep, value = item.partition("=")
+    if not sep or not value.isdigit():
+        raise UsageError(f"--shadow {item!r} must look like VERSION=PERCENT (e.g. v2=10)")
+    return check_name("version", version), int(value)
+
+
+def _rollout(store: Store, args: argparse.Namespace) -> int:
+    """`registry rollout`: start (and with --wait follow), --step, --abort."""
+    if args.abort or args.step:
+        if args.version is not None:
+            raise UsageError("--abort and --step take the model only")
+        if args.abort:
+            done = stepper.abort(store, args.model, "aborted with `registry rollout --abort`")
+            print(f"aborted the rollout of {args.model}/{done.plan.candidate}: routing "
+                  f"{format_weights(done.weights())}")
+            return EXIT_OK
+        rollout, decision = stepper.step(store, args.model)
+        print(_decision_line(args.model, rollout, decision))
+        return EXIT_OK if rollout is None or rollout.status in ("running", "promoted") else EXIT_REFUSED
+    if args.version is None:
+        raise UsageError("name the candidate: registry rollout MODEL VERSION")
+    stable = args.stable
+    if stable is None:
+        routing = read_model_state(store, args.model).routing
+        full = [v for v, w in (routing.weights if routing else {}).items() if w == 100]
+        if not full:
+            raise Refused(f"{args.model} has no version with 100% of the traffic; name the stable one with --from")
+        stable = full[0]
+    try:
+        plan = Plan(model=args.model, stable=stable, candidate=args.version, steps=args.steps,
+                    interval_s=args.interval, shadow_s=args.shadow, shadow_percent=args.shadow_percent,
+                    checks=Checks(min_agreement=args.min_agreement, max_error_rate=args.max_error_rate,
+                                  max_p99_ratio=args.max_p99_ratio, min_calls=args.min_calls,
+                                  min_judged=args.min_judged))
+    except RecordError as e:
+        raise UsageError(str(e)) from None
+    started = stepper.start(store, plan)
+    print(f"rollout {started.id} of {args.model}: {stable} -> {args.version}, stages "
+          f"{', '.join(f'{s.name} for {s.hold_s:g}s' for s in plan.stages())}")
+    if not args.wait:
+        return EXIT_OK
+    while True:
+        rollout, decision = stepper.step(store, args.model)
+        if not isinstance(decision, Hold) or rollout is None or not rollout.running:
+            print(_decision_line(args.model, rollout, decision), flush=True)
+        if rollout is None or rollout.id != started.id or not rollout.running:
+            return EXIT_OK if rollout is not None and rollout.status == "promoted" else EXIT_REFUSED
+        time.sleep(WAIT_POLL_S)
+
+
+def _decision_line(model: str, rollout: Rollout | None, decision: Decision) -> str:
+    if rollout is None:
+        return f"{model}: no rollout"
+    if rollout.running:
+        what = decision.why if isinstance(decision, Hold) else rollout.story[-1].event
+        return f"{model}/{rollout.plan.candidate}: {rollout.current.name}: {what}"
+    last = rollout.story[-1]
+    return f"{model}/{rollout.plan.candidate}: {rollout.status.replace('_', ' ')} at {last.stage}: {last.detail}"
+
+
 def _parse_weights(items: Sequence[str]) -> dict[str, int]:
     weights: dict[str, int] = {}
     for item in items:
@@ -441,8 +579,9 @@ def _parse_weights(items: Sequence[str]) -> dict[str, int]:
     return weights
 
 
-def _show(state: ModelState, *, as_json: bool) -> None:
+def _show(state: ModelState, rollout: Rollout | None, *, as_json: bool, seen: list[Figures]) -> None:
     weights = state.routing.weights if state.routing else {}
+    current = summed(seen, rollout.id, rollout.stage) if rollout is not None else None
     if as_json:
         doc = {
             "model": state.model,
@@ -450,10 +589,22 @@ def _show(state: ModelState, *, as_json: bool) -> None:
             "routing": state.routing.to_dict() if state.routing else None,
             "problems": state.problems,
         }
+        if rollout is not None and current is not None:  # models that never rolled out keep the old shape
+            doc["rollout"] = {**rollout.to_dict(), "figures": {**current.to_dict(), "replicas": current.replicas}}
         print(json.dumps(doc, indent=2, sort_keys=True))
         return
     print(f"model {state.model}")
     print(f"routing: {_routing_line(state.routing)}")
+    if rollout is not None and current is not None:
+        p = rollout.plan
+        stage = f", {rollout.current.name}" if rollout.running else ""
+        print(f"rollout {rollout.id}: {p.stable} -> {p.candidate}, {rollout.status.replace('_', ' ')}{stage}"
+              + (f": {rollout.reason}" if rollout.reason else ""))
+        if rollout.running:
+            print(f"  this stage: {describe(current)}")
+        for step in rollout.story:
+            when = dt.datetime.fromtimestamp(step.at, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            print(f"  {when}  {step.event:<11}  {step.stage:<12}  {step.detail}".rstrip())
     rows = [("VERSION", "WEIGHT", "SHA256", "SIZE", "CREATED", "BY", "LABELS", "OPTIMIZED")]
     for v, r in sorted(state.versions.items()):
         rows.append((v, str(weights.get(v, 0)), r.artifact.sha256[:12], str(r.artifact.size), r.created_at,
@@ -502,7 +653,12 @@ def _routing_line(routing: Routing | None) -> str:
     if routing is None:
         return "none"
     extra = f" (updated {routing.updated_at} by {routing.updated_by}" if routing.updated_at else " ("
-    return f"{format_weights(routing.weights)}{extra}; {len(routing.history)} earlier)"
+    return f"{_weights_line(routing)}{extra}; {len(routing.history)} earlier)"
+
+
+def _weights_line(routing: Routing) -> str:
+    shadow = f" shadow {routing.shadow[0]}={routing.shadow[1]}%" if routing.shadow else ""
+    return f"{format_weights(routing.weights)}{shadow}"
 
 
 def _table(rows: list[tuple[str, ...]]) -> None:

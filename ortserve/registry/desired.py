@@ -41,6 +41,8 @@ class DesiredModel:
     """Every published version."""
     weights: Mapping[str, int] = field(default_factory=dict)
     """Routing in percent, summing to 100; empty when the model has no routing yet."""
+    shadow: tuple[str, int] | None = None
+    """(version, percent): a version without weight that is to get a copy of that share of the calls; kept loaded."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "versions", MappingProxyType(dict(self.versions)))

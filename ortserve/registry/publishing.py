@@ -33,6 +33,7 @@ from ortserve.registry.records import (
     Routing,
     VersionRecord,
     check_name,
+    check_shadow,
     check_weights,
     format_weights,
     routing_key,
@@ -116,7 +117,7 @@ def publish(store: Store, artifacts: ArtifactStore, *, model: str, version: str,
         if weight is not None:
             current = state.routing.weights if state.routing else {}
             new = blend_weights(current, version, weight)
-            ops.append(put_op(routing_key(model), _next_routing(state, new, who).to_json(),
+            ops.append(put_op(routing_key(model), next_routing(state, new, who).to_json(),
                               cas=state.routing_index))
         pause_point("publish-before-txn")
         return ops
@@ -136,11 +137,15 @@ def _already(existing: VersionRecord, sha: str, state: ModelState) -> PublishRes
     return PublishResult(record=existing, routing=state.routing, already_published=True)
 
 
-def route(store: Store, model: str, weights: Mapping[str, int], who: str | None = None) -> Routing:
-    """Sets the model's weights; every named version must be published. Returns the new routing."""
+def route(store: Store, model: str, weights: Mapping[str, int], who: str | None = None, *,
+          shadow: tuple[str, int] | None = None) -> Routing:
+    """Sets the model's weights (and its shadow, or none); every named version must be published. Returns the new
+    routing."""
     who = who or actor()
     try:
         wanted = check_weights(dict(weights))
+        if shadow is not None:
+            shadow = check_shadow(shadow, wanted)
     except RecordError as e:
         raise Refused(str(e)) from None
 
@@ -150,10 +155,14 @@ def route(store: Store, model: str, weights: Mapping[str, int], who: str | None 
             check_weights(wanted, published=state.versions)
         except RecordError as e:
             raise Refused(str(e)) from None
-        if state.routing is not None and dict(state.routing.weights) == wanted:
+        if shadow is not None and shadow[0] not in state.versions:
+            raise Refused(f"shadow {shadow[0]} is not published")
+        if state.routing is not None and dict(state.routing.weights) == wanted and state.routing.shadow == shadow:
             return None
-        return [*_versions_unchanged(state, wanted),
-                put_op(routing_key(model), _next_routing(state, wanted, who).to_json(), cas=state.routing_index)]
+        named = {**wanted, **({shadow[0]: 0} if shadow else {})}
+        return [*_versions_unchanged(state, named),
+                put_op(routing_key(model), next_routing(state, wanted, who, shadow=shadow).to_json(),
+                       cas=state.routing_index)]
 
     _write(store, model, plan)
     return _current_routing(store, model)
@@ -196,9 +205,14 @@ def retire(store: Store, model: str, version: str) -> None:
         if state.routing is not None and version in state.routing.weights:
             # Drop its zero entry so routing only ever names published versions.
             kept = {v: w for v, w in state.routing.weights.items() if v != version}
+            shadow = state.routing.shadow if state.routing.shadow and state.routing.shadow[0] != version else None
             trimmed = Routing(weights=kept, updated_at=state.routing.updated_at,
-                              updated_by=state.routing.updated_by, history=state.routing.history)
+                              updated_by=state.routing.updated_by, history=state.routing.history, shadow=shadow)
             ops.append(put_op(routing_key(model), trimmed.to_json(), cas=state.routing_index))
+        elif state.routing is not None and state.routing.shadow and state.routing.shadow[0] == version:
+            kept_routing = Routing(weights=state.routing.weights, updated_at=state.routing.updated_at,
+                                   updated_by=state.routing.updated_by, history=state.routing.history)
+            ops.append(put_op(routing_key(model), kept_routing.to_json(), cas=state.routing_index))
         else:
             ops.append(check_op(routing_key(model), state.routing_index))
         return ops
@@ -234,11 +248,13 @@ def _versions_unchanged(state: ModelState, weights: Mapping[str, int]) -> list[T
     return [check_op(version_key(state.model, v), state.version_indexes[v]) for v in sorted(weights)]
 
 
-def _next_routing(state: ModelState, weights: Mapping[str, int], who: str) -> Routing:
+def next_routing(state: ModelState, weights: Mapping[str, int], who: str, *,
+                 shadow: tuple[str, int] | None = None) -> Routing:
+    """The model's next routing: these weights (and shadow), the ones in force first in its history."""
     history: tuple[Mapping[str, int], ...] = ()
     if state.routing is not None:
         history = (dict(state.routing.weights), *state.routing.history)[:HISTORY_LIMIT]
-    return Routing(weights=dict(weights), updated_at=utc_now(), updated_by=who, history=history)
+    return Routing(weights=dict(weights), updated_at=utc_now(), updated_by=who, history=history, shadow=shadow)
 
 
 def _current_routing(store: Store, model: str) -> Routing:

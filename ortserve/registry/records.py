@@ -2,6 +2,8 @@
 
     <prefix>/models/<model>/versions/<version>   VersionRecord, immutable once written
     <prefix>/models/<model>/routing              Routing, CAS-updated, with a short rollback history
+    <prefix>/rollouts/<model>/state              a rollout's record (registry/rollout.py), CAS-updated
+    <prefix>/rollouts/<model>/figures/<replica>  what one replica saw of the rollout's current stage
 
 Store keys here are relative to the store's prefix; the store backends add it.
 """
@@ -137,14 +139,20 @@ class Routing:
     updated_by: str = ""
     # Earlier weight maps, newest first, at most HISTORY_LIMIT; `rollback` pops the first.
     history: tuple[Mapping[str, int], ...] = field(default=())
+    shadow: tuple[str, int] | None = None
+    """(version, percent): a version with no weight that gets a copy of that share of the routed calls, its answers
+    compared with the live ones and never returned; None: no shadow."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "weights": dict(sorted(self.weights.items())),
             "updated_at": self.updated_at,
             "updated_by": self.updated_by,
             "history": [dict(sorted(h.items())) for h in self.history[:HISTORY_LIMIT]],
         }
+        if self.shadow is not None:  # routing without a shadow keeps its old shape
+            out["shadow"] = {"version": self.shadow[0], "percent": self.shadow[1]}
+        return out
 
     def to_json(self) -> bytes:
         return _dump(self.to_dict())
@@ -161,9 +169,10 @@ class Routing:
             updated_at, updated_by = data.get("updated_at", ""), data.get("updated_by", "")
             if not isinstance(updated_at, str) or not isinstance(updated_by, str):
                 raise RecordError("updated_at and updated_by must be strings")
+            shadow = check_shadow(data["shadow"], weights) if data.get("shadow") is not None else None
         except RecordError as e:
             raise RecordError(f"{key}: {e}") from None
-        return cls(weights=weights, updated_at=updated_at, updated_by=updated_by, history=history)
+        return cls(weights=weights, updated_at=updated_at, updated_by=updated_by, history=history, shadow=shadow)
 
     def weight_of(self, version: str) -> int:
         return self.weights.get(version, 0)
@@ -187,6 +196,20 @@ def check_weights(weights: Any, published: Iterable[str] | None = None) -> dict[
         if unknown:
             raise RecordError(f"weights name unpublished version(s): {', '.join(unknown)}")
     return out
+
+
+def check_shadow(shadow: Any, weights: Mapping[str, int]) -> tuple[str, int]:
+    """A shadow is {"version", "percent"}: a version without weight, and 1..100 percent of the calls."""
+    if isinstance(shadow, tuple | list) and len(shadow) == 2:
+        shadow = {"version": shadow[0], "percent": shadow[1]}
+    if not isinstance(shadow, dict):
+        raise RecordError("shadow must be an object with version and percent")
+    version, percent = check_name("version", shadow.get("version")), shadow.get("percent")
+    if isinstance(percent, bool) or not isinstance(percent, int) or not 1 <= percent <= 100:
+        raise RecordError(f"shadow percent must be an integer 1..100, got {percent!r}")
+    if weights.get(version, 0) > 0:
+        raise RecordError(f"shadow {version} has weight {weights[version]}: a shadow takes no traffic of its own")
+    return version, percent
 
 
 def format_weights(weights: Mapping[str, int]) -> str:

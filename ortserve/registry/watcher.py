@@ -54,7 +54,7 @@ def desired_state(entries: Iterable[Entry], index: int, models: frozenset[str] |
             for v, record in state.versions.items()
         }
         weights = dict(state.routing.weights) if state.routing else {}
-        desired[name] = DesiredModel(name, versions, weights)
+        desired[name] = DesiredModel(name, versions, weights, shadow=state.routing.shadow if state.routing else None)
     return DesiredState(desired, index=index)
 
 

@@ -221,6 +221,9 @@ class Settings:
     )
     max_loaded_versions: int = _doc("Versions kept loaded per model (weighted ones always are).", default=3)
     drain_timeout_s: float = _doc("Longest a retired version waits for its in-flight calls.", default=30.0)
+    rollout_step_s: float = _doc(
+        "How often this server writes its figures of a running rollout (`registry rollout`) to the registry and "
+        "tries to step it (one server wins each step); 0: never.", default=5.0)
     shutdown_grace_s: float = _doc("On SIGTERM, time in-flight calls get to finish.", default=20.0)
     # -- operations
     latency_slo_p99_ms: float = _doc(
@@ -291,6 +294,7 @@ class Settings:
             ("gpu_oom_fallback", self.gpu_oom_fallback in ("off", "lazy", "warm"), "one of off, lazy, warm"),
             ("verify_outputs", self.verify_outputs in ("enforce", "warn", "off"), "one of enforce, warn, off"),
             ("drain_timeout_s", self.drain_timeout_s >= 0, ">= 0"),
+            ("rollout_step_s", self.rollout_step_s >= 0, ">= 0"),
             ("shutdown_grace_s", self.shutdown_grace_s >= 0, ">= 0"),
             ("latency_slo_p99_ms", self.latency_slo_p99_ms > 0, "> 0"),
             ("request_log_sample", 0.0 <= self.request_log_sample <= 1.0, "a share in 0..1"),

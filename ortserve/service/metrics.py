@@ -18,6 +18,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector
 
+from ortserve.registry.rollout import LATENCY_BOUNDS_S
+
 
 class BatchRecord(Protocol):
     """One engine run (engine_ext.BatchEvent)."""
@@ -29,26 +31,7 @@ class BatchRecord(Protocol):
     lane: str
 
 
-_LATENCY_BUCKETS = (
-    0.001,
-    0.002,
-    0.004,
-    0.006,
-    0.008,
-    0.01,
-    0.015,
-    0.02,
-    0.03,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-)
+_LATENCY_BUCKETS = LATENCY_BOUNDS_S  # one set of bounds: a rollout's figures are read from these series
 _BATCH_BUCKETS = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128)
 
 

@@ -18,6 +18,7 @@ from ortserve.service.app import StateSource
 from ortserve.service.assembly import ArtifactFetcher
 from ortserve.service.config import Settings
 from ortserve.service.metrics import Metrics
+from ortserve.service.rollout_agent import RolloutAgent, replica_name
 
 log = structlog.get_logger("ortserve.registry_source")
 
@@ -52,11 +53,19 @@ def registry_source(settings: Settings) -> tuple[StateSource, ArtifactFetcher]:
         # and shutdown must not wait for that.
         thread = threading.Thread(target=watcher.run, args=(stop,), name="ortserve-watcher", daemon=True)
         thread.start()
+        # Its own store handle: a client is not shared between threads (the watcher's sits in blocking queries).
+        rollout_store = open_store(settings.registry) if settings.rollout_step_s > 0 else None
+        if rollout_store is not None:
+            agent = RolloutAgent(rollout_store, metrics.registry, replica=replica_name(),
+                                 step_s=settings.rollout_step_s, models=settings.models)
+            threading.Thread(target=agent.run, args=(stop,), name="ortserve-rollouts", daemon=True).start()
         try:
             await asyncio.Event().wait()
         finally:
             stop.set()
             server.clear()
             store.close()
+            if rollout_store is not None:
+                rollout_store.close()
 
     return run, cache.fetch

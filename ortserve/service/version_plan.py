@@ -17,11 +17,13 @@ def newest(desired: DesiredModel) -> str:
 
 
 def targets(desired: DesiredModel, max_loaded: int) -> list[str]:
-    """Versions to keep loaded: every weighted one, then the newest others up to `max_loaded` in all. Without any
-    routing yet, the newest version counts as weighted."""
+    """Versions to keep loaded: every weighted one and the shadow, then the newest others up to `max_loaded` in all.
+    Without any routing yet, the newest version counts as weighted."""
     weighted = [v for v, w in desired.weights.items() if w > 0 and v in desired.versions]
     if not desired.weights and desired.versions:
         weighted = [newest(desired)]
+    if desired.shadow is not None and desired.shadow[0] in desired.versions and desired.shadow[0] not in weighted:
+        weighted.append(desired.shadow[0])
     rest = sorted((v for v in desired.versions if v not in weighted),
                   key=lambda v: (desired.versions[v].created_at, v), reverse=True)
     return weighted + rest[: max(0, max_loaded - len(weighted))]

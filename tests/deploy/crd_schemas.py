@@ -232,7 +232,57 @@ PROMETHEUS_RULE = _resource(
     ),
 )
 
+# fluxcd/flagger flagger.app/v1beta1 MetricTemplate: a provider and a query (with Flagger's {{ }} variables).
+METRIC_TEMPLATE = _resource(
+    ["flagger.app/v1beta1"],
+    "MetricTemplate",
+    _obj(
+        {
+            "provider": _obj(
+                {"type": {"enum": ["prometheus"]}, "address": {"type": "string", "pattern": "^https?://"}},
+                required=("type",),
+            ),
+            "query": STRING,
+        },
+        required=("provider", "query"),
+    ),
+)
+
+# argoproj/argo-rollouts argoproj.io/v1alpha1 AnalysisTemplate: args and Prometheus metrics with conditions.
+ANALYSIS_TEMPLATE = _resource(
+    ["argoproj.io/v1alpha1"],
+    "AnalysisTemplate",
+    _obj(
+        {
+            "args": {"type": "array", "items": _obj({"name": STRING, "value": {"type": "string"}}, required=("name",))},
+            "metrics": {
+                "type": "array",
+                "minItems": 1,
+                "items": _obj(
+                    {
+                        "name": STRING,
+                        "interval": DURATION,
+                        "count": {"type": "integer", "minimum": 1},
+                        "failureLimit": {"type": "integer", "minimum": 0},
+                        "successCondition": STRING,
+                        "failureCondition": STRING,
+                        "provider": _obj(
+                            {"prometheus": _obj({"address": {"type": "string", "pattern": "^https?://"},
+                                                 "query": STRING}, required=("address", "query"))},
+                            required=("prometheus",),
+                        ),
+                    },
+                    required=("name", "provider"),
+                ),
+            },
+        },
+        required=("metrics",),
+    ),
+)
+
 SCHEMAS: dict[str, Schema] = {
+    "MetricTemplate": METRIC_TEMPLATE,
+    "AnalysisTemplate": ANALYSIS_TEMPLATE,
     "VirtualService": VIRTUAL_SERVICE,
     "DestinationRule": DESTINATION_RULE,
     "ServiceMonitor": SERVICE_MONITOR,

@@ -19,7 +19,10 @@ from manifest_files import DEPLOY_ROOT, K8S_ROOT, load_docs, yaml_files
 KUSTOMIZATIONS = sorted(DEPLOY_ROOT.rglob("kustomization.yaml"))
 # Applied on their own, not through a kustomization (see the comments at their top).
 STANDALONE = {K8S_ROOT / "job-publish.yaml", K8S_ROOT / "optional" / "servicemonitor.yaml",
-              K8S_ROOT / "optional" / "prometheusrule.yaml"}
+              K8S_ROOT / "optional" / "prometheusrule.yaml",
+              # Flagger's or Argo's, whichever a team runs (each needs its own CRDs): applied alone
+              DEPLOY_ROOT / "analysis" / "flagger-metric-templates.yaml",
+              DEPLOY_ROOT / "analysis" / "argo-analysis-template.yaml"}
 HELM_VALUES = {DEPLOY_ROOT / "consul" / "values.yaml"}
 PROMETHEUS_RULES = {DEPLOY_ROOT / "prometheus" / "ortserve-alerts.yaml"}  # a rules file, not a Kubernetes object
 

@@ -115,3 +115,15 @@ def test_blend_always_sums_to_100_and_keeps_every_version(current: dict[str, int
     total = sum(current.values())
     for v, w in current.items():  # largest remainder: within 1 of the exact share
         assert abs(out[v] - w * (100 - weight) / total) < 1
+
+
+def test_a_routing_shadow_round_trips_and_takes_no_weight() -> None:
+    from ortserve.registry.records import Routing, check_shadow
+
+    r = Routing(weights={"v1": 100}, shadow=("v2", 10))
+    assert Routing.from_json(r.to_json()) == r
+    assert "shadow" not in Routing(weights={"v1": 100}).to_dict()  # routing without one keeps its old shape
+    with pytest.raises(RecordError, match="takes no traffic"):
+        check_shadow({"version": "v1", "percent": 10}, {"v1": 100})
+    with pytest.raises(RecordError, match=r"1\.\.100"):
+        check_shadow({"version": "v2", "percent": 0}, {"v1": 100})

@@ -25,6 +25,18 @@ def test_targets_keep_the_weighted_then_the_newest() -> None:
     assert targets(_model({"v9": 100}, v1="2026-01"), 2) == ["v1"]  # routing to an unpublished version
 
 
+def test_a_shadow_is_kept_loaded_whatever_the_cap_and_takes_no_weight() -> None:
+    versions = {v: DesiredVersion(v, artifact=ArtifactRef(f"file:///a/{v}", v * 8, 1), created_at=f"2026-0{v[1]}")
+                for v in ("v1", "v2", "v3")}
+    desired = DesiredModel("m", versions, {"v1": 100}, shadow=("v2", 10))
+    assert targets(desired, 1) == ["v1", "v2"]
+    assert targets(desired, 3) == ["v1", "v2", "v3"]
+    route = plan_route(desired, max_loaded=1, ready={"v1", "v2", "v3"}, routed=True, failing=())
+    assert (route.weights, route.serve, route.retire) == ({"v1": 100}, ("v1", "v2"), ("v3",))
+    gone = DesiredModel("m", versions, {"v1": 100}, shadow=("v9", 10))  # an unpublished shadow is not a target
+    assert targets(gone, 1) == ["v1"]
+
+
 def test_loads_skip_what_is_loaded_and_wait_out_a_backoff() -> None:
     desired = _model({"v1": 50, "v2": 50}, v1="2026-01", v2="2026-02", v3="2026-03")
     plan = plan_loads(desired, loaded={"v1": _source("v1")}, failures={}, max_loaded=3, now=100.0)

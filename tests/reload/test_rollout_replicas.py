@@ -1,0 +1,79 @@
+"""`registry rollout` carried out by the servers themselves (issue 55): two real replicas write their figures of each
+stage to the registry and step the rollout; no process of the person who started it stays. A healthy copy is
+promoted, every stage stepped once; a slow version is rolled back during its canary step with the check and its
+figures recorded, and traffic is back on the stable version. Over the file store and the Consul stand-in."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ortserve_devtools.steady_load import SteadyLoad
+from reload_harness import TEXTS, Registry, wait_until
+from replica_set import ReplicaSet, client_options
+
+MODEL = "sentiment"
+STEP_S = "0.3"
+
+
+def rollout_of(registry: Registry) -> dict[str, Any] | None:
+    shown = json.loads(registry.cli("show", MODEL, "--json").stdout)
+    return shown.get("rollout")
+
+
+def ended(registry: Registry) -> dict[str, Any] | None:
+    r = rollout_of(registry)
+    return r if r is not None and r["status"] != "running" else None
+
+
+def copy_of(bundle: Path, dest: Path) -> Path:
+    """The same graph in other bytes (another note in its manifest): another version, the same answers."""
+    shutil.copytree(bundle, dest)
+    manifest = json.loads((dest / "manifest.json").read_text())
+    manifest["notes"] = f"{manifest.get('notes', '')} (a copy)"
+    (dest / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return dest
+
+
+def run_rollout(registry: Registry, tmp_path: Path, candidate: str, *flags: str) -> dict[str, Any]:
+    with ReplicaSet(registry, tmp_path, count=2, extra=["--rollout-step-s", STEP_S]) as replicas:
+        replicas.wait_ready(MODEL, candidate)
+        with SteadyLoad(replicas.target, MODEL, texts=TEXTS[:2], concurrency=4,
+                        options=client_options(retry=False)) as load:
+            registry.cli("rollout", MODEL, candidate, "--shadow", "0", "--min-calls", "30", *flags)
+            done = wait_until(lambda: ended(registry), timeout=90, what="the rollout to end", interval=0.5)
+        assert not load.failures(), load.failures()[:3]
+    return done
+
+
+def test_the_replicas_promote_an_equal_copy_by_themselves_each_step_once(
+        registry: Registry, bundle: Callable[..., Path], tmp_path: Path) -> None:
+    registry.publish(MODEL, "v1", bundle(1), weight=100, cli=False)
+    registry.publish(MODEL, "v2", copy_of(bundle(1), tmp_path / "copy"), cli=False)
+    done = run_rollout(registry, tmp_path, "v2", "--steps", "50,100", "--interval", "1s", "--max-p99-ratio", "10",
+                       "--max-error-rate", "0.01")
+    assert done["status"] == "promoted", done["story"]
+    assert [(s["event"], s["stage"]) for s in done["story"]] == [
+        ("started", "canary 50%"), ("advanced", "canary 100%"), ("promoted", "canary 100%")]
+    assert "2 replica(s)" in done["story"][1]["detail"]  # judged on both replicas' figures
+    assert registry.weights(MODEL) == {"v2": 100}
+
+
+@pytest.mark.slow
+def test_a_slow_version_is_rolled_back_in_its_canary_step_with_the_reason(
+        file_registry: Registry, bundle: Callable[..., Path], tmp_path: Path) -> None:
+    registry = file_registry
+    registry.publish(MODEL, "v1", bundle(1), weight=100, cli=False)
+    slow = bundle(2, hidden=256, layers=8, heads=4, intermediate=1024)
+    registry.publish(MODEL, "v2", slow, cli=False)
+    done = run_rollout(registry, tmp_path, "v2", "--steps", "50,100", "--interval", "30s", "--max-p99-ratio", "1.5")
+    assert done["status"] == "rolled_back", done["story"]
+    assert done["reason"].startswith("p99 ratio"), done["reason"]
+    assert [s["event"] for s in done["story"]] == ["started", "rolled back"]
+    assert registry.weights(MODEL) == {"v1": 100}
+    shown = registry.cli("show", MODEL).stdout
+    assert "rolled back" in shown and "p99 ratio" in shown
