@@ -56,33 +56,3 @@ def server(tiny_bundle: Path, frontend: str) -> Iterator[ServerProcess]:
     with running_server(["--bundle", str(tiny_bundle), "--model-name", "classifier", "--frontend", frontend,
                          "--max-texts-per-request", "16", "--max-message-bytes", "65536"], http=True) as s:
         yield s
-
-
-QUICK_TIER = (
-    # The pure and unit layers: rules, routing, admission, policies, records, manifests, the engine in-process.
-    "tests/bench/test_corpus.py", "tests/bench/test_engine_settings.py", "tests/bench/test_prom.py",
-    "tests/bundle/", "tests/dataplane/test_admission.py", "tests/dataplane/test_batch_policy.py",
-    "tests/dataplane/test_call_path.py", "tests/dataplane/test_frontend_build.py",
-    "tests/dataplane/test_lane_choice.py", "tests/dataplane/test_prepare_call.py", "tests/dataplane/test_priority.py",
-    "tests/dataplane/test_route.py", "tests/dataplane/test_trace_context.py",
-    "tests/deploy/", "tests/devtools/test_entity_head.py",
-    "tests/engine/test_engine_run.py", "tests/engine/test_engine_load.py", "tests/engine/test_stubs.py",
-    "tests/fuzz/test_harness.py",
-    "tests/registry/test_address.py", "tests/registry/test_artifacts.py", "tests/registry/test_bundle.py",
-    "tests/registry/test_bundle_tokenizer.py", "tests/registry/test_consulstore.py", "tests/registry/test_cpu.py",
-    "tests/registry/test_records.py", "tests/registry/test_references.py",
-    "tests/registry/importer/test_checkpoint.py", "tests/registry/importer/test_parity.py",
-    "tests/service/test_call_crossings.py", "tests/service/test_instance_load.py", "tests/service/test_logs.py",
-    "tests/service/test_manager.py", "tests/service/test_proto.py", "tests/service/test_router.py",
-    "tests/service/test_settings_defaults.py", "tests/service/test_tokenization.py", "tests/service/test_verify.py",
-    "tests/service/test_version_plan.py", "tests/test_import_direction.py", "tests/test_source_size.py",
-    # End to end, once per front end: a real server on loopback gRPC and its calls.
-    "tests/service/test_infer.py",
-)
-"""Paths (files, or rooms ending in /) of the quick tier, `scripts/test --quick`: marked `quick` here."""
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.nodeid.startswith(QUICK_TIER):
-            item.add_marker(pytest.mark.quick)

@@ -128,36 +128,24 @@ def build_parser() -> argparse.ArgumentParser:
     _import_flags(s)
     s.add_argument("--json", action="store_true", help="print only a JSON summary (with the parity report)")
 
-    s = command("route", help="set traffic weights: registry route M v1=95 v2=5 [--shadow v3=10]")
+    s = command("route", help="set traffic weights: registry route M v1=95 v2=5")
     s.add_argument("model")
     s.add_argument("weights", nargs="+", metavar="VERSION=PERCENT")
-    s.add_argument("--shadow", metavar="VERSION=PERCENT",
-                   help="copy PERCENT%% of the calls (sticky by routing key) to VERSION, a version without weight; "
-                        "its answers are compared with the live ones and never returned")
 
-    s = command("rollout", help="take a version from shadow through canary steps to 100%% by itself, or back to "
-                                "the stable version with the reason (docs/canary.md)")
+    s = command("rollout", help="take a version through canary steps to 100%% by itself, or back to the stable "
+                                "version with the reason (docs/canary.md)")
     s.add_argument("model")
     s.add_argument("version", nargs="?", help="the candidate (not with --abort, --step)")
     s.add_argument("--from", dest="stable", metavar="VERSION",
                    help="the stable version (default: the one with 100%% of the traffic)")
-    s.add_argument("--shadow", type=_duration, default=0.0, metavar="DURATION",
-                   help="how long the candidate shadows the stable version first (default 0: none; servers of this "
-                        "release do not copy calls to a shadow yet, so a shadow stage holds, see docs/canary.md)")
-    s.add_argument("--shadow-percent", type=_percent, default=10, metavar="P",
-                   help="the share of calls copied to the shadow (default 10)")
     s.add_argument("--steps", type=_steps, default=(5, 25, 50, 100), metavar="P,P,...",
                    help="the canary's weights, each held for --interval (default 5,25,50,100)")
     s.add_argument("--interval", type=_duration, default=120.0, metavar="DURATION", help="default 2m")
-    s.add_argument("--min-agreement", type=_unit, default=0.99, metavar="F",
-                   help="least share of the candidate's answers that agree with the stable one's (default 0.99)")
     s.add_argument("--max-error-rate", type=_unit, default=0.001, metavar="F", help="default 0.001")
     s.add_argument("--max-p99-ratio", type=float, default=1.5, metavar="R",
                    help="the candidate's P99 latency over the stable one's, at most (default 1.5)")
     s.add_argument("--min-calls", type=int, default=100, metavar="N",
                    help="calls (over every replica) a stage needs before it advances (default 100)")
-    s.add_argument("--min-judged", type=int, default=100, metavar="N",
-                   help="answers judged before agreement is judged (default 100)")
     action = s.add_mutually_exclusive_group()
     action.add_argument("--abort", action="store_true", help="stop the running rollout; traffic back to stable")
     action.add_argument("--step", action="store_true",
@@ -267,7 +255,6 @@ def _run(argv: Sequence[str] | None) -> int:
             if getattr(args, name, None) is not None:
                 check_name(name, getattr(args, name))
         weights = _parse_weights(args.weights) if args.command == "route" else {}
-        shadow = _parse_shadow(args.shadow) if args.command == "route" and args.shadow else None
         gate = _gate_settings(args) if args.command == "publish" else None
     except (ValueError, RecordError) as e:
         raise UsageError(str(e)) from None
@@ -313,7 +300,7 @@ def _run(argv: Sequence[str] | None) -> int:
                 if args.weight is not None and result.routing is not None:
                     print(f"routing {rec.model}: {format_weights(result.routing.weights)}")
         elif args.command == "route":
-            routing = route(store, args.model, weights, shadow=shadow)
+            routing = route(store, args.model, weights)
             print(f"routing {args.model}: {_weights_line(routing)}")
         elif args.command == "rollout":
             return _rollout(store, args)
@@ -499,13 +486,6 @@ def _unit(text: str) -> float:
     return value
 
 
-def _parse_shadow(item: str) -> tuple[str, int]:
-    version, sep, value = item.partition("=")
-    if not sep or not value.isdigit():
-        raise UsageError(f"--shadow {item!r} must look like VERSION=PERCENT (e.g. v2=10)")
-    return check_name("version", version), int(value)
-
-
 def _rollout(store: Store, args: argparse.Namespace) -> int:
     """`registry rollout`: start (and with --wait follow), --step, --abort."""
     if args.abort or args.step:
@@ -530,10 +510,9 @@ def _rollout(store: Store, args: argparse.Namespace) -> int:
         stable = full[0]
     try:
         plan = Plan(model=args.model, stable=stable, candidate=args.version, steps=args.steps,
-                    interval_s=args.interval, shadow_s=args.shadow, shadow_percent=args.shadow_percent,
-                    checks=Checks(min_agreement=args.min_agreement, max_error_rate=args.max_error_rate,
-                                  max_p99_ratio=args.max_p99_ratio, min_calls=args.min_calls,
-                                  min_judged=args.min_judged))
+                    interval_s=args.interval, shadow_s=0.0,  # canary steps only: servers copy no calls to a shadow
+                    checks=Checks(max_error_rate=args.max_error_rate, max_p99_ratio=args.max_p99_ratio,
+                                  min_calls=args.min_calls))
     except RecordError as e:
         raise UsageError(str(e)) from None
     started = stepper.start(store, plan)

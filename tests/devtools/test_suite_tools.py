@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import QUICK_TIER
-from ortserve_devtools.suite_schedule import SHARED, unit_of, unit_order
+from ortserve_devtools.suite_schedule import QUICK_TIER, SHARED, unit_of, unit_order
 from ortserve_devtools.suite_timing import SuiteTiming
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -17,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("path", [*QUICK_TIER, *SHARED])
 def test_every_path_the_tiers_and_units_name_exists(path: str) -> None:
-    assert (ROOT / path).exists(), f"{path} is named in tests/conftest.py or suite_schedule.py but is gone"
+    assert (ROOT / path).exists(), f"{path} is named in suite_schedule.py but is gone"
 
 
 def test_files_sharing_session_fixtures_are_one_unit_and_the_others_their_own() -> None:

@@ -156,8 +156,8 @@ def test_a_killed_stepper_neither_loses_the_rollout_nor_steps_it_twice(tmp_path:
     publish(store, artifacts, model="m", version="v1", bundle_dir=bundles["a"], weight=100)
     publish(store, artifacts, model="m", version="v2", bundle_dir=bundles["b"])
     starter = subprocess.Popen(
-        _cli(url, "rollout", "m", "v2", "--shadow", "1s", "--steps", "50,100", "--interval", "1s", "--min-calls", "10",
-             "--min-judged", "10", "--wait"), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _cli(url, "rollout", "m", "v2", "--steps", "50,100", "--interval", "1s", "--min-calls", "10", "--wait"),
+        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     stop = threading.Event()
 
@@ -198,11 +198,11 @@ def test_a_killed_stepper_neither_loses_the_rollout_nor_steps_it_twice(tmp_path:
         stop.set()
         reporter.join()
     assert current.status == "promoted", current.story
-    assert [s.event for s in current.story] == ["started", "advanced", "advanced", "promoted"]
+    assert [s.event for s in current.story] == ["started", "advanced", "promoted"]
     assert routing(store) == ({"v2": 100}, None)
 
 
-def test_the_cli_shadows_by_hand_and_shows_the_rollouts_story(tmp_path: Path, bundles: dict[str, Path]) -> None:
+def test_the_cli_rolls_out_aborts_and_shows_the_rollouts_story(tmp_path: Path, bundles: dict[str, Path]) -> None:
     root = tmp_path / "store"
     url = root.as_uri()
 
@@ -212,12 +212,10 @@ def test_the_cli_shadows_by_hand_and_shows_the_rollouts_story(tmp_path: Path, bu
     for version, bundle, weight in (("v1", "a", ["--weight", "100"]), ("v2", "b", [])):
         assert run("publish", "--model", "m", "--version", version, "--bundle", str(bundles[bundle]),
                    *weight).returncode == 0
-    shadowed = run("route", "m", "v1=100", "--shadow", "v2=10")
-    assert shadowed.returncode == 0 and "shadow v2=10%" in shadowed.stdout
-    assert run("route", "m", "v1=100", "--shadow", "v1=10").returncode == 1  # a weighted version is no shadow
     assert run("route", "m", "v1=100").returncode == 0
-    started = run("rollout", "m", "v2", "--shadow", "1m", "--steps", "50,100", "--max-p99-ratio", "2")
-    assert started.returncode == 0 and "shadow for 60s, canary 50% for 120s" in started.stdout, started.stderr
+    started = run("rollout", "m", "v2", "--steps", "50,100", "--max-p99-ratio", "2")
+    assert started.returncode == 0 and "canary 50% for 120s, canary 100% for 120s" in started.stdout, started.stderr
+    assert "shadow" not in started.stdout
     aborted = run("rollout", "m", "--abort")
     assert aborted.returncode == 0 and "routing v1=100" in aborted.stdout
     shown = run("show", "m")

@@ -44,7 +44,7 @@ def run_rollout(registry: Registry, tmp_path: Path, candidate: str, *flags: str)
         replicas.wait_ready(MODEL, candidate)
         with SteadyLoad(replicas.target, MODEL, texts=TEXTS[:2], concurrency=4,
                         options=client_options(retry=False)) as load:
-            registry.cli("rollout", MODEL, candidate, "--shadow", "0", "--min-calls", "30", *flags)
+            registry.cli("rollout", MODEL, candidate, "--min-calls", "30", *flags)
             done = wait_until(lambda: ended(registry), timeout=90, what="the rollout to end", interval=0.5)
         assert not load.failures(), load.failures()[:3]
     return done
