@@ -111,7 +111,6 @@ def test_close_waits_for_an_in_flight_run(models) -> None:
         thread.start()
         about_to_run.wait()
         time.sleep(duration / 4)  # the runner is inside ORT by now (it needs microseconds to get there)
-        closing = time.perf_counter()
         engine.close()
         close_returned = time.perf_counter()
         thread.join(timeout=30)
@@ -122,10 +121,13 @@ def test_close_waits_for_an_in_flight_run(models) -> None:
         assert np.array_equal(result["y"], x)
         # close() blocked until the run ended, which takes about a run from when it began (a close that did not wait
         # returns a quarter of a run after it began). Not "finished <= close_returned": the runner needs the GIL back
-        # to record it, which a loaded machine may take a while to give.
-        assert close_returned - float(result["began"]) >= 0.8 * duration, (close_returned - closing, duration)
-        return
-    raise AssertionError(f"in 5 tries close() never came while the run was in flight: {missed}")
+        # to record it, which a loaded machine may take a while to give. A run faster than the warm runs measured (they
+        # may have shared the cores with other work) is tried again: a close that does not wait misses every time.
+        if close_returned - float(result["began"]) >= 0.8 * duration:
+            return
+        missed.append(f"close() returned {close_returned - float(result['began']):.3f} s after the run began, "
+                      f"a run takes {duration:.3f} s")
+    raise AssertionError(f"in 5 tries close() never waited for a run in flight: {missed}")
 
 
 def test_gil_is_released_during_inference(models) -> None:
