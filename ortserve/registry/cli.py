@@ -141,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=_steps, default=(5, 25, 50, 100), metavar="P,P,...",
                    help="the canary's weights, each held for --interval (default 5,25,50,100)")
     s.add_argument("--interval", type=_duration, default=120.0, metavar="DURATION", help="default 2m")
-    s.add_argument("--max-error-rate", type=_unit, default=0.001, metavar="F", help="default 0.001")
+    s.add_argument("--max-error-rate", type=_fraction, default=0.001, metavar="F", help="default 0.001")
     s.add_argument("--max-p99-ratio", type=float, default=1.5, metavar="R",
                    help="the candidate's P99 latency over the stable one's, at most (default 1.5)")
     s.add_argument("--min-calls", type=int, default=100, metavar="N",
@@ -474,16 +474,6 @@ def _steps(text: str) -> tuple[int, ...]:
         return parse_steps(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _unit(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {value}")
-    return value
 
 
 def _rollout(store: Store, args: argparse.Namespace) -> int:

@@ -113,11 +113,11 @@ class VersionRecord:
         }
 
     def to_json(self) -> bytes:
-        return _dump(self.to_dict())
+        return dump_record(self.to_dict())
 
     @classmethod
     def from_json(cls, raw: bytes, *, key: str = "version record") -> VersionRecord:
-        data = _load(raw, key)
+        data = load_record(raw, key)
         try:
             model = check_name("model", data.get("model"))
             version = check_name("version", data.get("version"))
@@ -155,11 +155,11 @@ class Routing:
         return out
 
     def to_json(self) -> bytes:
-        return _dump(self.to_dict())
+        return dump_record(self.to_dict())
 
     @classmethod
     def from_json(cls, raw: bytes, *, key: str = "routing") -> Routing:
-        data = _load(raw, key)
+        data = load_record(raw, key)
         try:
             weights = check_weights(data.get("weights"))
             history_raw = data.get("history", [])
@@ -216,12 +216,13 @@ def format_weights(weights: Mapping[str, int]) -> str:
     return " ".join(f"{v}={w}" for v, w in sorted(weights.items()))
 
 
-def _dump(data: dict[str, Any]) -> bytes:
+def dump_record(data: Mapping[str, Any]) -> bytes:
     # Sorted keys: identical records give identical bytes, which keeps idempotent writes cheap to spot.
     return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
 
-def _load(raw: bytes, key: str) -> dict[str, Any]:
+def load_record(raw: bytes, key: str) -> dict[str, Any]:
+    """A record's JSON object, or RecordError naming `key` (every record type reads its bytes through this)."""
     try:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:

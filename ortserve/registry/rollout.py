@@ -23,14 +23,13 @@ The checks (`Checks`, the `registry rollout` flags of the same names):
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ortserve.bundle.agreement import Tally
-from ortserve.registry.records import RecordError, check_name
+from ortserve.registry.records import RecordError, check_name, dump_record, load_record
 
 ROLLOUTS_PREFIX = "rollouts/"
 LATENCY_BOUNDS_S: tuple[float, ...] = (0.001, 0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075,
@@ -161,11 +160,11 @@ class Figures:
                               "concordance_sum": t.concordance_sum, "ranked_calls": t.ranked_calls}}
 
     def to_json(self) -> bytes:
-        return _dump(self.to_dict())
+        return dump_record(self.to_dict())
 
     @classmethod
     def from_json(cls, raw: bytes, *, key: str = "figures") -> Figures:
-        data = _load(raw, key)
+        data = load_record(raw, key)
         try:
             a = data.get("agreement")
             if not isinstance(a, dict) or not all(_count(a.get(k)) for k in ("calls", "judged", "agreed",
@@ -434,11 +433,11 @@ class Rollout:
                 "story": [s.to_dict() for s in self.story]}
 
     def to_json(self) -> bytes:
-        return _dump(self.to_dict())
+        return dump_record(self.to_dict())
 
     @classmethod
     def from_json(cls, raw: bytes, *, key: str = "rollout") -> Rollout:
-        data = _load(raw, key)
+        data = load_record(raw, key)
         try:
             plan = Plan.from_dict(data.get("plan"))
             status = data.get("status")
@@ -503,17 +502,3 @@ def parse_steps(text: str | Sequence[int]) -> tuple[int, ...]:
 
 def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _dump(data: Mapping[str, Any]) -> bytes:
-    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-
-
-def _load(raw: bytes, key: str) -> dict[str, Any]:
-    try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise RecordError(f"{key}: not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise RecordError(f"{key}: expected a JSON object")
-    return data
