@@ -1,7 +1,8 @@
 """Do two versions answer the same call alike? One judge per kind, over plain arrays (a live shadow comparison, and
 the rules the gate shares: `softmax`, `margins`).
 
-    one = judge_call(kind_of_answer, stable, candidate, ...)   pure: an `Agreement` for one call
+    judge = judge_of(labelled=..., reranker=..., per_token=...)  which judge a version's answers take
+    one = judge_call(judge, stable, candidate, ...)             pure: an `Agreement` for one call
     tally = tally.add(one)                                     counts that sum across calls and replicas
 
 The kinds' rules (the stable version's answer is the baseline, as the source model's is at the gate):
@@ -188,3 +189,29 @@ def entities(stable: Iterable[Iterable[Entity]], candidate: Iterable[Iterable[En
         if union:
             worst = max(worst, 1.0 - same / len(union))
     return Agreement(judged=judged, agreed=agreed, distance=worst)
+
+
+def judge_of(*, labelled: bool, reranker: bool, per_token: bool) -> str:
+    """Which judge compares a version's answers: a token classifier's entities, a reranker's ranks (a classifier of
+    pairs with a score), a classifier's labels, else an embedding model's vectors."""
+    if per_token:
+        return ENTITIES
+    if reranker:
+        return RANKS
+    return LABELS if labelled else VECTORS
+
+
+def judge_call(judge: str, stable: np.ndarray, candidate: np.ndarray, *, multi_label: bool = False) -> Agreement:
+    """One call's answers ([rows, columns] each) under `judge` (not ENTITIES: its answers are entities, not rows).
+    Answers of different shapes (another head, another width) disagree on every row."""
+    a, b = np.asarray(stable), np.asarray(candidate)
+    if a.shape != b.shape:
+        return Agreement(judged=1 if judge == RANKS else len(a), agreed=0, distance=1.0,
+                         concordance=0.0 if judge == RANKS else None)
+    if judge == LABELS:
+        return labels(a, b, multi_label=multi_label)
+    if judge == VECTORS:
+        return vectors(a, b)
+    if judge == RANKS:
+        return ranks(reranker_scores(a), reranker_scores(b))
+    raise ValueError(f"judge_call: no row judge {judge!r} (one of {LABELS}, {VECTORS}, {RANKS})")

@@ -25,7 +25,7 @@ sigmoid per label).
 proxied to the Python server.
 ``ServedVersion`` is one version on the batcher (every ModelInfer, both front ends), built from a ``TextModel``
 (sessions, tokenizer, output) and ``BatcherSettings``; its batches run on ``Lanes``, are reported through an
-``EventSink`` (``BatchEvent``, ``RequestEvent``) and answer the event loop through ``Completions`` (a
+``EventSink`` (``BatchEvent``, ``RequestEvent``, ``ShadowEvent``) and answer the event loop through ``Completions`` (a
 ``SubmittedCall`` each) or a blocking caller through a ``Ticket``. ``choose_batch`` (over a ``BatchPolicy``),
 ``split_rows``, ``bucket_shape``, ``Throughput``, ``admission_refusal``, ``call_tokens``, ``next_run`` and
 ``pick_lane`` are the batcher's pure decisions, bound for their tests.
@@ -146,6 +146,7 @@ Completions = _engine.Completions
 SubmittedCall = _engine.SubmittedCall
 BatchEvent = _engine.BatchEvent
 RequestEvent = _engine.RequestEvent
+ShadowEvent = _engine.ShadowEvent
 Ticket = _engine.Ticket
 BatchPolicy = _engine.BatchPolicy
 Throughput = _engine.Throughput
@@ -201,6 +202,7 @@ __all__ = [
     "RequestEvent",
     "Routes",
     "ServedVersion",
+    "ShadowEvent",
     "Split",
     "StartedCall",
     "SubmittedCall",

@@ -296,9 +296,9 @@ def choose_batch(pending: Sequence[tuple[int, float]], now: float, policy: Batch
     ChooseBatch over (length, enqueued_at) pairs: the indices of the next batch, shortest first.
     """
 
-def choose_next(pending: Sequence[tuple[int, float, bool]], now: float, policy: BatchPolicy) -> list[int]:
+def choose_next(pending: Sequence[tuple[int, float, bool]], now: float, policy: BatchPolicy, shadow: Sequence[bool] = []) -> list[int]:
     """
-    ChooseNext over (length, enqueued_at, bulk) triples: the next batch, interactive texts before bulk ones (bulk runs within bulk_batch_tokens); indices, shortest first.
+    ChooseNext over (length, enqueued_at, bulk) triples (`shadow`: empty, or a flag per text, a shadow copy's text, bulk too): the next batch, interactive texts before bulk ones before shadow ones (bulk and shadow runs within bulk_batch_tokens); indices, shortest first.
     """
 
 def split_rows(lengths: Sequence[int], policy: BatchPolicy) -> list[tuple[int, int]]:
@@ -434,6 +434,66 @@ class BatchEvent:
     def lane(self) -> str:
         """"wide" (the multi-threaded session) or "narrow\""""
 
+class ShadowEvent:
+    """
+    One shadow copy: the live answer and the shadow version's to the same texts (shadow_copy.h).
+    """
+
+    @property
+    def request_id(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def stable(self) -> str:
+        """the version that answered the caller"""
+
+    @property
+    def candidate(self) -> str:
+        """the shadow version"""
+
+    @property
+    def stable_status(self) -> str:
+        """gRPC status code name"""
+
+    @property
+    def candidate_status(self) -> str:
+        """gRPC status code name"""
+
+    @property
+    def candidate_error(self) -> str: ...
+
+    @property
+    def rows(self) -> int: ...
+
+    @property
+    def stable_columns(self) -> int: ...
+
+    @property
+    def candidate_columns(self) -> int: ...
+
+    @property
+    def stable_values(self) -> bytes:
+        """float32 rows x stable_columns, row-major (empty unless OK)"""
+
+    @property
+    def candidate_values(self) -> bytes:
+        """float32 rows x candidate_columns, row-major (empty unless OK)"""
+
+    @property
+    def stable_engine_s(self) -> float: ...
+
+    @property
+    def candidate_engine_s(self) -> float: ...
+
+    @property
+    def candidate_queue_s(self) -> float: ...
+
+    @property
+    def texts(self) -> list[str]:
+        """the call's texts when the route keeps them, else empty"""
+
 class EventSink:
     """Bounded queue of request and batch records from the native path."""
 
@@ -441,7 +501,7 @@ class EventSink:
 
     def drain(self, max: int = 512, timeout_s: float = 0.2) -> list:
         """
-        Up to max records (RequestEvent or BatchEvent), waiting up to timeout_s for the first. Empty on timeout or once closed.
+        Up to max records (RequestEvent, BatchEvent or ShadowEvent), waiting up to timeout_s for the first. Empty on timeout or once closed.
         """
 
     def close(self) -> None:
@@ -589,9 +649,9 @@ class ServedVersion:
         Blocking: (code name, message, output float32 [n, columns] | None, {tokenize_s, queue_s, engine_s, batch_size, retry_after_s}).
         """
 
-    def submit(self, texts: object, timeout_s: float | None = None, run_here: bool = False, pairs: object | None = None, bulk: bool | None = None) -> Ticket:
+    def submit(self, texts: object, timeout_s: float | None = None, run_here: bool = False, pairs: object | None = None, bulk: bool | None = None, shadow: bool = False) -> Ticket:
         """
-        Queue the call and return its Ticket at once; run_here: a lone call on the wide session runs on this thread first (GIL released), as the gRPC front end's calls do.
+        Queue the call and return its Ticket at once; run_here: a lone call on the wide session runs on this thread first (GIL released), as the gRPC front end's calls do; shadow: a shadow copy (Batcher::SubmitShadow: the lowest class, dropped when the shadow queue is full).
         """
 
     def refusal(self, texts: int, timeout_s: float | None, bulk: bool | None = None) -> object:

@@ -128,16 +128,30 @@ def build_parser() -> argparse.ArgumentParser:
     _import_flags(s)
     s.add_argument("--json", action="store_true", help="print only a JSON summary (with the parity report)")
 
-    s = command("route", help="set traffic weights: registry route M v1=95 v2=5")
+    s = command("route", help="set traffic weights: registry route M v1=95 v2=5 [--shadow v3=10]")
     s.add_argument("model")
     s.add_argument("weights", nargs="+", metavar="VERSION=PERCENT")
+    s.add_argument("--shadow", metavar="VERSION=PERCENT",
+                   help="copy PERCENT%% of the calls (sticky by routing key) to VERSION, a version without weight; "
+                        "its answers are compared with the live ones (`ortserve status`, ortserve_shadow_* metrics) "
+                        "and never returned")
 
-    s = command("rollout", help="take a version through canary steps to 100%% by itself, or back to the stable "
-                                "version with the reason (docs/canary.md)")
+    s = command("rollout", help="take a version from shadow through canary steps to 100%% by itself, or back to "
+                                "the stable version with the reason (docs/canary.md)")
     s.add_argument("model")
     s.add_argument("version", nargs="?", help="the candidate (not with --abort, --step)")
     s.add_argument("--from", dest="stable", metavar="VERSION",
                    help="the stable version (default: the one with 100%% of the traffic)")
+    s.add_argument("--shadow", type=_duration, default=0.0, metavar="DURATION",
+                   help="how long the candidate shadows the stable version first, its answers compared with the "
+                        "live ones on the same calls (e.g. 10m; default 0: canary steps only)")
+    s.add_argument("--shadow-percent", type=_percent, default=10, metavar="P",
+                   help="the share of calls copied to the shadow (default 10)")
+    s.add_argument("--min-agreement", type=_fraction, default=0.99, metavar="F",
+                   help="least share of the judged answers on which the shadow agrees with the stable version "
+                        "(default 0.99)")
+    s.add_argument("--min-judged", type=int, default=100, metavar="N",
+                   help="answers judged (over every replica) before agreement is judged (default 100)")
     s.add_argument("--steps", type=_steps, default=(5, 25, 50, 100), metavar="P,P,...",
                    help="the canary's weights, each held for --interval (default 5,25,50,100)")
     s.add_argument("--interval", type=_duration, default=120.0, metavar="DURATION", help="default 2m")
@@ -255,6 +269,7 @@ def _run(argv: Sequence[str] | None) -> int:
             if getattr(args, name, None) is not None:
                 check_name(name, getattr(args, name))
         weights = _parse_weights(args.weights) if args.command == "route" else {}
+        shadow = _parse_shadow(args.shadow) if args.command == "route" and args.shadow else None
         gate = _gate_settings(args) if args.command == "publish" else None
     except (ValueError, RecordError) as e:
         raise UsageError(str(e)) from None
@@ -300,7 +315,7 @@ def _run(argv: Sequence[str] | None) -> int:
                 if args.weight is not None and result.routing is not None:
                     print(f"routing {rec.model}: {format_weights(result.routing.weights)}")
         elif args.command == "route":
-            routing = route(store, args.model, weights)
+            routing = route(store, args.model, weights, shadow=shadow)
             print(f"routing {args.model}: {_weights_line(routing)}")
         elif args.command == "rollout":
             return _rollout(store, args)
@@ -476,6 +491,13 @@ def _steps(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _parse_shadow(item: str) -> tuple[str, int]:
+    version, sep, value = item.partition("=")
+    if not sep or not value.isdigit():
+        raise UsageError(f"--shadow {item!r} must look like VERSION=PERCENT (e.g. v2=10)")
+    return check_name("version", version), int(value)
+
+
 def _rollout(store: Store, args: argparse.Namespace) -> int:
     """`registry rollout`: start (and with --wait follow), --step, --abort."""
     if args.abort or args.step:
@@ -500,9 +522,10 @@ def _rollout(store: Store, args: argparse.Namespace) -> int:
         stable = full[0]
     try:
         plan = Plan(model=args.model, stable=stable, candidate=args.version, steps=args.steps,
-                    interval_s=args.interval, shadow_s=0.0,  # canary steps only: servers copy no calls to a shadow
-                    checks=Checks(max_error_rate=args.max_error_rate, max_p99_ratio=args.max_p99_ratio,
-                                  min_calls=args.min_calls))
+                    interval_s=args.interval, shadow_s=args.shadow, shadow_percent=args.shadow_percent,
+                    checks=Checks(min_agreement=args.min_agreement, max_error_rate=args.max_error_rate,
+                                  max_p99_ratio=args.max_p99_ratio, min_calls=args.min_calls,
+                                  min_judged=args.min_judged))
     except RecordError as e:
         raise UsageError(str(e)) from None
     started = stepper.start(store, plan)

@@ -36,6 +36,7 @@ from ortserve.service.native_frontend import NativeFrontend, resolve_frontend
 from ortserve.service.os_threads import name_os_thread
 from ortserve.service.request_log import LogSampling
 from ortserve.service.rest import RestServer, server_tls
+from ortserve.service.shadow import ShadowBook
 from ortserve.service.text_calls import TextCalls
 from ortserve.service.tracing import Tracing
 
@@ -104,7 +105,10 @@ class Server:
             drain_timeout_s=settings.drain_timeout_s,
             observer=self._on_lifecycle,
             routes=self.plane.routes,
+            shadow_texts=settings.shadow_keep_texts,
         )
+        self.shadows = ShadowBook(self.metrics, served=self.manager.served_output)
+        self.plane.shadows = self.shadows
         self.inference = Inference(self.manager, self.plane, self.metrics,
                                    max_texts_per_request=settings.max_texts_per_request, tracing=self.tracing,
                                    sampling=sampling)
@@ -328,7 +332,11 @@ class Server:
         frontend: dict[str, Any] = {"kind": self.frontend}
         if self.native is not None:
             frontend["passthrough"] = self.native.passthrough()
-        return json.dumps({**self.manager.status(), "serving": serving, "frontend": frontend}, sort_keys=True).encode()
+        status = self.manager.status()
+        for model, pairs in self.shadows.status().items():
+            if model in status["models"]:
+                status["models"][model]["shadow_figures"] = pairs
+        return json.dumps({**status, "serving": serving, "frontend": frontend}, sort_keys=True).encode()
 
     def _status_threadsafe(self) -> dict[str, Any]:
         """The manager is owned by the loop; the metrics thread asks the loop for a snapshot."""

@@ -133,7 +133,11 @@ def _status(args: argparse.Namespace) -> int:
           + (": passed on to Python " + ", ".join(f"{r}={n}" for r, n in sorted(passed.items())) if passed else ""))
     for model, info in status["models"].items():
         routing = " ".join(f"{v}={w}" for v, w in info["routing"].items()) or "(none)"
+        if info.get("shadow"):
+            routing += f" shadow {info['shadow']['version']}={info['shadow']['percent']}%"
         print(f"model {model}: routing {routing}")
+        for pair in info.get("shadow_figures", []):
+            print("  " + _shadow_line(pair))
         for version, v in info["versions"].items():
             compute = " ".join(f"{key}={str(v[key]).replace(' ', '-')}" for key in (
                 "device", "precision", "runtime", "tokenizer", "memory_mb", "cuda_graphs") if v.get(key) is not None)
@@ -148,6 +152,19 @@ def _status(args: argparse.Namespace) -> int:
         if info.get("last_error"):
             print(f"  last error: {info['last_error']}")
     return 0
+
+
+def _shadow_line(pair: dict[str, Any]) -> str:
+    """`status`'s line for a shadow pair: the copies' outcomes, the agreement and the calls that disagree most."""
+    counts = ", ".join(f"{k} {n}" for k, n in pair["outcomes"].items() if n)
+    line = f"shadow {pair['stable']} -> {pair['candidate']}: {counts or 'no copies yet'}"
+    if pair["judged"]:
+        line += f"; agreement {pair['agreed']}/{pair['judged']} ({pair['agreement']:.4f})"
+    if pair.get("concordance") is not None:
+        line += f", rank concordance {pair['concordance']:.3f}"
+    if pair["worst"]:
+        line += "; most apart: " + " ".join(w["request_id"] for w in pair["worst"][:3])
+    return line
 
 
 def _verify_cell(verify: dict[str, Any]) -> str:

@@ -224,6 +224,9 @@ class Settings:
     rollout_step_s: float = _doc(
         "How often this server writes its figures of a running rollout (`registry rollout`) to the registry and "
         "tries to step it (one server wins each step); 0: never.", default=5.0)
+    shadow_keep_texts: bool = _doc(
+        "Keep the texts of the shadow copies that disagree most (`ortserve status` shows them); off: only their "
+        "request ids and figures, so no caller's text is held beyond its call.", default=False)
     shutdown_grace_s: float = _doc("On SIGTERM, time in-flight calls get to finish.", default=20.0)
     # -- operations
     latency_slo_p99_ms: float = _doc(

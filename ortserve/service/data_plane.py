@@ -32,6 +32,7 @@ from ortserve.service.errors import Cancelled, DeadlineExceeded, Internal, Resou
 from ortserve.service.instance import ModelInstance
 from ortserve.service.metrics import Metrics
 from ortserve.service.request_log import EVERY_CALL, LogSampling, log_call
+from ortserve.service.shadow import ShadowBook
 from ortserve.service.tokenization import TokenEncoding
 
 server_log = structlog.get_logger("ortserve.server")
@@ -100,6 +101,8 @@ class DataPlane:
         # turns on the cores), plus a thread per loadable version for lone calls on the wide session.
         self.lanes = engine_ext.Lanes(settings.engine_concurrency, settings.max_loaded_versions + 1)
         self.events = engine_ext.EventSink()
+        self.shadows: ShadowBook | None = None
+        """Judges the shadow copies' events (set by the server before start; None: they are not judged)."""
         self.routes = engine_ext.Routes()
         """The route table both front ends read; the manager replaces it on every swap (`manager.data_plane_routes`)."""
         self.completions = engine_ext.Completions()
@@ -188,6 +191,10 @@ class DataPlane:
         try:
             if isinstance(event, engine_ext.RequestEvent):
                 self._log_request(event)
+                return
+            if isinstance(event, engine_ext.ShadowEvent):
+                if self.shadows is not None:
+                    self.shadows.observe(event)
                 return
             observe = observers.get((event.model, event.version))
             if observe is None:

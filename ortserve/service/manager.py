@@ -90,6 +90,8 @@ class ModelRoute:
     """The routing in force."""
     split: Any
     """engine_ext.Split: the weights laid out over the canary buckets (the native front end's code too)."""
+    shadow: tuple[str, int] | None = None
+    """(version, percent): a version without weight copied that share of the calls (shadow_copy.h); None: none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +124,11 @@ class ModelManager:
         retry_backoff_s: tuple[float, float] = (1.0, 60.0),
         observer: LifecycleObserver | None = None,
         routes: Any = None,
+        shadow_texts: bool = False,
     ) -> None:
         self._factory = factory
         self._routes = routes
+        self._shadow_texts = shadow_texts  # shadow copies' events carry the texts (Settings.shadow_keep_texts)
         self._max_loaded = max_loaded_versions
         self._drain_timeout_s = drain_timeout_s
         self._backoff = retry_backoff_s
@@ -330,17 +334,18 @@ class ModelManager:
         models = dict(self._table.models)
         if ready and sum(weights.values()) > 0:
             split = engine_ext.Split.of([(v, weights[v]) for v in plan.order])
-            models[model] = ModelRoute(versions=dict(ready), weights=dict(weights), split=split)
+            models[model] = ModelRoute(versions=dict(ready), weights=dict(weights), split=split, shadow=plan.shadow)
         else:
             models.pop(model, None)
         since = time.time()
         self._table = RouteTable(models)  # the swap: one assignment on the loop thread
         if self._routes is not None:
-            self._routes.set(data_plane_routes(self._table))
+            self._routes.set(data_plane_routes(self._table, shadow_texts=self._shadow_texts))
         if models.get(model) != current:
             # Logged once the data plane's copy (which both front ends route by) has the table too, with `since`,
             # when the Python one took it: a call on this table took its lease between the two.
             self._observe("swapped", model, ",".join(sorted(ready)), weights=weights,
+                          **({"shadow": f"{plan.shadow[0]}={plan.shadow[1]}%"} if plan.shadow else {}),
                           took_s=round(time.monotonic() - started, 4), since=iso_utc(since))
         for old in self._superseded.pop(model, []):
             self._start_retire(old)
@@ -380,6 +385,13 @@ class ModelManager:
 
     def served_models(self) -> list[str]:
         return sorted(self._table.models)
+
+    def served_output(self, model: str, version: str) -> Any:
+        """What a loaded version answers (its ServedOutput), None when it is not loaded. Any thread: it reads one
+        snapshot of the route table (the shadow book judges copies by it on the events thread)."""
+        route = self._table.models.get(model)
+        lv = route.versions.get(version) if route is not None else None
+        return lv.instance.served if lv is not None and lv.instance is not None else None
 
     def ready_for_traffic(self) -> bool:
         """Readiness of the whole server: something is routable and no model is still on its first load.
@@ -456,6 +468,8 @@ class ModelManager:
                     }
             models[model] = {
                 "routing": dict(route.weights) if route else {},
+                **({"shadow": {"version": route.shadow[0], "percent": route.shadow[1]}}
+                   if route and route.shadow else {}),
                 "routable": sorted(route.versions) if route else [],
                 "versions": versions,
                 "last_error": self._last_error.get(model),
@@ -480,15 +494,17 @@ class ModelManager:
         self._loader.shutdown(wait=True)
 
 
-def data_plane_routes(table: RouteTable) -> dict[str, tuple[list[str], list[int], dict[str, Any], dict[str, Any]]]:
+def data_plane_routes(table: RouteTable, *, shadow_texts: bool = False) -> dict[str, tuple[Any, ...]]:
     """The table as the data plane's `engine_ext.Routes` takes it (both front ends read that one C++ copy): each
-    model's split, its versions' `ServedVersion`s (leases included) and what each takes and answers."""
-    routes: dict[str, tuple[list[str], list[int], dict[str, Any], dict[str, Any]]] = {}
+    model's split, its versions' `ServedVersion`s (leases included), what each takes and answers, and its shadow
+    (version, percent, whether the copies' events carry the texts) or None."""
+    routes: dict[str, tuple[Any, ...]] = {}
     for model, route in table.models.items():
         versions: dict[str, Any] = {}
         outputs: dict[str, Any] = {}
         for name, lv in route.versions.items():
             if lv.batcher is not None and lv.instance is not None:  # READY versions always have both
                 versions[name], outputs[name] = lv.batcher.native, lv.instance.served.wire
-        routes[model] = (list(route.split.order), list(route.split.upper), versions, outputs)
+        shadow = (*route.shadow, shadow_texts) if route.shadow and route.shadow[0] in versions else None
+        routes[model] = (list(route.split.order), list(route.split.upper), versions, outputs, shadow)
     return routes

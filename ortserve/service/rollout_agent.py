@@ -6,9 +6,12 @@
         stepper.step(store, model)                                               one server wins each step (CAS)
 
 So no process is added to run a rollout, none is lost with a replica, and the decision is made on the sum of every
-replica's figures (registry/rollout.py). A replica's figures are the difference of its cumulative request series
-(`ortserve_requests_total`, `ortserve_request_duration_seconds`) between now and when it first saw the stage: the
-same series a Prometheus query over the versions reads, so Flagger or Argo users judge the same numbers.
+replica's figures (registry/rollout.py). A replica's figures are the difference of its cumulative series between now
+and when it first saw the stage: in a canary stage the request series (`ortserve_requests_total`,
+`ortserve_request_duration_seconds`); in the shadow stage the shadow copies' (`ortserve_shadow_*`: the candidate's
+calls are its compared and failed copies, dropped ones are not its doing; each side's latency is its engine time on
+the same calls, as the live call's total time includes a wait the copy's lowest class does not share; the agreement
+tally). The same series a Prometheus query reads, so Flagger or Argo users judge the same numbers.
 
 State: `_baselines` is owned by the agent's thread (nothing else touches it).
 """
@@ -20,11 +23,12 @@ import re
 import socket
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 from prometheus_client import CollectorRegistry
 
+from ortserve.bundle.agreement import Tally
 from ortserve.registry import stepper
 from ortserve.registry.records import NAME_RE
 from ortserve.registry.rollout import LATENCY_BOUNDS_S, ROLLOUTS_PREFIX, Figures, Latency, Rollout, Side
@@ -57,17 +61,52 @@ def served_sides(registry: CollectorRegistry, model: str) -> dict[str, Side]:
                 if sample.name.endswith("_bucket") and sample.labels.get("model") == model:
                     le = float(sample.labels["le"])
                     cumulative.setdefault(sample.labels["version"], {})[le] = sample.value
-    sides = {}
-    for version in {*ok, *errors, *cumulative}:
-        counts, below = [], 0
-        by_bound = cumulative.get(version, {})
-        for bound in (*LATENCY_BOUNDS_S, float("inf")):
-            total = int(by_bound.get(bound, below))
-            counts.append(max(0, total - below))
-            below = total
-        sides[version] = Side(calls=ok.get(version, 0) + errors.get(version, 0), errors=errors.get(version, 0),
-                              latency=Latency(tuple(counts)))
-    return sides
+    return {version: Side(calls=ok.get(version, 0) + errors.get(version, 0), errors=errors.get(version, 0),
+                          latency=_histogram(cumulative.get(version, {})))
+            for version in {*ok, *errors, *cumulative}}
+
+
+def _histogram(counts_by_bound: dict[float, float]) -> Latency:
+    counts, below = [], 0
+    for bound in (*LATENCY_BOUNDS_S, float("inf")):
+        total = int(counts_by_bound.get(bound, below))
+        counts.append(max(0, total - below))
+        below = total
+    return Latency(tuple(counts))
+
+
+def shadow_sides(registry: CollectorRegistry, model: str, stable: str, candidate: str) -> tuple[Side, Side, Tally]:
+    """The shadow copies of `stable`'s calls to `candidate` so far: each side's calls and engine time, and the
+    agreement tally, read from the server's shadow series."""
+    pair = {"model": model, "stable": stable, "candidate": candidate}
+    outcomes: dict[str, int] = {}
+    counts: dict[str, float] = {}
+    engine: dict[str, dict[float, float]] = {"stable": {}, "candidate": {}}
+    for family in registry.collect():
+        for sample in family.samples:
+            if any(sample.labels.get(k) != v for k, v in pair.items()):
+                continue
+            if sample.name == "ortserve_shadow_calls_total":
+                outcomes[sample.labels["outcome"]] = int(sample.value)
+            elif sample.name in ("ortserve_shadow_judged_total", "ortserve_shadow_agreed_total",
+                                 "ortserve_shadow_ranked_calls_total", "ortserve_shadow_concordance_total"):
+                counts[sample.name] = sample.value
+            elif sample.name == "ortserve_shadow_engine_duration_seconds_bucket":
+                engine[sample.labels["role"]][float(sample.labels["le"])] = sample.value
+    compared, failed = outcomes.get("compared", 0), outcomes.get("failed", 0)
+    tally = Tally(calls=compared, judged=int(counts.get("ortserve_shadow_judged_total", 0)),
+                  agreed=int(counts.get("ortserve_shadow_agreed_total", 0)),
+                  concordance_sum=counts.get("ortserve_shadow_concordance_total", 0.0),
+                  ranked_calls=int(counts.get("ortserve_shadow_ranked_calls_total", 0)))
+    return (Side(calls=compared, errors=0, latency=_histogram(engine["stable"])),
+            Side(calls=compared + failed, errors=failed, latency=_histogram(engine["candidate"])), tally)
+
+
+def _tally_since(now: Tally, earlier: Tally) -> Tally:
+    return Tally(calls=max(0, now.calls - earlier.calls), judged=max(0, now.judged - earlier.judged),
+                 agreed=max(0, now.agreed - earlier.agreed),
+                 concordance_sum=max(0.0, now.concordance_sum - earlier.concordance_sum),
+                 ranked_calls=max(0, now.ranked_calls - earlier.ranked_calls))
 
 
 @dataclass(frozen=True)
@@ -78,6 +117,7 @@ class Baseline:
     stage: int
     stable: Side
     candidate: Side
+    agreement: Tally = field(default_factory=Tally)
 
 
 class RolloutAgent:
@@ -121,11 +161,17 @@ class RolloutAgent:
         return models
 
     def _store_figures(self, model: str, rollout: Rollout) -> None:
-        sides = served_sides(self._metrics, model)
-        stable, candidate = sides.get(rollout.plan.stable, Side()), sides.get(rollout.plan.candidate, Side())
+        plan = rollout.plan
+        tally = Tally()
+        if rollout.current.shadow_percent:
+            stable, candidate, tally = shadow_sides(self._metrics, model, plan.stable, plan.candidate)
+        else:
+            sides = served_sides(self._metrics, model)
+            stable, candidate = sides.get(plan.stable, Side()), sides.get(plan.candidate, Side())
         base = self._baselines.get(model)
         if base is None or (base.rollout, base.stage) != (rollout.id, rollout.stage):
-            base = Baseline(rollout.id, rollout.stage, stable, candidate)
+            base = Baseline(rollout.id, rollout.stage, stable, candidate, tally)
             self._baselines[model] = base
-        mine = Figures(rollout.id, rollout.stage, stable=stable - base.stable, candidate=candidate - base.candidate)
+        mine = Figures(rollout.id, rollout.stage, stable=stable - base.stable, candidate=candidate - base.candidate,
+                       agreement=_tally_since(tally, base.agreement))
         stepper.put_figures(self._store, model, self._replica, mine)

@@ -79,6 +79,8 @@ class RoutePlan:
     """Ready versions no longer kept: drained and closed once the new routing is in force."""
     serve: tuple[str, ...]
     """Ready versions kept: the route table's versions (weighted ones take the split, any may be pinned)."""
+    shadow: tuple[str, int] | None = None
+    """(version, percent): the desired shadow once it is ready and takes no weight; None: no copies."""
 
 
 def plan_route(desired: DesiredModel, *, max_loaded: int, ready: Collection[str], routed: bool,
@@ -96,4 +98,6 @@ def plan_route(desired: DesiredModel, *, max_loaded: int, ready: Collection[str]
     order = tuple(sorted(weights, key=lambda v: (published[v].created_at if v in published else "", v)))
     clear = apply and not unready and not (keep & set(failing))
     retire = tuple(sorted(v for v in ready if v not in keep)) if apply else ()
-    return RoutePlan(weights, order, apply, unready, clear, retire, tuple(sorted(usable)))
+    shadow = desired.shadow if desired.shadow and desired.shadow[0] in usable and not weights.get(desired.shadow[0]) \
+        else None
+    return RoutePlan(weights, order, apply, unready, clear, retire, tuple(sorted(usable)), shadow)

@@ -86,3 +86,26 @@ def test_answers_of_two_shapes_are_refused() -> None:
         agreement.labels(np.zeros((2, 3)), np.zeros((2, 2)))
     with pytest.raises(ValueError):
         agreement.ranks([1.0], [1.0, 2.0])
+
+
+def test_each_kind_has_its_judge_and_a_call_is_judged_by_it() -> None:
+    assert agreement.judge_of(labelled=True, reranker=False, per_token=False) == agreement.LABELS
+    assert agreement.judge_of(labelled=False, reranker=False, per_token=False) == agreement.VECTORS
+    assert agreement.judge_of(labelled=True, reranker=True, per_token=False) == agreement.RANKS
+    assert agreement.judge_of(labelled=True, reranker=False, per_token=True) == agreement.ENTITIES
+    logits = np.array([[4.0, 0.0], [0.0, 4.0]])
+    assert agreement.judge_call(agreement.LABELS, logits, logits[:, ::-1]) == agreement.labels(logits, logits[:, ::-1])
+    vectors = np.array([[1.0, 0.0], [0.0, 1.0]])
+    assert agreement.judge_call(agreement.VECTORS, vectors, vectors).agreed == 2
+    scores = np.array([[0.1], [0.5], [0.9]])
+    ranked = agreement.judge_call(agreement.RANKS, scores, scores[::-1])
+    assert (ranked.judged, ranked.agreed, ranked.concordance) == (1, 1, 0.0)  # the same top 3, every pair reversed
+    with pytest.raises(ValueError, match="no row judge"):
+        agreement.judge_call(agreement.ENTITIES, logits, logits)
+
+
+def test_answers_of_another_shape_disagree_on_every_row() -> None:
+    other = agreement.judge_call(agreement.VECTORS, np.ones((3, 4)), np.ones((3, 2)))
+    assert (other.judged, other.agreed, other.distance) == (3, 0, 1.0)
+    ranked = agreement.judge_call(agreement.RANKS, np.ones((3, 1)), np.ones((3, 2)))
+    assert (ranked.judged, ranked.agreed, ranked.concordance) == (1, 0, 0.0)

@@ -565,3 +565,45 @@ def test_the_caller_s_priority_overrides_the_call_s_size(model: Model) -> None:
         (run,) = batches(events)
     assert run.texts == 8 and run.lane == "wide"  # interactive: a lone call, one run
 
+
+
+def test_a_shadow_copy_runs_after_every_other_class(model: Model) -> None:
+    """A shadow copy (Batcher::SubmitShadow) queued first runs last: after an interactive call and a bulk one that
+    arrived after it; its answer is the model's, as any call's."""
+    with running_lanes(lanes=1) as lanes:
+        events = EventSink()
+        version = make_version(model, lanes, events, engine_concurrency=1, bulk_min_texts=8)
+        blocker = hold_engine(version, lanes)
+        texts = ["a query", "a bulk text of a few more words", "a shadow copy of a call that says even more"]
+        lengths = [len(ids) for ids in model.tokenizer.encode(texts)]
+        assert len(set(lengths)) == 3  # each run tells which call it ran
+        copy = version.submit(texts[2:], shadow=True)
+        marked = version.submit(texts[1:2], bulk=True)
+        query = version.submit(texts[:1])
+        lanes.resume()
+        check_ok(model, texts[:1], query.wait(WAIT))
+        check_ok(model, texts[1:2], marked.wait(WAIT))
+        check_ok(model, texts[2:], copy.wait(WAIT))
+        blocker.wait(WAIT)
+        runs = batches(events)
+    assert [b.texts for b in runs] == [1, 1, 1, 1]
+    assert [b.real_tokens for b in runs[1:]] == lengths
+
+
+def test_a_shadow_copy_is_dropped_when_the_shadow_queue_is_full(model: Model) -> None:
+    """Copies never hold what the live calls need: past kShadowQueueRuns (4) runs of max_batch_size texts queued,
+    a copy is answered RESOURCE_EXHAUSTED at once; a live call is admitted as before."""
+    with running_lanes(lanes=1) as lanes:
+        events = EventSink()
+        version = make_version(model, lanes, events, engine_concurrency=1, max_batch_size=2)
+        blocker = hold_engine(version, lanes)
+        first = version.submit([f"copy {i}" for i in range(8)], shadow=True)  # alone in the queue: taken whole
+        full = version.submit(["one more copy"], shadow=True)
+        assert full.done
+        code, message, logits, _ = full.wait(WAIT)
+        assert (code, logits) == ("RESOURCE_EXHAUSTED", None) and "shadow queue is full" in message
+        query = version.submit(["a live call"])
+        lanes.resume()
+        check_ok(model, ["a live call"], query.wait(WAIT))
+        check_ok(model, [f"copy {i}" for i in range(8)], first.wait(WAIT))
+        blocker.wait(WAIT)

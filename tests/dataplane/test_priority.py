@@ -38,3 +38,30 @@ def test_one_bulk_text_waits_for_any_interactive_one() -> None:
     pending = [(10, 0.0, True), (10, 0.5, True), (12, 9.0, False)]
     assert choose_next(pending, 10.0, policy) == [2]
     assert choose_next(pending[:2], 10.0, policy) == [0, 1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(pending=pending_texts, shadow=st.lists(st.booleans(), min_size=60, max_size=60), now=st.floats(0, 20),
+       policy=policies)
+def test_shadow_copies_run_only_when_nothing_else_is_pending(pending: list[tuple[int, float, bool]],
+                                                            shadow: list[bool], now: float,
+                                                            policy: BatchPolicy) -> None:
+    """A shadow copy's text (bulk too, shadow_copy.h) is the lowest class: chosen only when no interactive or bulk
+    text is pending, and then as ChooseBatch's choice among the shadow texts within bulk_batch_tokens."""
+    flags = shadow[: len(pending)]
+    texts = [(length, at, bulk or flag) for (length, at, bulk), flag in zip(pending, flags, strict=True)]
+    chosen = choose_next(texts, now, policy, flags)
+    live = [i for i, flag in enumerate(flags) if not flag]
+    if live:
+        assert chosen == [live[i] for i in choose_next([texts[i] for i in live], now, policy)]
+    else:
+        widest = max(texts[i][0] for i in chosen)
+        assert len(chosen) == 1 or widest * len(chosen) <= min(policy.max_batch_tokens, policy.bulk_batch_tokens)
+        assert chosen == choose_next(texts, now, policy)  # among shadow texts alone: bulk's rule
+
+
+def test_a_shadow_text_waits_for_any_bulk_one() -> None:
+    policy = BatchPolicy(max_queue_delay_s=0.0)
+    pending = [(10, 0.0, True), (10, 0.5, True)]
+    assert choose_next(pending, 10.0, policy, [True, False]) == [1]
+    assert choose_next(pending, 10.0, policy, [True, True]) == [0, 1]

@@ -30,6 +30,9 @@ MINUTES = 10
 PER_MINUTE = {"v1": {"OK": (0.004, 198), "slow": (0.3, 2)}, "v2": {"OK": (0.008, 196), "slow": (0.3, 4),
                                                                   "UNAVAILABLE": (0.0, 2)}}
 """Each version's calls per minute: (seconds, count) per kind; v2 fails 2 of 202 and is slower."""
+SHADOW_PER_MINUTE = (120, 90)
+"""Answers of v2 as v1's shadow judged and agreed per minute (the server's ortserve_shadow_* counters; rates that
+are exact in binary, as promtool compares exactly)."""
 
 
 def queries() -> dict[str, str]:
@@ -59,6 +62,8 @@ def minute_of_calls(metrics: Metrics) -> None:
                     m = metrics.for_version("sentiment", version)
                     m.ok.inc()
                     m.request_seconds.observe(seconds)
+    metrics.shadow_judged.labels("sentiment", "v1", "v2").inc(SHADOW_PER_MINUTE[0])
+    metrics.shadow_agreed.labels("sentiment", "v1", "v2").inc(SHADOW_PER_MINUTE[1])
 
 
 def input_series() -> list[dict[str, str]]:
@@ -69,7 +74,8 @@ def input_series() -> list[dict[str, str]]:
     series = []
     for family in text_string_to_metric_families(text):
         for s in family.samples:
-            if s.name in ("ortserve_requests_total", "ortserve_request_duration_seconds_bucket"):
+            if s.name in ("ortserve_requests_total", "ortserve_request_duration_seconds_bucket",
+                          "ortserve_shadow_judged_total", "ortserve_shadow_agreed_total"):
                 labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
                 series.append({"series": f"{s.name}{{{labels},{TARGET}}}", "values": f"0+{s.value:g}x{MINUTES}"})
     return series
@@ -86,19 +92,20 @@ def expected() -> dict[str, float]:
     ratio = p99_ratio(Figures(stable=side["v1"], candidate=side["v2"]))
     assert ratio is not None
     rate = side["v2"].errors / side["v2"].calls
-    return {"error-rate": rate, "p99-ratio": ratio}
+    return {"error-rate": rate, "p99-ratio": ratio, "agreement": SHADOW_PER_MINUTE[1] / SHADOW_PER_MINUTE[0]}
 
 
 def test_the_templates_validate_against_their_crds() -> None:
     docs = [d for path in sorted(ANALYSIS.glob("*.yaml")) for d in load_docs(path)]
-    assert sorted(d["kind"] for d in docs) == ["AnalysisTemplate", "MetricTemplate", "MetricTemplate"]
+    assert sorted(d["kind"] for d in docs) == ["AnalysisTemplate", "MetricTemplate", "MetricTemplate",
+                                               "MetricTemplate"]
     assert {str(d["kind"]): crd_problems(d) for d in docs} == {k: [] for k in ("AnalysisTemplate", "MetricTemplate")}
 
 
 @pytest.mark.parametrize("name", list(queries()))
 def test_each_query_reads_the_figure_the_rollout_judges(tmp_path: Path, name: str) -> None:
     query = queries()[name]
-    want = expected()["error-rate" if "error-rate" in name else "p99-ratio"]
+    want = expected()["error-rate" if "error-rate" in name else "agreement" if "agreement" in name else "p99-ratio"]
     test: dict[str, Any] = {
         "rule_files": [], "evaluation_interval": "1m",
         "tests": [{"interval": "1m", "input_series": input_series(),

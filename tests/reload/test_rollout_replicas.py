@@ -1,7 +1,9 @@
 """`registry rollout` carried out by the servers themselves (issue 55): two real replicas write their figures of each
 stage to the registry and step the rollout; no process of the person who started it stays. A healthy copy is
-promoted, every stage stepped once; a slow version is rolled back during its canary step with the check and its
-figures recorded, and traffic is back on the stable version. Over the file store and the Consul stand-in."""
+promoted from its shadow stage through its canary steps, every stage stepped once; a copy whose head answers
+otherwise (its own references pass) is rolled back at its shadow stage on agreement, before any caller saw it; a
+slow version is rolled back during its canary step with the check and its figures recorded, and traffic is back on
+the stable version. Over the file store and the Consul stand-in."""
 
 from __future__ import annotations
 
@@ -39,6 +41,25 @@ def copy_of(bundle: Path, dest: Path) -> Path:
     return dest
 
 
+def flipped_head_of(bundle: Path, dest: Path) -> Path:
+    """The same encoder with its two labels' head rows swapped: every decisive answer flips. Its references are its
+    own answers (reference_choice.attach), so the load-time check passes it: only live comparison can tell."""
+    import onnx
+    from onnx import numpy_helper
+
+    from ortserve.prepare import reference_choice
+
+    copy_of(bundle, dest)
+    model = onnx.load(dest / "model.onnx")
+    for init in model.graph.initializer:
+        if init.name in ("classifier.weight.T", "classifier.bias"):
+            flipped = numpy_helper.to_array(init)[..., ::-1].copy()
+            init.CopyFrom(numpy_helper.from_array(flipped, init.name))
+    onnx.save(model, dest / "model.onnx")
+    reference_choice.attach(dest)
+    return dest
+
+
 def run_rollout(registry: Registry, tmp_path: Path, candidate: str, *flags: str) -> dict[str, Any]:
     with ReplicaSet(registry, tmp_path, count=2, extra=["--rollout-step-s", STEP_S]) as replicas:
         replicas.wait_ready(MODEL, candidate)
@@ -61,6 +82,38 @@ def test_the_replicas_promote_an_equal_copy_by_themselves_each_step_once(
         ("started", "canary 50%"), ("advanced", "canary 100%"), ("promoted", "canary 100%")]
     assert "2 replica(s)" in done["story"][1]["detail"]  # judged on both replicas' figures
     assert registry.weights(MODEL) == {"v2": 100}
+
+
+def test_an_equal_copy_passes_its_shadow_stage_on_agreement_then_its_canary(
+        file_registry: Registry, bundle: Callable[..., Path], tmp_path: Path) -> None:
+    registry = file_registry
+    registry.publish(MODEL, "v1", bundle(1), weight=100, cli=False)
+    registry.publish(MODEL, "v2", copy_of(bundle(1), tmp_path / "copy"), cli=False)
+    done = run_rollout(registry, tmp_path, "v2", "--shadow", "1s", "--shadow-percent", "100", "--min-judged", "20",
+                       "--steps", "100", "--interval", "1s", "--max-p99-ratio", "10", "--max-error-rate", "0.01")
+    assert done["status"] == "promoted", done["story"]
+    assert [(s["event"], s["stage"]) for s in done["story"]] == [
+        ("started", "shadow"), ("advanced", "canary 100%"), ("promoted", "canary 100%")]
+    shadow_step = done["story"][1]["detail"]
+    assert "agreement" in shadow_step and "2 replica(s)" in shadow_step, shadow_step
+    judged = shadow_step.split("agreement ")[1].split(",")[0]
+    agreed, of = (int(n) for n in judged.split("/"))
+    assert agreed == of >= 20, shadow_step  # every judged answer of the copy was the stable one's
+    assert registry.weights(MODEL) == {"v2": 100}
+
+
+def test_a_copy_that_answers_otherwise_is_rolled_back_at_its_shadow_stage(
+        file_registry: Registry, bundle: Callable[..., Path], tmp_path: Path) -> None:
+    registry = file_registry
+    registry.publish(MODEL, "v1", bundle(1), weight=100, cli=False)
+    registry.publish(MODEL, "v2", flipped_head_of(bundle(1), tmp_path / "flipped"), cli=False)
+    done = run_rollout(registry, tmp_path, "v2", "--shadow", "30s", "--shadow-percent", "100", "--min-judged", "20",
+                       "--steps", "100", "--interval", "1s")
+    assert done["status"] == "rolled_back", done["story"]
+    assert done["reason"].startswith("agreement"), done["reason"]
+    assert [(s["event"], s["stage"]) for s in done["story"]] == [("started", "shadow"), ("rolled back", "shadow")]
+    assert registry.weights(MODEL) == {"v1": 100}  # no caller was ever answered by it
+    assert "agreement" in registry.cli("show", MODEL).stdout
 
 
 @pytest.mark.slow

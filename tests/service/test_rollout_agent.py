@@ -14,7 +14,7 @@ from ortserve.registry.publishing import publish
 from ortserve.registry.records import NAME_RE
 from ortserve.registry.rollout import LATENCY_BOUNDS_S, Checks, Plan
 from ortserve.service.metrics import Metrics
-from ortserve.service.rollout_agent import RolloutAgent, replica_name, served_sides
+from ortserve.service.rollout_agent import RolloutAgent, replica_name, served_sides, shadow_sides
 
 
 def answer(metrics: Metrics, version: str, seconds: float, code: str = "OK") -> None:
@@ -62,3 +62,20 @@ def test_a_tick_writes_this_stages_figures_and_steps(tmp_path: Path) -> None:
     assert after.reason.startswith("error rate") and "(3 of 3 calls failed)" in after.reason
     assert "candidate 3 calls 3 errors, stable 3 calls" in after.story[-1].detail
     assert stepper.figures(store, "m") == []  # the replicas' keys went with the last step
+
+
+def test_a_shadow_stage_reads_the_copies_series_dropped_copies_are_not_the_candidates() -> None:
+    metrics = Metrics()
+    pair = ("m", "v1", "v2")
+    for outcome, n in (("compared", 3), ("dropped", 5), ("failed", 1)):
+        metrics.shadow_calls.labels(*pair, outcome).inc(n)
+    metrics.shadow_judged.labels(*pair).inc(10)
+    metrics.shadow_agreed.labels(*pair).inc(9)
+    metrics.shadow_engine_seconds.labels(*pair, "stable").observe(0.003)
+    metrics.shadow_engine_seconds.labels(*pair, "candidate").observe(0.2)
+    stable, candidate, tally = shadow_sides(metrics.registry, "m", "v1", "v2")
+    assert (stable.calls, stable.errors, candidate.calls, candidate.errors) == (3, 0, 4, 1)
+    assert (tally.calls, tally.judged, tally.agreed) == (3, 10, 9)
+    assert candidate.latency.counts[LATENCY_BOUNDS_S.index(0.25)] == 1
+    assert stable.latency.counts[LATENCY_BOUNDS_S.index(0.004)] == 1
+    assert shadow_sides(metrics.registry, "m", "v1", "v3")[2].calls == 0  # another pair's copies are not these

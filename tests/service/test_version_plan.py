@@ -33,8 +33,12 @@ def test_a_shadow_is_kept_loaded_whatever_the_cap_and_takes_no_weight() -> None:
     assert targets(desired, 3) == ["v1", "v2", "v3"]
     route = plan_route(desired, max_loaded=1, ready={"v1", "v2", "v3"}, routed=True, failing=())
     assert (route.weights, route.serve, route.retire) == ({"v1": 100}, ("v1", "v2"), ("v3",))
+    assert route.shadow == ("v2", 10)  # in force once ready
+    loading = plan_route(desired, max_loaded=1, ready={"v1"}, routed=True, failing=())
+    assert loading.apply and loading.shadow is None  # copies wait for it; the routing does not
     gone = DesiredModel("m", versions, {"v1": 100}, shadow=("v9", 10))  # an unpublished shadow is not a target
     assert targets(gone, 1) == ["v1"]
+    assert plan_route(gone, max_loaded=1, ready={"v1"}, routed=True, failing=()).shadow is None
 
 
 def test_loads_skip_what_is_loaded_and_wait_out_a_backoff() -> None:

@@ -69,17 +69,20 @@ std::vector<size_t> ChooseBatch(const std::vector<PendingText>& pending, double 
 }
 
 std::vector<size_t> ChooseNext(const std::vector<PendingText>& pending, double now, const BatchPolicy& policy) {
-  const bool interactive = std::any_of(pending.begin(), pending.end(), [](const PendingText& t) { return !t.bulk; });
+  // The class served now: 0 interactive, 1 bulk, 2 shadow; the lowest pending number.
+  auto class_of = [](const PendingText& t) { return t.shadow ? 2 : (t.bulk ? 1 : 0); };
+  int served = 2;
+  for (const PendingText& t : pending) served = std::min(served, class_of(t));
   std::vector<size_t> from;  // indices of the class served now
   std::vector<PendingText> texts;
   for (size_t i = 0; i < pending.size(); ++i) {
-    if (pending[i].bulk == !interactive) {
+    if (class_of(pending[i]) == served) {
       from.push_back(i);
       texts.push_back(pending[i]);
     }
   }
   BatchPolicy class_policy = policy;
-  if (!interactive) class_policy.max_batch_tokens = std::min(policy.max_batch_tokens, policy.bulk_batch_tokens);
+  if (served > 0) class_policy.max_batch_tokens = std::min(policy.max_batch_tokens, policy.bulk_batch_tokens);
   std::vector<size_t> chosen = ChooseBatch(texts, now, class_policy);
   for (size_t& i : chosen) i = from[i];
   return chosen;

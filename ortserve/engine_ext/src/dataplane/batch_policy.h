@@ -49,14 +49,16 @@ struct PendingText {
   int length = 0;            // token count
   double enqueued_at = 0.0;  // steady-clock seconds
   bool bulk = false;         // of a bulk call: batched only while no interactive text is pending
+  bool shadow = false;       // of a shadow copy (bulk too): batched only while nothing else is pending
 };
 
 // Indices into `pending` of the next batch, shortest first (empty only when nothing is pending). Every text is of
 // one class here (ChooseNext picks it).
 std::vector<size_t> ChooseBatch(const std::vector<PendingText>& pending, double now, const BatchPolicy& policy);
 
-// The next batch, interactive before bulk: ChooseBatch over the interactive texts while any is pending, else over
-// the bulk ones within bulk_batch_tokens. Indices into `pending`, shortest first.
+// The next batch, interactive before bulk before shadow: ChooseBatch over the interactive texts while any is
+// pending, else over the bulk ones, else over the shadow copies', both within bulk_batch_tokens. Indices into
+// `pending`, shortest first.
 std::vector<size_t> ChooseNext(const std::vector<PendingText>& pending, double now, const BatchPolicy& policy);
 
 // A lone call's rows (token counts, in call order) as consecutive runs the engine may take: each within

@@ -98,6 +98,20 @@ Batcher::~Batcher() { Close(); }
 CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::optional<Clock::time_point> deadline,
                            InferDone done, bool may_run_here, const std::vector<std::string_view>& pairs,
                            std::optional<bool> bulk, TokenRows* tokens) {
+  return SubmitTexts(texts, deadline, std::move(done), may_run_here, pairs, bulk, tokens, /*shadow=*/false);
+}
+
+CallHandle Batcher::SubmitShadow(const std::vector<std::string_view>& texts,
+                                 const std::vector<std::string_view>& pairs,
+                                 std::optional<Clock::time_point> deadline, InferDone done) {
+  return SubmitTexts(texts, deadline, std::move(done), /*may_run_here=*/false, pairs, /*bulk=*/true, nullptr,
+                     /*shadow=*/true);
+}
+
+CallHandle Batcher::SubmitTexts(const std::vector<std::string_view>& texts,
+                                std::optional<Clock::time_point> deadline, InferDone done, bool may_run_here,
+                                const std::vector<std::string_view>& pairs, std::optional<bool> bulk,
+                                TokenRows* tokens, bool shadow) {
   State& s = *state_;
   if (!pairs.empty() && pairs.size() != texts.size()) {
     done(Failed(Code::kInternal, "Submit: " + std::to_string(texts.size()) + " texts and " +
@@ -120,6 +134,7 @@ CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::opti
     // At one token a text: under overload a refused call costs no tokenizing.
     std::lock_guard<std::mutex> lock(s.mutex);
     refusal = s.Check(n, n, budget, s.IsBulk(n, bulk), Clock::now());
+    if (!refusal && shadow && s.ShadowFull(n)) refusal = ortserve::Refusal{Code::kResourceExhausted, kShadowFull, 0};
     if (!refusal) ++s.submitting;
   }
   if (refusal) {
@@ -139,7 +154,7 @@ CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::opti
   }
   const double tokenize_s = std::chrono::duration<double>(Clock::now() - started).count();
   return Enqueue(std::move(ids), std::move(seconds), budget, bulk, std::move(done), tokenize_s, may_run_here,
-                 /*submitting=*/true);
+                 /*submitting=*/true, shadow);
 }
 
 CallHandle Batcher::SubmitIds(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
@@ -159,7 +174,7 @@ CallHandle Batcher::SubmitIds(std::vector<std::vector<int64_t>> ids, std::option
 
 CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds,
                             TimeBudget budget, std::optional<bool> bulk, InferDone done, double tokenize_s,
-                            bool may_run_here, bool submitting) {
+                            bool may_run_here, bool submitting, bool shadow) {
   State& s = *state_;
   const int n = static_cast<int>(ids.size());
   const std::vector<int> lengths = Lengths(ids);
@@ -168,7 +183,8 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
   call->done = std::move(done);
   call->deadline = budget.deadline;
   call->default_budget = budget.server_default;
-  call->bulk = s.IsBulk(n, bulk);
+  call->bulk = shadow || s.IsBulk(n, bulk);
+  call->shadow = shadow;
   const Clock::time_point now = Clock::now();
 
   Answers answers;
@@ -177,6 +193,8 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
   std::optional<InferResult> answer;
   if (std::optional<ortserve::Refusal> refusal = s.Check(n, tokens, budget, call->bulk, now)) {
     answer = Answered(*refusal);
+  } else if (shadow && s.ShadowFull(n)) {
+    answer = Failed(Code::kResourceExhausted, kShadowFull);
   } else if (n == 0) {
     answer = InferResult{};  // nothing to run: an empty OK answer
     answer->columns = s.model.columns;
@@ -228,6 +246,7 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
       s.queued_bulk += n;
       for (int length : lengths) s.queued_bulk_tokens += length;
     }
+    if (call->shadow) s.queued_shadow += n;
     s.Dispatch(shared_from_this(), answers);
   }
   if (s.Idle()) s.idle.notify_all();
@@ -235,6 +254,8 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
   Deliver(answers);
   return call;
 }
+
+const std::shared_ptr<EventSink>& Batcher::events() const { return state_->events; }
 
 std::optional<InferResult> Batcher::Refusal(int n, std::optional<Clock::time_point> deadline,
                                             std::optional<bool> bulk) const {

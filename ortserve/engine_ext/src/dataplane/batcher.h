@@ -65,6 +65,14 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
   CallHandle Submit(const std::vector<std::string_view>& texts, std::optional<Clock::time_point> deadline,
                     InferDone done, bool may_run_here = false, const std::vector<std::string_view>& pairs = {},
                     std::optional<bool> bulk = std::nullopt, TokenRows* tokens = nullptr);
+  // A shadow copy of a live call (call_path.h): the lowest class. Queued whatever the load, batched only while
+  // nothing else of this version is pending (ChooseNext), its runs idle tasks on the lanes (Lanes::Post's `idle`:
+  // they start only on a lane no other task waits for); refused at once (RESOURCE_EXHAUSTED, kShadowFull) when
+  // shadow texts are queued and this call would take them past kShadowQueueRuns runs' worth (max_batch_size each
+  // run), so a copy never holds memory or engine time the live calls need.
+  CallHandle SubmitShadow(const std::vector<std::string_view>& texts, const std::vector<std::string_view>& pairs,
+                          std::optional<Clock::time_point> deadline, InferDone done);
+  static constexpr int kShadowQueueRuns = 4;
   // Submit for texts tokenized by the caller (`tokenize_s`: what that took, reported in the result). `seconds`:
   // empty, or per row where a pair's second text begins (engine_run.h Row).
   CallHandle SubmitIds(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
@@ -87,16 +95,22 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
   const std::string& version() const { return version_; }
   // Its texts are tokenized here (the version's tokenizer is the C++ WordPiece); else they come as ids (SubmitIds).
   bool tokenizes() const { return tokenizes_; }
+  const std::shared_ptr<EventSink>& events() const;  // where its runs and its shadow copies are reported
 
  private:
   struct State;  // the queue, the load, the throughput; guarded by its mutex (batcher.cc)
+
+  // Submit's and SubmitShadow's body: tokenized here, then Enqueue.
+  CallHandle SubmitTexts(const std::vector<std::string_view>& texts, std::optional<Clock::time_point> deadline,
+                         InferDone done, bool may_run_here, const std::vector<std::string_view>& pairs,
+                         std::optional<bool> bulk, TokenRows* tokens, bool shadow);
 
   // Admits `ids` (their tokens counted) and queues them or runs them alone, or answers at once. `submitting`: the
   // call was counted in State::submitting while it tokenized.
   // `budget`: the call's (BudgetOf in batcher.cc).
   CallHandle Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds, TimeBudget budget,
                      std::optional<bool> bulk, InferDone done, double tokenize_s, bool may_run_here,
-                     bool submitting);
+                     bool submitting, bool shadow = false);
 
   const std::string model_;
   const std::string version_;

@@ -44,6 +44,7 @@ struct Batcher::State {
   int queued_texts = 0;        // the texts in `pending`
   int queued_bulk = 0;         // those of bulk calls
   int64_t queued_bulk_tokens = 0;  // their tokens
+  int queued_shadow = 0;       // of the bulk texts, those of shadow copies
   int64_t queued_tokens = 0;   // their tokens
   int64_t running_tokens = 0;  // padded tokens of the runs in flight
   int in_flight = 0;           // runs handed to a lane, a wide thread or the caller, not finished
@@ -67,6 +68,13 @@ struct Batcher::State {
     queue.queued_bulk_tokens = queued_bulk_tokens;
     return Admission(queue, CallWork{texts, tokens, budget.server_default, bulk}, LeftS(budget.deadline, now),
                      limits);
+  }
+
+  // A shadow copy of `texts` texts is refused: shadow texts are queued and it would take them past
+  // kShadowQueueRuns runs (Batcher::SubmitShadow).
+  bool ShadowFull(int texts) const {
+    return queued_shadow > 0 &&
+           queued_shadow + texts > Batcher::kShadowQueueRuns * settings.policy.max_batch_size;
   }
 
   // A call's class: the caller's priority, else bulk from bulk_min_texts texts (batch_policy.h ChooseNext).
@@ -112,6 +120,7 @@ struct Batcher::State {
         --queued_bulk;
         queued_bulk_tokens -= static_cast<int64_t>(item->ids.size());
       }
+      if (call->shadow) --queued_shadow;
       queued_tokens -= static_cast<int64_t>(item->ids.size());
     }
     pending.erase(dropped, pending.end());
@@ -147,7 +156,7 @@ struct Batcher::State {
     std::vector<PendingText> keys;
     keys.reserve(pending.size());
     for (const Item& item : pending) {
-      keys.push_back({static_cast<int>(item.ids.size()), item.enqueued_at, item.call->bulk});
+      keys.push_back({static_cast<int>(item.ids.size()), item.enqueued_at, item.call->bulk, item.call->shadow});
     }
     const std::vector<size_t> chosen = ChooseNext(keys, Seconds(now), settings.policy);
     auto batch = std::make_shared<Batch>();
@@ -159,6 +168,10 @@ struct Batcher::State {
       if (keys[i].bulk) {
         --queued_bulk;
         queued_bulk_tokens -= keys[i].length;
+      }
+      if (keys[i].shadow) {
+        --queued_shadow;
+        batch->shadow = true;  // ChooseNext serves one class at a time
       }
       longest = std::max(longest, keys[i].length);
       queued_tokens -= keys[i].length;
@@ -192,7 +205,7 @@ struct Batcher::State {
         ++lane_load[static_cast<size_t>(batch->slot)];
         ++on_lanes;
       }
-      if (!lanes->Post(batch->slot, [this, self, batch] { RunBatch(self, *batch); })) {
+      if (!lanes->Post(batch->slot, [this, self, batch] { RunBatch(self, *batch); }, /*idle=*/batch->shadow)) {
         Stop(batch->tokens);  // the lanes stopped: the server is going down
         if (batch->slot >= 0) {
           --lane_load[static_cast<size_t>(batch->slot)];

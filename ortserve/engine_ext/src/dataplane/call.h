@@ -28,6 +28,7 @@ constexpr char kBudgetSpentQueued[] =
     "the server's default time budget for a call without a deadline (default_timeout_ms) ran out while queued; the "
     "request never reached the engine: send a longer deadline";
 constexpr char kCancelled[] = "call cancelled by the client";
+constexpr char kShadowFull[] = "shadow copy dropped: the version's shadow queue is full";
 
 // A call's time budget: the deadline it sent, else the server's default from its arrival (Batcher's BudgetOf).
 struct TimeBudget {
@@ -56,6 +57,7 @@ struct Call {
   std::optional<Clock::time_point> deadline;  // the caller's, else its arrival + the server's default budget
   bool default_budget = false;                // `deadline` is the server's default, not the caller's
   bool bulk = false;                          // queued whatever the load, batched after interactive texts
+  bool shadow = false;                        // a shadow copy (Batcher::SubmitShadow): bulk, batched after it
   // Guarded by the batcher's mutex.
   bool finished = false;  // done() was called or is about to be: nothing more may touch `result`
   int remaining = 0;      // texts not answered yet
@@ -83,6 +85,7 @@ struct Batch {
   bool narrow = false;
   int slot = -1;    // lane index, -1 on the wide threads
   int tokens = 0;   // the padded tokens it will run (its share of the work admission counts as running)
+  bool shadow = false;  // shadow copies' texts: an idle task on its lane (Lanes::Post)
 };
 
 struct Answer {

@@ -29,6 +29,7 @@ std::variant<RoutedCall, CallMiss> RouteCall(std::shared_ptr<const RouteTable> t
     if (picked == nullptr) return CallMiss{Passthrough::kNoRoutableVersion, std::nullopt};
     routed.version_name = *picked;
     routed.route = "bucket " + std::to_string(bucket);
+    routed.bucket = bucket;
   }
   const auto version = route.versions.find(routed.version_name);
   if (version == route.versions.end() || !version->second ||

@@ -48,6 +48,7 @@ struct RoutedCall {
   const VersionOutput* served = nullptr;    // what the version takes and answers
   std::string version_name;
   std::string route;  // "pin" or "bucket N"
+  int bucket = -1;    // N; -1 for a pin
 };
 
 // A call RouteCall did not lease a version for: why, and the rules' refusal when CheckOutputs refused it.

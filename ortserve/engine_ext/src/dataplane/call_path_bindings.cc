@@ -22,6 +22,7 @@
 #include "dataplane_bindings.h"
 #include "py_handles.h"
 #include "py_wire.h"
+#include "shadow_copy.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -29,18 +30,18 @@ using namespace nb::literals;
 namespace ortserve {
 namespace {
 
-// {model: (split order, split upper, {version: ServedVersion}[, {version: VersionOutput}])}
+// {model: (split order, split upper, {version: ServedVersion}[, {version: VersionOutput}[, shadow]])}
 // -> one immutable RouteTable. The fourth element is what each version takes and answers (ServedOutput.wire, copied);
 // without it (or for a version it does not list) a version answers LOGITS and sends classification requests to the
-// Python server.
+// Python server. The fifth, None or (version, percent, keep texts): the model's shadow (shadow_copy.h).
 std::shared_ptr<const RouteTable> ToRouteTable(nb::dict routes) {
   auto table = std::make_shared<RouteTable>();
   for (auto [key, value] : routes) {
     const std::string model = nb::cast<std::string>(key);
     nb::tuple entry = nb::cast<nb::tuple>(value);
-    if (entry.size() != 3 && entry.size() != 4) {
+    if (entry.size() < 3 || entry.size() > 5) {
       throw nb::value_error(
-          ("routes['" + model + "'] must be (split order, split upper, versions[, outputs])").c_str());
+          ("routes['" + model + "'] must be (split order, split upper, versions[, outputs[, shadow]])").c_str());
     }
     ModelRoute route;
     for (nb::handle name : entry[0]) route.split.order.push_back(nb::cast<std::string>(name));
@@ -51,11 +52,21 @@ std::shared_ptr<const RouteTable> ToRouteTable(nb::dict routes) {
     for (auto [name, version] : nb::cast<nb::dict>(entry[2])) {
       route.versions[nb::cast<std::string>(name)] = ServedVersionPtr(version);
     }
-    if (entry.size() == 4) {
+    if (entry.size() >= 4) {
       for (auto [name, served] : nb::cast<nb::dict>(entry[3])) {
         route.outputs[nb::cast<std::string>(name)] =
             std::make_shared<const VersionOutput>(nb::cast<const VersionOutput&>(served));
       }
+    }
+    if (entry.size() == 5 && !entry[4].is_none()) {
+      nb::tuple shadow = nb::cast<nb::tuple>(entry[4]);
+      const int percent = shadow.size() == 3 ? nb::cast<int>(shadow[1]) : -1;
+      if (percent < 1 || percent > 100) {
+        throw nb::value_error(("routes['" + model + "']: shadow must be (version, percent 1..100, keep texts)").c_str());
+      }
+      route.shadow = nb::cast<std::string>(shadow[0]);
+      route.shadow_buckets = percent * (kBuckets / 100);
+      route.shadow_texts = nb::cast<bool>(shadow[2]);
     }
     table->models.emplace(model, std::move(route));
   }
@@ -71,6 +82,7 @@ struct StartedState {
   std::vector<std::string> prompted;
   TokenRows tokens;
   RoutedCall routed;
+  std::shared_ptr<ShadowCopy> shadow;  // the call's copy to the model's shadow version, if it is sampled
   std::string model;
   std::shared_ptr<Completions> completions;
   uint64_t token = 0;
@@ -95,6 +107,7 @@ struct StartedState {
 // The call's answer: the reply's tensors (ReplyOf) queued under its token once the lease is back.
 InferDone Answered(std::shared_ptr<StartedState> state) {
   return [state = std::move(state)](InferResult&& result) {
+    if (state->shadow) state->shadow->Live(result);
     std::vector<ReplyTensor> tensors = ReplyOf(result, state->call, *state->routed.served,
                                                state->per_token() ? &state->tokens : nullptr, state->model,
                                                state->routed.version_name);
@@ -171,6 +184,7 @@ nb::tuple StartCall(PyRoutes& routes, nb::str model, nb::str version, nb::list i
   state->owned = Own(decoded);  // the request's views die with this crossing
   state->call = state->owned.View();
   state->routed = std::get<RoutedCall>(std::move(routed));
+  state->shadow = ShadowCopy::Of(state->routed, model_name, state->call, id);
   state->model = model_name;
   state->completions = completions.completions;
   state->token = token;
@@ -182,6 +196,7 @@ nb::tuple StartCall(PyRoutes& routes, nb::str model, nb::str version, nb::list i
     // Python tokenizes (HF tokenizers), unless the queue would refuse the call at one token a text anyway.
     std::optional<InferResult> refusal = batcher.Refusal(texts, DeadlineIn(timeout_s), state->call.bulk);
     if (!refusal) return Answer(id, prepared.trace, std::nullopt, false, std::nullopt, texts, std::move(started), true);
+    state->shadow = nullptr;  // refused: nothing to compare
     state->submitted = true;
     Answered(state)(std::move(*refusal));
     return Answer(id, prepared.trace, std::nullopt, false, std::nullopt, texts, std::move(started));
@@ -192,6 +207,7 @@ nb::tuple StartCall(PyRoutes& routes, nb::str model, nb::str version, nb::list i
     started.handle = batcher.Submit(state->call.texts, DeadlineIn(timeout_s), Answered(state),
                                     /*may_run_here=*/false, state->call.pairs, state->call.bulk,
                                     state->per_token() ? &state->tokens : nullptr);
+    if (state->shadow) state->shadow->Submit(state->owned.View(), DeadlineIn(timeout_s));
   }
   return Answer(id, prepared.trace, std::nullopt, false, std::nullopt, texts, std::move(started));
 }
@@ -210,6 +226,7 @@ void SubmitIds(PyStartedCall& self, nb::handle ids, std::optional<double> timeou
   nb::gil_scoped_release release;
   self.handle = batcher.SubmitIds(std::move(rows), DeadlineIn(timeout_s), Answered(self.state), tokenize_s,
                                   std::move(seconds), state.call.bulk);
+  if (state.shadow) state.shadow->Submit(state.owned.View(), DeadlineIn(timeout_s));
 }
 
 }  // namespace

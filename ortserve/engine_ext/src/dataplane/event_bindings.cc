@@ -2,6 +2,7 @@
 // thread that writes the logs and metrics.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <memory>
 #include <variant>
@@ -19,7 +20,13 @@ namespace {
 
 nb::object EventObject(Event&& event) {
   if (auto* r = std::get_if<RequestEvent>(&event)) return nb::cast(std::move(*r));
+  if (auto* s = std::get_if<ShadowEvent>(&event)) return nb::cast(std::move(*s));
   return nb::cast(std::move(std::get<BatchEvent>(event)));
+}
+
+// float32 values as bytes (numpy.frombuffer reads them without a copy per value).
+nb::bytes FloatBytes(const std::vector<float>& values) {
+  return nb::bytes(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
 }
 
 }  // namespace
@@ -52,6 +59,28 @@ void BindEvents(nb::module_& m) {
       .def_ro("engine_s", &BatchEvent::engine_s)
       .def_ro("lane", &BatchEvent::lane, "\"wide\" (the multi-threaded session) or \"narrow\"");
 
+  nb::class_<ShadowEvent>(m, "ShadowEvent",
+                          "One shadow copy: the live answer and the shadow version's to the same texts "
+                          "(shadow_copy.h).")
+      .def_ro("request_id", &ShadowEvent::request_id)
+      .def_ro("model", &ShadowEvent::model)
+      .def_ro("stable", &ShadowEvent::stable, "the version that answered the caller")
+      .def_ro("candidate", &ShadowEvent::candidate, "the shadow version")
+      .def_ro("stable_status", &ShadowEvent::stable_status, "gRPC status code name")
+      .def_ro("candidate_status", &ShadowEvent::candidate_status, "gRPC status code name")
+      .def_ro("candidate_error", &ShadowEvent::candidate_error)
+      .def_ro("rows", &ShadowEvent::rows)
+      .def_ro("stable_columns", &ShadowEvent::stable_columns)
+      .def_ro("candidate_columns", &ShadowEvent::candidate_columns)
+      .def_prop_ro("stable_values", [](const ShadowEvent& e) { return FloatBytes(e.stable_values); },
+                   "float32 rows x stable_columns, row-major (empty unless OK)")
+      .def_prop_ro("candidate_values", [](const ShadowEvent& e) { return FloatBytes(e.candidate_values); },
+                   "float32 rows x candidate_columns, row-major (empty unless OK)")
+      .def_ro("stable_engine_s", &ShadowEvent::stable_engine_s)
+      .def_ro("candidate_engine_s", &ShadowEvent::candidate_engine_s)
+      .def_ro("candidate_queue_s", &ShadowEvent::candidate_queue_s)
+      .def_ro("texts", &ShadowEvent::texts, "the call's texts when the route keeps them, else empty");
+
   nb::class_<PyEventSink>(m, "EventSink", "Bounded queue of request and batch records from the native path.")
       .def(
           "__init__",
@@ -70,7 +99,7 @@ void BindEvents(nb::module_& m) {
             return out;
           },
           "max"_a = 512, "timeout_s"_a = 0.2,
-          "Up to max records (RequestEvent or BatchEvent), waiting up to timeout_s for the first. Empty on timeout "
+          "Up to max records (RequestEvent, BatchEvent or ShadowEvent), waiting up to timeout_s for the first. Empty on timeout "
           "or once closed.")
       .def("close", [](PyEventSink& self) { self.sink->Close(); }, "Wakes drain() for good; later records drop.")
       .def_prop_ro("dropped", [](const PyEventSink& self) { return self.sink->dropped(); })

@@ -44,7 +44,22 @@ struct BatchEvent {
   std::string lane;  // "wide" | "narrow"
 };
 
-using Event = std::variant<RequestEvent, BatchEvent>;
+// One shadow copy (shadow_copy.h): the live answer and the shadow version's to the same texts, for Python's judge
+// (bundle/agreement.py) and the shadow metrics. Values are rows x columns, row-major; empty unless that side was OK.
+struct ShadowEvent {
+  std::string request_id;
+  std::string model;
+  std::string stable;     // the version that answered the caller
+  std::string candidate;  // the shadow version
+  std::string stable_status, candidate_status;  // gRPC status code names
+  std::string candidate_error;                  // its message, "" on OK
+  int rows = 0, stable_columns = 0, candidate_columns = 0;
+  std::vector<float> stable_values, candidate_values;
+  double stable_engine_s = 0, candidate_engine_s = 0, candidate_queue_s = 0;
+  std::vector<std::string> texts;  // the call's texts, when the route keeps them (ModelRoute::shadow_texts)
+};
+
+using Event = std::variant<RequestEvent, BatchEvent, ShadowEvent>;
 
 class EventSink {
  public:

@@ -29,6 +29,7 @@
 #include "infer_codec.h"
 #include "frontend_proxy.h"
 #include "served_version.h"
+#include "shadow_copy.h"
 
 namespace ortserve {
 namespace {
@@ -183,16 +184,25 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   explicit InferReactor(Setup setup) : s_(std::move(setup)) { s_.impl->in_flight.fetch_add(1); }
 
   void Start() {
+    shadow_ = ShadowCopy::Of(s_.routed, s_.parsed->request->model_name(), s_.decoded, s_.request_id);
+    const std::shared_ptr<ShadowCopy> shadow = shadow_;  // Done reads shadow_ (Live) on the answering thread
+    DecodedCall unprompted;
+    if (shadow) unprompted = s_.decoded;  // views into the request, which outlives Start
+    const std::optional<Clock::time_point> deadline = SteadyDeadline(*s_.ctx);
     ApplyPrompt();
     const std::vector<std::string_view>& texts = s_.decoded.texts;
     texts_ = static_cast<int>(texts.size());
     // may_run_here: a lone call runs on this gRPC thread (Submit's comment says when); the other callback
     // threads keep serving meanwhile, and Finish before this handler returns is allowed.
     auto handle = s_.routed.version->batcher().Submit(
-        texts, SteadyDeadline(*s_.ctx), [this](InferResult&& result) { Done(std::move(result)); },
+        texts, deadline, [this](InferResult&& result) { Done(std::move(result)); },
         /*may_run_here=*/true, s_.decoded.pairs, s_.decoded.bulk, s_.routed.served->per_token ? &tokens_ : nullptr);
-    std::lock_guard<std::mutex> lock(mutex_);
-    handle_ = std::move(handle);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      handle_ = std::move(handle);
+    }
+    // After the live call (which may have run and been answered here): `shadow` keeps what it needs, not `this`.
+    if (shadow) shadow->Submit(unprompted, deadline);
   }
 
   void OnCancel() override {
@@ -216,6 +226,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       std::lock_guard<std::mutex> lock(mutex_);
       finished_ = true;
     }
+    if (shadow_) shadow_->Live(result);
     grpc::CallbackServerContext& ctx = *s_.ctx;
     grpc::Status status;
     ctx.AddTrailingMetadata("x-request-id", s_.request_id);
@@ -274,6 +285,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
   Setup s_;
   std::vector<std::string> prompted_;  // the texts after the call's prompt; empty when it names none
   TokenRows tokens_;  // a token classifier's: Submit fills it before it queues the call, Done reads it
+  std::shared_ptr<ShadowCopy> shadow_;  // set before Submit, read by Done
   int texts_ = 0;
   std::mutex mutex_;
   CallHandle handle_;

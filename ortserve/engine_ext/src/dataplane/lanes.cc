@@ -34,7 +34,9 @@ void NameThread(std::thread& thread, const std::string& name) {
 struct Lanes::Impl {
   struct Queue {
     std::deque<std::function<void()>> tasks;
+    std::deque<std::function<void()>> idle;  // taken only while `tasks` is empty (Post's `idle`)
     std::condition_variable ready;
+    bool empty() const { return tasks.empty() && idle.empty(); }
   };
   mutable std::mutex mutex;  // guards everything below but `threads`' contents (see lanes.h)
   std::vector<Queue> lanes;  // one thread each
@@ -48,10 +50,11 @@ struct Lanes::Impl {
   void Loop(Queue& queue, int lane) {
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
-      queue.ready.wait(lock, [&] { return (!queue.tasks.empty() && !paused) || (stopping && queue.tasks.empty()); });
-      if (queue.tasks.empty()) return;  // stopping, nothing left
-      std::function<void()> task = std::move(queue.tasks.front());
-      queue.tasks.pop_front();
+      queue.ready.wait(lock, [&] { return (!queue.empty() && !paused) || (stopping && queue.empty()); });
+      if (queue.empty()) return;  // stopping, nothing left
+      std::deque<std::function<void()>>& from = queue.tasks.empty() ? queue.idle : queue.tasks;
+      std::function<void()> task = std::move(from.front());
+      from.pop_front();
       lock.unlock();
       task();  // tasks catch their own exceptions
       task = nullptr;
@@ -114,11 +117,11 @@ void Lanes::Resume() {
   impl_->WakeAll();
 }
 
-bool Lanes::Post(int lane, std::function<void()> task) {
+bool Lanes::Post(int lane, std::function<void()> task, bool idle) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (impl_->stopping) return false;
   Impl::Queue& queue = lane < 0 ? impl_->wide : impl_->lanes[static_cast<size_t>(lane)];
-  queue.tasks.push_back(std::move(task));
+  (idle ? queue.idle : queue.tasks).push_back(std::move(task));
   if (lane >= 0) ++impl_->load[static_cast<size_t>(lane)];
   queue.ready.notify_one();
   return true;

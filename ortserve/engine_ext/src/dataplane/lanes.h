@@ -29,7 +29,9 @@ class Lanes {
   void Resume();
 
   // Queues `task` on lane `lane` (-1: the wide threads). False once Stop() began: the task will never run.
-  bool Post(int lane, std::function<void()> task);
+  // `idle`: the lowest class (a shadow copy's batch): it starts only when no other task waits on that queue, so
+  // it delays the others by at most the one idle task already running.
+  bool Post(int lane, std::function<void()> task, bool idle = false);
   // Tasks queued or running on each of the first `n` lanes, over every version, read under one lock.
   void Loads(int n, std::vector<int>& out) const;
   // The slot for one lone run on the caller's thread (Batcher::Submit's may_run_here); false while paused or

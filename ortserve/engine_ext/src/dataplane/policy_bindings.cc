@@ -56,15 +56,21 @@ void BindPolicy(nb::module_& m) {
       "ChooseBatch over (length, enqueued_at) pairs: the indices of the next batch, shortest first.");
   m.def(
       "choose_next",
-      [](const std::vector<std::tuple<int, double, bool>>& pending, double now, const BatchPolicy& policy) {
+      [](const std::vector<std::tuple<int, double, bool>>& pending, double now, const BatchPolicy& policy,
+         const std::vector<bool>& shadow) {
+        if (!shadow.empty() && shadow.size() != pending.size()) {
+          throw nb::value_error("choose_next: shadow needs one flag per pending text");
+        }
         std::vector<PendingText> texts;
         texts.reserve(pending.size());
         for (const auto& [length, enqueued_at, bulk] : pending) texts.push_back({length, enqueued_at, bulk});
+        for (size_t i = 0; i < shadow.size(); ++i) texts[i].shadow = shadow[i];
         return ChooseNext(texts, now, policy);
       },
-      "pending"_a, "now"_a, "policy"_a,
-      "ChooseNext over (length, enqueued_at, bulk) triples: the next batch, interactive texts before bulk ones "
-      "(bulk runs within bulk_batch_tokens); indices, shortest first.");
+      "pending"_a, "now"_a, "policy"_a, "shadow"_a = std::vector<bool>{},
+      "ChooseNext over (length, enqueued_at, bulk) triples (`shadow`: empty, or a flag per text, a shadow copy's "
+      "text, bulk too): the next batch, interactive texts before bulk ones before shadow ones (bulk and shadow runs "
+      "within bulk_batch_tokens); indices, shortest first.");
 
   m.def(
       "split_rows",

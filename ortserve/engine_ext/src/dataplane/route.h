@@ -63,6 +63,11 @@ struct ModelRoute {
   // By version; a version not listed answers LOGITS without labels (a route table set without outputs).
   std::map<std::string, std::shared_ptr<const VersionOutput>> outputs;
   Split split;
+  // A version without weight that gets a copy of the calls whose bucket is below `shadow_buckets` (a percent of
+  // kBuckets, sticky by routing key as the split is); "" when none (call_path.h ShadowOf).
+  std::string shadow;
+  int shadow_buckets = 0;
+  bool shadow_texts = false;  // the copies' events carry the texts (the disagreement sample shows them)
   const VersionOutput& OutputOf(const std::string& version) const;
 };
 

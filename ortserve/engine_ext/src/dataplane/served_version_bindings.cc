@@ -74,14 +74,15 @@ std::vector<std::string_view> PairViews(nb::handle pairs, std::vector<nb::object
 
 std::shared_ptr<TicketState> Submit(PyServedVersion& self, nb::handle texts, std::optional<double> timeout_s,
                                     CallHandle* call, bool run_here, nb::handle pairs,
-                                    std::optional<bool> bulk = std::nullopt) {
+                                    std::optional<bool> bulk = std::nullopt, bool shadow = false) {
   std::vector<nb::object> keep;
   const std::vector<std::string_view> views = ortserve::TextViews(texts, keep);
   const std::vector<std::string_view> second = PairViews(pairs, keep);
   auto state = std::make_shared<TicketState>();
   nb::gil_scoped_release release;
-  *call = self.version->batcher().Submit(views, DeadlineIn(timeout_s), state->Callback(state), run_here, second,
-                                         bulk);
+  Batcher& batcher = self.version->batcher();
+  *call = shadow ? batcher.SubmitShadow(views, second, DeadlineIn(timeout_s), state->Callback(state))
+                 : batcher.Submit(views, DeadlineIn(timeout_s), state->Callback(state), run_here, second, bulk);
   return state;
 }
 
@@ -189,15 +190,16 @@ void BindServedVersion(nb::module_& m) {
       .def(
           "submit",
           [](PyServedVersion& self, nb::handle texts, std::optional<double> timeout_s, bool run_here,
-             nb::handle pairs, std::optional<bool> bulk) {
+             nb::handle pairs, std::optional<bool> bulk, bool shadow) {
             PyTicket ticket{self.version, nullptr, nullptr};
-            ticket.state = Submit(self, texts, timeout_s, &ticket.call, run_here, pairs, bulk);
+            ticket.state = Submit(self, texts, timeout_s, &ticket.call, run_here, pairs, bulk, shadow);
             return ticket;
           },
           "texts"_a, "timeout_s"_a = nb::none(), "run_here"_a = false, "pairs"_a = nb::none(),
-          "bulk"_a.none() = nb::none(),
+          "bulk"_a.none() = nb::none(), "shadow"_a = false,
           "Queue the call and return its Ticket at once; run_here: a lone call on the wide session runs on "
-          "this thread first (GIL released), as the gRPC front end's calls do.")
+          "this thread first (GIL released), as the gRPC front end's calls do; shadow: a shadow copy "
+          "(Batcher::SubmitShadow: the lowest class, dropped when the shadow queue is full).")
       .def(
           "refusal",
           [](const PyServedVersion& self, int texts, std::optional<double> timeout_s,
