@@ -607,3 +607,22 @@ def test_a_shadow_copy_is_dropped_when_the_shadow_queue_is_full(model: Model) ->
         check_ok(model, ["a live call"], query.wait(WAIT))
         check_ok(model, [f"copy {i}" for i in range(8)], first.wait(WAIT))
         blocker.wait(WAIT)
+
+
+def test_a_shadow_copy_waits_until_no_version_runs_anything(model: Model) -> None:
+    """Two versions on one set of lanes: another version's copy, queued first, starts only once the engine runs
+    nothing else (the blocker and the live query, whichever ends last): Lanes::Post's idle tasks."""
+    with running_lanes(lanes=2) as lanes:
+        events = EventSink()
+        live = make_version(model, lanes, events)
+        shadow = make_version(model, lanes, events)
+        blocker = hold_engine(live, lanes)
+        copy = shadow.submit(["a shadow copy of a call that says even more"], shadow=True)
+        query = live.submit(["a query"])
+        lanes.resume()
+        check_ok(model, ["a query"], query.wait(WAIT))
+        blocker.wait(WAIT)
+        check_ok(model, ["a shadow copy of a call that says even more"], copy.wait(WAIT))
+        runs = batches(events)
+    assert len(runs) == 3 and runs[-1].texts == 1
+    assert runs[-1].real_tokens == len(model.tokenizer.encode(["a shadow copy of a call that says even more"])[0])

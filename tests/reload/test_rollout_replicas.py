@@ -85,8 +85,7 @@ def test_the_replicas_promote_an_equal_copy_by_themselves_each_step_once(
 
 
 def test_an_equal_copy_passes_its_shadow_stage_on_agreement_then_its_canary(
-        file_registry: Registry, bundle: Callable[..., Path], tmp_path: Path) -> None:
-    registry = file_registry
+        registry: Registry, bundle: Callable[..., Path], tmp_path: Path) -> None:
     registry.publish(MODEL, "v1", bundle(1), weight=100, cli=False)
     registry.publish(MODEL, "v2", copy_of(bundle(1), tmp_path / "copy"), cli=False)
     done = run_rollout(registry, tmp_path, "v2", "--shadow", "1s", "--shadow-percent", "100", "--min-judged", "20",

@@ -67,7 +67,7 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
                     std::optional<bool> bulk = std::nullopt, TokenRows* tokens = nullptr);
   // A shadow copy of a live call (call_path.h): the lowest class. Queued whatever the load, batched only while
   // nothing else of this version is pending (ChooseNext), its runs idle tasks on the lanes (Lanes::Post's `idle`:
-  // they start only on a lane no other task waits for); refused at once (RESOURCE_EXHAUSTED, kShadowFull) when
+  // they start only while the engine runs nothing else, any version's); refused at once (RESOURCE_EXHAUSTED, kShadowFull) when
   // shadow texts are queued and this call would take them past kShadowQueueRuns runs' worth (max_batch_size each
   // run), so a copy never holds memory or engine time the live calls need.
   CallHandle SubmitShadow(const std::vector<std::string_view>& texts, const std::vector<std::string_view>& pairs,

@@ -42,17 +42,26 @@ struct Lanes::Impl {
   std::vector<Queue> lanes;  // one thread each
   Queue wide;                // shared by the wide threads
   std::vector<int> load;     // per lane: tasks queued or running, over every version
+  int busy = 0;              // tasks that are not idle ones, queued or running on any lane or wide thread
   std::vector<std::thread> threads;
   bool stopping = false;
   bool paused = false;
   bool caller_running = false;  // a lone run on a submitting thread holds the slot
 
+  // An idle task starts only while the engine has nothing else: no other task queued or running anywhere and no
+  // caller's run (stopping: whatever is left runs).
+  bool IdleMayStart() const { return stopping || (busy == 0 && !caller_running); }
+  bool HasWork(const Queue& queue) const {
+    return !queue.tasks.empty() || (!queue.idle.empty() && IdleMayStart());
+  }
+
   void Loop(Queue& queue, int lane) {
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
-      queue.ready.wait(lock, [&] { return (!queue.empty() && !paused) || (stopping && queue.empty()); });
+      queue.ready.wait(lock, [&] { return (HasWork(queue) && !paused) || (stopping && queue.empty()); });
       if (queue.empty()) return;  // stopping, nothing left
-      std::deque<std::function<void()>>& from = queue.tasks.empty() ? queue.idle : queue.tasks;
+      const bool idle = queue.tasks.empty();
+      std::deque<std::function<void()>>& from = idle ? queue.idle : queue.tasks;
       std::function<void()> task = std::move(from.front());
       from.pop_front();
       lock.unlock();
@@ -60,6 +69,7 @@ struct Lanes::Impl {
       task = nullptr;
       lock.lock();
       if (lane >= 0) --load[static_cast<size_t>(lane)];
+      if (!idle && --busy == 0) WakeAll();  // idle tasks may start now
     }
   }
 
@@ -122,6 +132,7 @@ bool Lanes::Post(int lane, std::function<void()> task, bool idle) {
   if (impl_->stopping) return false;
   Impl::Queue& queue = lane < 0 ? impl_->wide : impl_->lanes[static_cast<size_t>(lane)];
   (idle ? queue.idle : queue.tasks).push_back(std::move(task));
+  if (!idle) ++impl_->busy;
   if (lane >= 0) ++impl_->load[static_cast<size_t>(lane)];
   queue.ready.notify_one();
   return true;
@@ -142,6 +153,7 @@ bool Lanes::ClaimCallerRun() {
 void Lanes::ReleaseCallerRun() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->caller_running = false;
+  if (impl_->busy == 0) impl_->WakeAll();  // idle tasks may start now
 }
 
 }  // namespace ortserve

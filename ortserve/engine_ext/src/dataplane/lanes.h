@@ -6,8 +6,8 @@
 //   lanes->Post(slot, [..] { run the batch; });   // slot -1: a wide thread
 //   if (lanes->ClaimCallerRun()) { run here; lanes->ReleaseCallerRun(); }
 //
-// One mutex guards every queue, the per-lane load, `stopping`, `paused` and the caller-run slot: a post is once per
-// batch, far rarer than the work. The batcher takes its own mutex before this one, never after.
+// One mutex guards every queue, the per-lane load, the count of busy (not idle) tasks, `stopping`, `paused` and the
+// caller-run slot: a post is once per batch, far rarer than the work. The batcher takes its own mutex before this one, never after.
 #pragma once
 
 #include <functional>
@@ -29,8 +29,9 @@ class Lanes {
   void Resume();
 
   // Queues `task` on lane `lane` (-1: the wide threads). False once Stop() began: the task will never run.
-  // `idle`: the lowest class (a shadow copy's batch): it starts only when no other task waits on that queue, so
-  // it delays the others by at most the one idle task already running.
+  // `idle`: the lowest class (a shadow copy's batch): it starts only while no other task is queued or running on
+  // any lane or wide thread and no caller's run holds the engine, so it delays the others by at most the idle
+  // tasks already running.
   bool Post(int lane, std::function<void()> task, bool idle = false);
   // Tasks queued or running on each of the first `n` lanes, over every version, read under one lock.
   void Loads(int n, std::vector<int>& out) const;
