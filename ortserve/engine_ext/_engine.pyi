@@ -545,7 +545,7 @@ class BatcherSettings:
     Every batching setting, built from service/config.Settings (batcher_settings()).
     """
 
-    def __init__(self, *, max_batch_size: int, max_queue_delay_s: float, max_padding_ratio: float, batch_overhead_tokens: int, max_batch_tokens: int, sort_window: int, max_queue_items: int, default_timeout_s: float, engine_concurrency: int, bulk_min_texts: int = 256, bulk_batch_tokens: int = 256) -> None: ...
+    def __init__(self, *, max_batch_size: int, max_queue_delay_s: float, max_padding_ratio: float, batch_overhead_tokens: int, max_batch_tokens: int, sort_window: int, max_queue_items: int, default_timeout_s: float, engine_concurrency: int, bulk_min_texts: int = 256, bulk_batch_tokens: int = 256, interactive_lane_s: float = 1.0) -> None: ...
 
     @property
     def policy(self) -> BatchPolicy: ...
@@ -561,6 +561,9 @@ class BatcherSettings:
 
     @property
     def bulk_min_texts(self) -> int: ...
+
+    @property
+    def interactive_lane_s(self) -> float: ...
 
 class TextModel:
     """What one version's batches run on: sessions, tokenizer, output."""

@@ -117,6 +117,11 @@ class Settings:
         "call may wait for behind a bulk job, per lane. On a CPU small runs cost bulk little.",
         default=256,
     )
+    interactive_lane_ms: float = _doc(
+        "While an interactive call arrived within this many ms, bulk runs leave one lane (engine_concurrency) to the "
+        "interactive class, so a query beside a bulk job finds a lane free instead of waiting for a bulk run; bulk "
+        "texts/s beside queries is then that of one lane fewer, and unchanged without queries. 0: bulk runs take "
+        "every lane.", default=1000.0)
     sort_window: int = _doc(
         "Only the oldest this-many queued texts are sorted by length into the next batch: bounds how long "
         "a text of an unusual length waits (0 sorts the whole queue: a little more throughput under overload, "
@@ -275,6 +280,7 @@ class Settings:
             ("max_batch_tokens", self.max_batch_tokens >= 1, ">= 1"),
             ("bulk_min_texts", self.bulk_min_texts >= 0, ">= 0"),
             ("bulk_batch_tokens", self.bulk_batch_tokens >= 1, ">= 1"),
+            ("interactive_lane_ms", self.interactive_lane_ms >= 0, ">= 0"),
             ("sort_window", self.sort_window >= 0, ">= 0"),
             ("batch_overhead_tokens", self.batch_overhead_tokens >= 0, ">= 0"),
             ("engine_concurrency", self.engine_concurrency >= 1, ">= 1"),

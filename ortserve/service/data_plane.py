@@ -52,6 +52,7 @@ def batcher_settings(settings: Settings) -> engine_ext.BatcherSettings:
         engine_concurrency=settings.engine_concurrency,
         bulk_min_texts=settings.bulk_min_texts,
         bulk_batch_tokens=settings.bulk_batch_tokens,
+        interactive_lane_s=settings.interactive_lane_ms / 1000,
     )
 
 

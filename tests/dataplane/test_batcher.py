@@ -626,3 +626,27 @@ def test_a_shadow_copy_waits_until_no_version_runs_anything(model: Model) -> Non
         runs = batches(events)
     assert len(runs) == 3 and runs[-1].texts == 1
     assert runs[-1].real_tokens == len(model.tokenizer.encode(["a shadow copy of a call that says even more"])[0])
+
+
+@pytest.mark.parametrize("lane_s", [60.0, 0.0])
+def test_bulk_runs_leave_a_lane_to_recent_interactive_calls(model: Model, lane_s: float) -> None:
+    """interactive_lane_s: after an interactive call, a bulk job takes one lane of two, and the next query goes
+    straight to the other; with 0 the job takes both and the query waits for one of its runs."""
+    with running_lanes(lanes=2) as lanes:
+        events = EventSink()
+        version = make_version(model, lanes, events, bulk_min_texts=8, bulk_batch_tokens=16,
+                               interactive_lane_s=lane_s)
+        check_ok(model, ["an interactive call"], version.infer(["an interactive call"]))
+        lanes.pause()
+        job = [f"bulk job text {chr(ord('a') + i)}" for i in range(24)]
+        lengths = {len(ids) for ids in model.tokenizer.encode(job)}
+        assert len(lengths) == 1  # one length: every bulk run holds as many texts
+        bulk = version.submit(job)
+        dispatched = len(job) - version.queue_depth
+        one_run = max(1, 16 // lengths.pop())
+        assert dispatched == (one_run if lane_s else 2 * one_run)  # one lane kept free, or both taken
+        query = version.submit(["is it any good"])
+        assert version.queue_depth == len(job) - dispatched + (0 if lane_s else 1)  # on the free lane, or waiting
+        lanes.resume()
+        check_ok(model, ["is it any good"], query.wait(WAIT))
+        check_ok(model, job, bulk.wait(WAIT))

@@ -22,14 +22,15 @@ def test_the_native_structs_default_to_the_settings() -> None:
 def test_the_batcher_gets_every_setting_from_the_settings() -> None:
     settings = config.Settings(max_batch_size=7, max_queue_delay_ms=3, max_padding_ratio=1.5, batch_overhead_tokens=9,
                                max_batch_tokens=700, sort_window=5, max_queue_items=11, default_timeout_ms=40,
-                               engine_concurrency=3, bulk_min_texts=13, bulk_batch_tokens=17)
+                               engine_concurrency=3, bulk_min_texts=13, bulk_batch_tokens=17,
+                               interactive_lane_ms=250)
     native = batcher_settings(settings)
     policy = native.policy
     assert (policy.max_batch_size, policy.max_queue_delay_s, policy.max_padding_ratio, policy.batch_overhead_tokens,
             policy.max_batch_tokens, policy.sort_window, policy.bulk_batch_tokens) == (
         7, pytest.approx(0.003), 1.5, 9, 700, 5, 17)
-    assert (native.max_queue_items, native.default_timeout_s, native.engine_concurrency, native.bulk_min_texts) == (
-        11, 0.04, 3, 13)
+    assert (native.max_queue_items, native.default_timeout_s, native.engine_concurrency, native.bulk_min_texts,
+            native.interactive_lane_s) == (11, 0.04, 3, 13, 0.25)
 
 
 @pytest.mark.skipif(not engine_ext.HAS_FRONTEND, reason=f"native front end not built: {engine_ext.FRONTEND_MISSING}")

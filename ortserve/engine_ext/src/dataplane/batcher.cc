@@ -69,6 +69,7 @@ Batcher::Batcher(std::string model, std::string version, TextModel text_model, B
       state_(std::make_unique<State>()) {
   settings.policy.Validate();
   if (settings.engine_concurrency < 1) throw OptionError("engine_concurrency must be >= 1");
+  if (!(settings.interactive_lane_s >= 0)) throw OptionError("interactive_lane_ms must be >= 0");
   if (settings.max_queue_items < 1) throw OptionError("max_queue_items must be >= 1");
   if (settings.default_timeout_s < 0) throw OptionError("default_timeout_s must be >= 0");
   if (settings.bulk_min_texts < 0) throw OptionError("bulk_min_texts must be >= 0");
@@ -207,6 +208,7 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
     call->done(std::move(*answer));  // on the caller's thread, no lock held
     return nullptr;
   }
+  if (!call->bulk) s.interactive_at = now;
   InferResult& result = call->result;
   result.tokenize_s = tokenize_s;
   result.rows = n;

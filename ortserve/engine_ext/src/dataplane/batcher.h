@@ -42,6 +42,10 @@ struct BatcherSettings {
   double default_timeout_s = 600;  // the time budget of a call that sends no deadline; 0: none (admission.h)
   int bulk_min_texts = 256;       // a call of this many texts or more is bulk (batch_policy.h ChooseNext); 0: none
   int engine_concurrency = 2;
+  // While an interactive call arrived within this many seconds, bulk runs leave one lane to the interactive class
+  // (engine_concurrency >= 2): a query beside a bulk job finds a lane free instead of waiting for a bulk run; 0:
+  // bulk runs take every lane.
+  double interactive_lane_s = 1.0;
 };
 
 class Batcher : public std::enable_shared_from_this<Batcher> {

@@ -45,6 +45,8 @@ struct Batcher::State {
   int queued_bulk = 0;         // those of bulk calls
   int64_t queued_bulk_tokens = 0;  // their tokens
   int queued_shadow = 0;       // of the bulk texts, those of shadow copies
+  int bulk_running = 0;        // runs of bulk texts in flight (shadow copies' included)
+  std::optional<Clock::time_point> interactive_at;  // when the last interactive call was admitted
   int64_t queued_tokens = 0;   // their tokens
   int64_t running_tokens = 0;  // padded tokens of the runs in flight
   int in_flight = 0;           // runs handed to a lane, a wide thread or the caller, not finished
@@ -86,7 +88,17 @@ struct Batcher::State {
     // Only interactive texts queue a batch behind a running one: a bulk batch waits for a free lane, so that an
     // interactive call arriving meanwhile is the next one a lane takes.
     const size_t interactive = pending.size() - static_cast<size_t>(queued_bulk);
+    if (queued && interactive == 0 && BulkYields()) return std::nullopt;
     return NextRun(EngineLoad{in_flight, wide_running, on_lanes, interactive}, queued, lane_config);
+  }
+
+  // The next run would be of bulk texts and one lane is kept for the interactive class: an interactive call came
+  // within interactive_lane_s and bulk runs already hold every lane but one (BatcherSettings).
+  bool BulkYields() const {
+    const int concurrency = settings.engine_concurrency;
+    if (concurrency < 2 || settings.interactive_lane_s <= 0 || !interactive_at) return false;
+    if (bulk_running < concurrency - 1) return false;
+    return std::chrono::duration<double>(Clock::now() - *interactive_at).count() < settings.interactive_lane_s;
   }
 
   void Start(Session session, int64_t tokens) {
@@ -173,6 +185,7 @@ struct Batcher::State {
         --queued_shadow;
         batch->shadow = true;  // ChooseNext serves one class at a time
       }
+      batch->bulk = keys[i].bulk;
       longest = std::max(longest, keys[i].length);
       queued_tokens -= keys[i].length;
       batch->items.push_back(std::move(pending[i]));
@@ -199,6 +212,7 @@ struct Batcher::State {
       if (pending.empty()) return;
       std::shared_ptr<Batch> batch = Take(now, *session);
       Start(*session, batch->tokens);
+      if (batch->bulk) ++bulk_running;
       if (lane_config.lanes > 0) {
         lanes->Loads(lane_config.lanes, all_loads);
         batch->slot = PickLane(lane_load, all_loads);
@@ -207,6 +221,7 @@ struct Batcher::State {
       }
       if (!lanes->Post(batch->slot, [this, self, batch] { RunBatch(self, *batch); }, /*idle=*/batch->shadow)) {
         Stop(batch->tokens);  // the lanes stopped: the server is going down
+        if (batch->bulk) --bulk_running;
         if (batch->slot >= 0) {
           --lane_load[static_cast<size_t>(batch->slot)];
           --on_lanes;
@@ -255,6 +270,7 @@ struct Batcher::State {
     }
     std::unique_lock<std::mutex> lock(mutex);
     Stop(batch.tokens);
+    if (batch.bulk) --bulk_running;
     if (batch.slot >= 0) {
       --lane_load[static_cast<size_t>(batch.slot)];
       --on_lanes;

@@ -86,6 +86,7 @@ struct Batch {
   int slot = -1;    // lane index, -1 on the wide threads
   int tokens = 0;   // the padded tokens it will run (its share of the work admission counts as running)
   bool shadow = false;  // shadow copies' texts: an idle task on its lane (Lanes::Post)
+  bool bulk = false;    // bulk texts (shadow copies' too): counted in Batcher::State::bulk_running
 };
 
 struct Answer {
