@@ -24,6 +24,7 @@ import pytest
 import requests
 from ortserve_devtools.bert_bundle import build_tiny_embedding_bundle
 from sentence_transformers.util.quantization import quantize_embeddings
+from support.compact import assert_quantized
 from support.reference import Reference
 from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
 
@@ -38,9 +39,6 @@ TYPES = ("int8", "uint8", "binary", "ubinary")
 TEXTS = ["the movie was great", "a much longer sentence about the weather, neither good nor bad", "ok",
          "zebras graze at dawn"]
 MODEL = "search"
-LEVEL_EDGE = 1e-4
-"""How close (in levels) to a level's edge a float may be for two calls' rounding to put it in the next level."""
-SIGN_EDGE = 1e-6
 
 
 @pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
@@ -93,23 +91,6 @@ def compact_of(reply: pb.ModelInferResponse) -> np.ndarray:
         return np.frombuffer(reply.raw_output_contents[0], dtype=dtype).reshape(list(out.shape))
     contents = out.contents.int_contents if out.datatype == "INT8" else out.contents.uint_contents
     return np.asarray(contents, dtype=dtype).reshape(list(out.shape))
-
-
-def assert_quantized(got: np.ndarray, floats: np.ndarray, kind: str, ranges: np.ndarray) -> None:
-    """`got` equals quantize_embeddings(floats, kind, ranges) but where `floats` sits on an edge (module docstring)."""
-    want = quantize_embeddings(floats, kind, ranges=ranges)
-    assert got.dtype == want.dtype and got.shape == want.shape
-    if kind.endswith("binary"):
-        shift = 128 if kind == "binary" else 0
-        bits = [np.unpackbits((q.astype(np.int16) + shift).astype(np.uint8), axis=-1) for q in (got, want)]
-        differ = (bits[0] != bits[1])[:, : floats.shape[1]]
-        assert np.all(np.abs(floats[differ]) <= SIGN_EDGE), floats[differ]
-        return
-    steps = np.where(ranges[1] == ranges[0], 1, (ranges[1] - ranges[0]) / 255)
-    scaled = (floats - ranges[0]) / steps
-    differ = got != want
-    assert np.all(np.abs(got.astype(int) - want.astype(int)) <= 1)
-    assert np.all(np.abs(scaled[differ] - np.round(scaled[differ])) <= LEVEL_EDGE), scaled[differ]
 
 
 # ---- the rule, without a server ----------------------------------------------------------------------------------
