@@ -151,7 +151,8 @@ class ServedModel:
 
 @dataclass(frozen=True)
 class Answer:
-    """A V2 call's answer: the output's values (float32 [texts, columns]), who answered, and the request id."""
+    """A V2 call's answer: the output's values (float32 [texts, columns]; int8 or uint8 for a compact
+    embedding_type), who answered, and the request id."""
 
     values: np.ndarray
     model: str

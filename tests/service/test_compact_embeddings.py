@@ -116,9 +116,11 @@ def test_the_rule_equals_quantize_embeddings(kind: str, columns: int) -> None:
     np.testing.assert_array_equal(got, want)
 
 
-def test_the_rule_refuses_int8_without_ranges() -> None:
+def test_the_rule_refuses_int8_without_ranges_and_float() -> None:
     with pytest.raises(ValueError, match="int8 and uint8 need ranges"):
         engine_ext.quantize_embeddings(np.zeros((1, 8), dtype=np.float32), "int8", None)
+    with pytest.raises(ValueError, match="type must be a compact one: 'int8', 'uint8', 'binary' or 'ubinary'"):
+        engine_ext.quantize_embeddings(np.zeros((1, 8), dtype=np.float32), "float", None)
 
 
 # ---- served ------------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from ortserve.prepare.embedding_calibration import calibrate
 PASSAGES = 600
 QUERY_STEP = 6
 TOP = 10
+pytestmark = pytest.mark.slow  # MiniLM over the built-in corpus: about a minute on two shared cores
 FLOOR = {"int8": 0.95, "uint8": 0.95, "binary": 0.55, "ubinary": 0.55}
 """Recall@10 each type must reach (module docstring: the measured figures and the margin)."""
 

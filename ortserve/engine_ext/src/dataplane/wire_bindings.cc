@@ -121,7 +121,7 @@ void BindWire(nb::module_& m) {
          std::optional<std::vector<float>> ranges) {
         const auto parsed = ortserve::ParseEmbeddingType(type);
         if (!parsed || *parsed == ortserve::EmbeddingType::kFloat) {
-          throw nb::value_error(("type must be " + ortserve::EmbeddingTypeChoices() + " but float").c_str());
+          throw nb::value_error("type must be a compact one: 'int8', 'uint8', 'binary' or 'ubinary'");
         }
         const int rows = static_cast<int>(values.shape(0)), columns = static_cast<int>(values.shape(1));
         if (ortserve::NeedsRanges(*parsed) && (!ranges || ranges->size() != 2 * static_cast<size_t>(columns))) {
