@@ -72,7 +72,7 @@ CLASSIFIER = Kind(
 EMBEDDING = Kind(
     name="embedding", format="onnx-text-embedding", noun="an embedding model", graph_output="embedding",
     output_rank=2, labelled=False, replies=(ReplyOutput("EMBEDDING", "FP32", (-1, COLUMNS)),),
-    keys=("dim", "matryoshka_dims"))
+    keys=("dim", "matryoshka_dims", "embedding_ranges"))
 TOKEN_CLASSIFIER = Kind(
     name="token-classifier", format="onnx-token-classifier", noun="a token classifier", graph_output="logits",
     output_rank=3, labelled=True,

@@ -68,6 +68,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ortserve.bundle.embedding_ranges import MANIFEST_KEY as RANGES_KEY
+from ortserve.bundle.embedding_ranges import EmbeddingRanges, parse_ranges
 from ortserve.bundle.kinds import BY_FORMAT, Kind
 
 MODEL_FILE = "model.onnx"
@@ -185,6 +187,8 @@ class BundleManifest:
     """A one-label classifier of pairs (a reranker): what its logit goes through for SCORE (SCORE_ACTIVATIONS)."""
     matryoshka_dims: tuple[int, ...] = ()
     """An embedding bundle's widths it was trained to be truncated to, descending (as written); () for none."""
+    embedding_ranges: EmbeddingRanges | None = None
+    """An embedding bundle's calibrated ranges per width (int8 and uint8 answers read them); None when not recorded."""
 
     @property
     def spec(self) -> Kind:
@@ -231,6 +235,8 @@ class BundleManifest:
         shape: dict[str, Any] = {"labels": list(self.labels)} if self.spec.labelled else {"dim": self.dim}
         if self.matryoshka_dims:
             shape["matryoshka_dims"] = list(self.matryoshka_dims)
+        if self.embedding_ranges is not None:
+            shape[RANGES_KEY] = self.embedding_ranges.to_dict()
         if self.multi_label:  # only where true, so other records keep their shape
             shape["multi_label"] = True
         if self.pairs:
@@ -312,10 +318,17 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
             raise BundleError(f"{where}: score_activation applies to a bundle of pairs with one label (a reranker), "
                               f"not to one with pairs={str(pairs).lower()} and {len(labels)} labels")
     matryoshka_dims = _parse_matryoshka_dims(data.get("matryoshka_dims"), dim, where)
+    embedding_ranges = None
+    if data.get(RANGES_KEY) is not None and dim is not None:
+        widths = (dim, *(d for d in matryoshka_dims if d != dim))
+        try:
+            embedding_ranges = parse_ranges(data[RANGES_KEY], widths, where)
+        except ValueError as e:
+            raise BundleError(str(e)) from None
     return BundleManifest(format=fmt, labels=tuple(labels), max_seq_len=max_seq_len, notes=notes,
                           precision=precision, optimization=optimization, dim=dim, references=references,
                           multi_label=multi_label, imported=imported, pairs=pairs, score_activation=score_activation,
-                          matryoshka_dims=matryoshka_dims)
+                          matryoshka_dims=matryoshka_dims, embedding_ranges=embedding_ranges)
 
 
 def check_matryoshka_dims(dims: Any, dim: int) -> tuple[int, ...]:
@@ -348,7 +361,8 @@ _FLAGS = ("multi_label", "pairs")
 """Booleans a manifest of any kind may write as false (the kinds they do not apply to say nothing)."""
 _KEY_HINTS = {"labels": "; an embedding bundle declares dim", "dim": "; a classifier's width is its labels",
               "pairs": " (a cross-encoder)",
-              "matryoshka_dims": " (the widths an embedding was trained to be truncated to)"}
+              "matryoshka_dims": " (the widths an embedding was trained to be truncated to)",
+              RANGES_KEY: " (an embedding's calibrated ranges, for int8 and uint8)"}
 
 
 def _formats_with(key: str) -> str:

@@ -18,7 +18,8 @@ A version at precision ``bf16`` (``EngineOptions(precision="bf16")``) runs on Op
 ``route_bucket`` and ``Split`` choose a call's version (the canary bucket and the weights' layout over it), for both
 front ends. The wire rules of a ModelInfer (``prepare_call``: request id, trace context, ``decode_call``
 and routing key in one order; ``check_outputs``, ``prompted_texts``, ``encode_outputs``, ``pushback_ms``,
-``parse_trace_context``; ``WireError``) are the C++ ones both front ends and both transports use;
+``parse_trace_context``, ``quantize_embeddings``: an embedding's compact types; ``WireError``) are the C++ ones
+both front ends and both transports use;
 ``classification_top_k`` is the classification extension's top-k (a softmax, or for a multi-label classifier a
 sigmoid per label).
 ``Frontend`` (when ``HAS_FRONTEND``) is the native gRPC front end: ModelInfer served natively, the rest
@@ -122,6 +123,7 @@ VersionOutput = _engine.VersionOutput
 check_outputs = _engine.check_outputs
 prompted_texts = _engine.prompted_texts
 encode_outputs = _engine.encode_outputs
+quantize_embeddings = _engine.quantize_embeddings
 pushback_ms = _engine.pushback_ms
 parse_trace_context = _engine.parse_trace_context
 Routes = _engine.Routes
@@ -162,6 +164,7 @@ pick_lane = _engine.pick_lane
 classification_top_k = _engine.classification_top_k
 aggregate_entities = _engine.aggregate_entities
 AGGREGATIONS: tuple[str, ...] = _engine.AGGREGATIONS  # a token classifier's strategies, the default first
+EMBEDDING_TYPES: tuple[str, ...] = _engine.EMBEDDING_TYPES  # an embedding's embedding_type values, float first
 HAS_FRONTEND: bool = _engine.HAS_FRONTEND
 FRONTEND_MISSING: str = _engine.FRONTEND_MISSING  # why the native gRPC front end was not built; "" when it was
 if HAS_FRONTEND:
@@ -173,6 +176,7 @@ __all__ = [
     "CHARS_READ_OUTPUT",
     "CLASSIFIER_OUTPUT",
     "EMBEDDING_OUTPUT",
+    "EMBEDDING_TYPES",
     "ENTITIES_OUTPUT",
     "FRONTEND_MISSING",
     "HAS_FRONTEND",
@@ -239,6 +243,7 @@ __all__ = [
     "prepare_call",
     "prompted_texts",
     "pushback_ms",
+    "quantize_embeddings",
     "route_bucket",
     "split_rows",
     "start_call",

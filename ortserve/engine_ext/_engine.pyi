@@ -746,9 +746,9 @@ class VersionOutput:
     What a loaded version takes and answers, as the wire rules read it (route.h): built once per version from its kind's spec and manifest (service/served_output.py), read by both front ends.
     """
 
-    def __init__(self, kind: str, output: str, *, labels: Sequence[str] = [], multi_label: bool = False, pairs: bool = False, score: str = '', prompts: Mapping[str, str] = {}, widths: Sequence[int] = [], also: Sequence[str] = [], per_token: bool = False) -> None:
+    def __init__(self, kind: str, output: str, *, labels: Sequence[str] = [], multi_label: bool = False, pairs: bool = False, score: str = '', prompts: Mapping[str, str] = {}, widths: Sequence[int] = [], also: Sequence[str] = [], per_token: bool = False, ranges: Mapping[int, Sequence[float]] = {}) -> None:
         """
-        kind (for messages), output (the default reply output's name), labels, multi_label, pairs (takes TEXT_PAIR), score (a reranker's activation), prompts {name: text}, widths (an embedding's, its own first), also (the outputs a call may ask for besides output), per_token (a row per token).
+        kind (for messages), output (the default reply output's name), labels, multi_label, pairs (takes TEXT_PAIR), score (a reranker's activation), prompts {name: text}, widths (an embedding's, its own first), also (the outputs a call may ask for besides output), per_token (a row per token), ranges {width: starts then ends, 2 x width floats} (an embedding's calibrated ranges, for int8 and uint8).
         """
 
     @property
@@ -765,6 +765,9 @@ class VersionOutput:
 
     @property
     def per_token(self) -> bool: ...
+
+    @property
+    def ranges(self) -> dict[int, list[float]]: ...
 
 TEXT_INPUT: str = 'TEXT'
 
@@ -785,6 +788,15 @@ TOKEN_OFFSETS_OUTPUT: str = 'TOKEN_OFFSETS'
 CHARS_READ_OUTPUT: str = 'CHARS_READ'
 
 MAX_REQUEST_ID_BYTES: int = 256
+
+EMBEDDING_TYPE_PARAM: str = 'embedding_type'
+
+EMBEDDING_TYPES: tuple = ('float', 'int8', 'uint8', 'binary', 'ubinary')
+
+def quantize_embeddings(values: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], type: str, ranges: Sequence[float] | None = None) -> tuple:
+    """
+    The wire rules' compact embedding (embedding_types.h) of float32 [rows, columns]: (bytes, datatype, columns of the reply), one byte a value; ranges: starts then ends (int8, uint8).
+    """
 
 class WireError(ValueError):
     pass
@@ -836,7 +848,11 @@ class DecodedCall:
         the dimensions parameter (the embedding width to truncate to); 0 when absent
         """
 
-def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None = None, priority: object | None = None, prompt_name: object | None = None, dimensions: object | None = None) -> DecodedCall:
+    @property
+    def embedding_type(self) -> str:
+        """the embedding_type parameter ('float' when absent)"""
+
+def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None = None, priority: object | None = None, prompt_name: object | None = None, dimensions: object | None = None, embedding_type: object | None = None) -> DecodedCall:
     """
     The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: [(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a parameter: None when absent, else (WhichOneof('parameter_choice'), value).
     """
@@ -869,7 +885,7 @@ class PreparedCall:
     def too_many_texts(self) -> bool:
         """refused for more texts than max_texts_per_request (HTTP answers 413)"""
 
-def prepare_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None, priority: object | None, prompt_name: object | None, dimensions: object | None, headers: tuple) -> PreparedCall:
+def prepare_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None, priority: object | None, prompt_name: object | None, dimensions: object | None, embedding_type: object | None, headers: tuple) -> PreparedCall:
     """
     A ModelInfer's first steps in one call, as the native front end takes them: the request id, the trace context, decode_call's call and the routing key; headers: (x-request-id, x-routing-key, traceparent, tracestate, b3, x-b3-traceid, x-b3-spanid, x-b3-sampled, x-b3-flags), '' when absent.
     """
@@ -927,7 +943,7 @@ class StartedCall:
         The caller went away: its queued texts leave the queue and it is answered CANCELLED unless done already; one never submitted gives its lease back.
         """
 
-def start_call(routes: Routes, model: str, version: str, inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None, priority: object | None, prompt_name: object | None, dimensions: object | None, headers: tuple, timeout_s: float | None, completions: Completions, token: int, inline_chars: int | None) -> tuple:
+def start_call(routes: Routes, model: str, version: str, inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None, priority: object | None, prompt_name: object | None, dimensions: object | None, embedding_type: object | None, headers: tuple, timeout_s: float | None, completions: Completions, token: int, inline_chars: int | None) -> tuple:
     """
     A ModelInfer in one crossing (call_path.h): prepare_call's steps, the version (pin, else the split), check_outputs, its lease, the prompt, and the batcher (tokenized here, GIL released). Returns (request_id, trace, error, too_many_texts, passed, version, route, texts, StartedCall | None, tokenize): error the rules' refusal, passed why the data plane left the call to Python (a passthrough reason, or 'long_texts': its texts pass inline_chars characters, None: any, so start it again off the event loop), tokenize the (texts, pairs | None) a version on HF tokenizers needs as ids (StartedCall.submit_ids), else None. A routed call's answer arrives in `completions` under `token` as (code, message, the reply's tensors as encode_outputs gives them | None, timings).
     """

@@ -24,6 +24,7 @@ def call_from(request: pb.ModelInferRequest, headers: Mapping[str, str], deadlin
         scores=param(request.parameters, "scores"), routing_key=param(request.parameters, "routing_key"),
         aggregation=param(request.parameters, "aggregation"), priority=param(request.parameters, "priority"),
         prompt_name=param(request.parameters, "prompt_name"), dimensions=param(request.parameters, "dimensions"),
+        embedding_type=param(request.parameters, "embedding_type"),
         headers=headers, deadline=deadline, transport="grpc")
 
 
@@ -37,6 +38,10 @@ def reply_message(reply: InferReply) -> pb.ModelInferResponse:
             out.contents.fp32_contents.extend(payload)
         elif datatype == "INT64":
             out.contents.int64_contents.extend(payload)
+        elif datatype == "INT8":  # V2 keeps INT8 in int_contents, UINT8 in uint_contents
+            out.contents.int_contents.extend(payload)
+        elif datatype == "UINT8":
+            out.contents.uint_contents.extend(payload)
         else:
             out.contents.bytes_contents.extend(payload)
     return response

@@ -66,6 +66,8 @@ class InferCall:
     """One of the version's prompts, put before each text; None: none."""
     dimensions: Param = None
     """An embedding's width to truncate to (one the version was trained for); None: its full width."""
+    embedding_type: Param = None
+    """An embedding's compact type ("int8", "uint8", "binary", "ubinary"); None: float."""
     headers: Mapping[str, str] = field(default_factory=dict)
     """Lower-case names: x-request-id, x-routing-key and the trace headers (TRACE_HEADERS)."""
     deadline: float | None = None
@@ -218,7 +220,7 @@ class Inference:
         return Started(*engine_ext.start_call(
             self._plane.routes, call.model, call.version, call.inputs, call.outputs, call.raw_input_contents,
             call.scores, call.routing_key, self._max_texts, call.aggregation, call.priority, call.prompt_name,
-            call.dimensions, call_headers(call, request_id),
+            call.dimensions, call.embedding_type, call_headers(call, request_id),
             None if call.deadline is None else call.deadline - time.monotonic(), self._plane.completions, token,
             inline_chars))
 
@@ -275,7 +277,8 @@ def prepare(call: InferCall, *, max_texts_per_request: int, request_id: str = ""
     (`engine_ext.PreparedCall`: request id, trace context, the decoded call, routing key, or the refusal)."""
     return engine_ext.prepare_call(call.inputs, call.outputs, call.raw_input_contents, call.scores,
                                    call.routing_key, max_texts_per_request, call.aggregation, call.priority,
-                                   call.prompt_name, call.dimensions, call_headers(call, request_id))
+                                   call.prompt_name, call.dimensions, call.embedding_type,
+                                   call_headers(call, request_id))
 
 
 def decoded_call(prepared: Any) -> Any:

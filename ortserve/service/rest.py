@@ -341,7 +341,8 @@ def parse_infer(model: str, version: str, body: bytes, headers: Mapping[str, str
                      raw_input_contents=raw_contents, scores=_param(parameters, "scores"),
                      routing_key=_param(parameters, "routing_key"), aggregation=_param(parameters, "aggregation"),
                      priority=_param(parameters, "priority"), prompt_name=_param(parameters, "prompt_name"),
-                     dimensions=_param(parameters, "dimensions"), headers=headers,
+                     dimensions=_param(parameters, "dimensions"),
+                     embedding_type=_param(parameters, "embedding_type"), headers=headers,
                      deadline=started + min(budgets) if budgets else None, transport="http")
     return call, binary_outputs
 
@@ -456,7 +457,7 @@ def _flatten(data: Any) -> list[Any]:
     return out
 
 
-_NUMPY = {"FP32": "<f4", "INT64": "<i8"}
+_NUMPY = {"FP32": "<f4", "INT64": "<i8", "INT8": "i1", "UINT8": "u1"}
 """The reply's numeric datatypes, as little-endian numpy dtypes (the binary extension's layout)."""
 
 

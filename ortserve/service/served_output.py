@@ -34,6 +34,8 @@ class ServedOutput:
     """(name, text) per prompt a call may name (`prompt_name`): an imported sentence-transformers model's."""
     widths: tuple[int, ...] = ()
     """An embedding model's widths a call may ask for (`dimensions`), its own first; () for other kinds."""
+    ranges: tuple[tuple[int, tuple[float, ...]], ...] = ()
+    """(width, starts then ends) per width an embedding model's manifest calibrated (`embedding_type` int8, uint8)."""
     wire: engine_ext.VersionOutput = field(init=False, compare=False, repr=False)
     """The same facts as the C++ wire rules read them (check_outputs, encode_outputs, the native route table)."""
 
@@ -44,7 +46,7 @@ class ServedOutput:
         wire = engine_ext.VersionOutput(
             self.kind.name, self.name, labels=list(self.labels), multi_label=self.multi_label, pairs=self.pairs,
             score=self.score, prompts=dict(self.prompts), widths=list(self.widths), also=also,
-            per_token=self.kind.per_token)
+            per_token=self.kind.per_token, ranges={width: list(bounds) for width, bounds in self.ranges})
         object.__setattr__(self, "wire", wire)
 
     @classmethod
@@ -53,7 +55,9 @@ class ServedOutput:
         return cls(kind=manifest.spec, name=engine_ext.SCORE_OUTPUT if score else manifest.spec.wire_output,
                    labels=tuple(manifest.labels), columns=manifest.columns, multi_label=manifest.multi_label,
                    pairs=manifest.pairs, score=score, prompts=tuple(sorted(manifest.prompts.items())),
-                   widths=manifest.widths)
+                   widths=manifest.widths,
+                   ranges=tuple(sorted((w, tuple(r)) for w, r in manifest.embedding_ranges.wire().items()))
+                   if manifest.embedding_ranges else ())
 
     def metadata(self) -> Described:
         """What ModelMetadata says of the version: its inputs, its outputs (the default first) and parameters: its
@@ -76,6 +80,10 @@ class ServedOutput:
             parameters["prompts"] = json.dumps([name for name, _ in self.prompts], ensure_ascii=False)
         if len(self.widths) > 1:  # trained to be truncated (Matryoshka): the dimensions a call may ask for
             parameters["dimensions"] = json.dumps(list(self.widths))
+        if self.widths:  # an embedding's types a call may ask for (embedding_type) at its own width
+            ranged = any(width == self.widths[0] for width, _ in self.ranges)
+            parameters["embedding_types"] = json.dumps(
+                [t for t in engine_ext.EMBEDDING_TYPES if ranged or t not in ("int8", "uint8")])
         if self.kind.per_token:  # how ENTITIES groups tokens, the default first
             parameters["aggregation"] = json.dumps(list(engine_ext.AGGREGATIONS))
         return inputs, outputs, parameters

@@ -21,15 +21,12 @@ tokenizer. Errors: {"error", "error_type"} with the V2 REST status (docs/client_
 from __future__ import annotations
 
 import asyncio
-import functools
 from typing import Any
 
 import numpy as np
 from aiohttp import web
-from tokenizers import Tokenizer
 
 from ortserve import __version__, engine_ext
-from ortserve.bundle import tokenizer as bundle_tokenizer
 from ortserve.bundle.kinds import CLASSIFIER, EMBEDDING
 from ortserve.service.text_calls import (
     ApiError,
@@ -43,6 +40,7 @@ from ortserve.service.text_calls import (
     positive_int,
     probabilities,
     texts_of,
+    whole_text_tokenizer,
 )
 
 ERROR_TYPES = {"invalid_request": "validation", "not_found": "validation", "too_large": "validation",
@@ -255,12 +253,6 @@ def ranked(row: np.ndarray, labels: tuple[str, ...]) -> list[dict[str, Any]]:
     """[{"score", "label"}] of one text, best first (ties: the earlier label)."""
     order = sorted(range(len(labels)), key=lambda j: (-row[j], j))
     return [{"score": float(row[j]), "label": labels[j]} for j in order]
-
-
-@functools.lru_cache(maxsize=16)
-def whole_text_tokenizer(path: str) -> Tokenizer:
-    """A bundle's tokenizer.json, neither truncating nor padding: /tokenize shows every token of a text."""
-    return bundle_tokenizer.load(path, None)
 
 
 def tokenize_whole(path: str, texts: list[str], add_special_tokens: bool) -> list[list[dict[str, Any]]]:

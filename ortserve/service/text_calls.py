@@ -27,7 +27,9 @@ import numpy as np
 import orjson
 import structlog
 from aiohttp import web
+from tokenizers import Tokenizer
 
+from ortserve.bundle import tokenizer as bundle_tokenizer
 from ortserve.service.api_keys import REFUSAL
 from ortserve.service.config import Settings
 from ortserve.service.errors import ResourceExhausted, ServiceError, Unavailable
@@ -53,6 +55,10 @@ KINDS = {"INVALID_ARGUMENT": "invalid_request", "NOT_FOUND": "not_found", "RESOU
 "body_timeout", "client_gone" and "unauthorized" too."""
 BODY_KINDS = {413: "too_large", 408: "body_timeout", 499: "client_gone"}
 """The kind of a body that did not arrive (rest.BodyNotRead), by its status."""
+
+
+REPLY_DTYPES = {"FP32": "<f4", "INT8": "i1", "UINT8": "u1"}
+"""A reply tensor's datatype as numpy reads its raw bytes or its contents."""
 
 
 class ApiError(Exception):
@@ -145,7 +151,8 @@ class ServedModel:
 
 @dataclass(frozen=True)
 class Answer:
-    """A V2 call's answer: the output's values (float32 [texts, columns]), who answered, and the request id."""
+    """A V2 call's answer: the output's values (float32 [texts, columns]; int8 or uint8 for a compact
+    embedding_type), who answered, and the request id."""
 
     values: np.ndarray
     model: str
@@ -244,8 +251,9 @@ class TextCalls:
                   embedding: EmbeddingParams | None = None) -> Answer:
         """`texts` (with `pairs`: TEXT_PAIR, [1] or one per text) as one V2 call to the model, with the request's
         x-request-id, x-routing-key, trace headers and x-request-timeout-ms, and `embedding`'s prompt_name and
-        dimensions as its request parameters (the wire rules check and apply them, as for any V2 call); its
-        `output` (else the model's default one) as float32 [texts, columns]."""
+        dimensions and embedding_type as its request parameters (the wire rules check and apply them, as for any V2
+        call); its `output` (else the model's default one) as float32 [texts, columns] (a compact embedding_type's as
+        int8 or uint8)."""
         started = time.monotonic()
         headers = {k.lower(): v for k, v in request.headers.items()}
         try:
@@ -257,14 +265,16 @@ class TextCalls:
             inputs.append((PAIR_INPUT, "BYTES", [len(pairs)], True, _utf8(pairs)))
         wanted = embedding or EmbeddingParams()
         call = InferCall(model=served.name, inputs=inputs, outputs=[] if output is None else [(output, None, None)],
-                         prompt_name=wanted.prompt_param(), dimensions=wanted.dimensions_param(), headers=headers,
+                         prompt_name=wanted.prompt_param(), dimensions=wanted.dimensions_param(),
+                         embedding_type=wanted.embedding_type_param(), headers=headers,
                          deadline=started + min(budgets) if budgets else None, transport="http")
         try:
             reply = await self._inference.infer(call)
         except CallFailed as failed:
             raise ApiError.of(failed.error, failed.request_id, param=named_param(failed.error.message)) from None
-        _, _, shape, raw, payload = reply.tensors[0]
-        values = np.frombuffer(payload, dtype="<f4") if raw else np.asarray(payload, dtype=np.float32)
+        _, datatype, shape, raw, payload = reply.tensors[0]
+        dtype = REPLY_DTYPES.get(datatype, "<f4")
+        values = np.frombuffer(payload, dtype=dtype) if raw else np.asarray(payload, dtype=dtype)
         return Answer(values=values.reshape(shape[0], -1), model=reply.model, version=reply.version,
                       request_id=reply.request_id, asked=served.instance, read=reply.read)
 
@@ -335,6 +345,8 @@ class EmbeddingParams:
 
     prompt_name: str | None = None
     dimensions: int | None = None
+    embedding_type: str | None = None
+    """A compact type ("int8", "uint8", "binary", "ubinary"; the wire rules check it); None: float."""
 
     @classmethod
     def of(cls, doc: Mapping[str, Any]) -> EmbeddingParams:
@@ -351,14 +363,24 @@ class EmbeddingParams:
     def dimensions_param(self) -> Param:
         return None if self.dimensions is None else ("int64_param", self.dimensions)
 
+    def embedding_type_param(self) -> Param:
+        return None if self.embedding_type is None else ("string_param", self.embedding_type)
 
-WIRE_PARAMS = ("prompt_name", "dimensions")
+
+WIRE_PARAMS = ("prompt_name", "dimensions", "embedding_type")
 """The V2 request parameters a client API's body sets by the same name."""
 
 
 def named_param(message: str) -> str | None:
     """The body field a wire rule's refusal names (`request parameter 'dimensions' ...`), for the API's `param`."""
     return next((name for name in WIRE_PARAMS if f"request parameter '{name}'" in message), None)
+
+
+@functools.lru_cache(maxsize=16)
+def whole_text_tokenizer(path: str) -> Tokenizer:
+    """A bundle's tokenizer.json, neither truncating nor padding: every token of a text (TEI's /tokenize, Cohere's
+    truncate NONE)."""
+    return bundle_tokenizer.load(path, None)
 
 
 def normalized(values: np.ndarray) -> np.ndarray:

@@ -36,7 +36,7 @@ def test_every_kind_is_found_by_format_and_name_and_names_outputs_the_wire_rules
 def test_a_manifest_carries_only_its_kinds_keys(kind: Kind) -> None:
     others = {key for k in KINDS for key in k.keys} - set(kind.keys)
     values = {"labels": ["a"], "dim": 4, "multi_label": True, "pairs": True, "score_activation": "sigmoid",
-              "matryoshka_dims": [4]}
+              "matryoshka_dims": [4], "embedding_ranges": {"widths": {"4": [[0.0] * 4, [1.0] * 4]}}}
     assert others, "every kind lacks some other kind's key"
     for key in others:
         with pytest.raises(BundleError, match=rf"{key} appl(y|ies) to .*{kind.format}"):
@@ -52,6 +52,11 @@ def test_the_served_facts_follow_the_spec() -> None:
     assert tokens.wire.per_token
     embedding = ServedOutput.of(parse_manifest(manifest_of(EMBEDDING)))
     assert (embedding.wire.output, embedding.wire.also, embedding.wire.per_token) == ("EMBEDDING", [], False)
+    assert embedding.metadata()[2]["embedding_types"] == '["float", "binary", "ubinary"]'  # no ranges: no int8
+    ranged = ServedOutput.of(parse_manifest({**manifest_of(EMBEDDING), "embedding_ranges": {
+        "widths": {"8": [[0.0] * 8, [1.0] * 8]}}}))
+    assert ranged.wire.ranges == {8: [0.0] * 8 + [1.0] * 8}
+    assert ranged.metadata()[2]["embedding_types"] == '["float", "int8", "uint8", "binary", "ubinary"]'
     reranker = ServedOutput.of(parse_manifest({**manifest_of(CLASSIFIER), "labels": ["relevant"], "pairs": True,
                                                "score_activation": "sigmoid"}))
     assert (reranker.wire.output, reranker.wire.also) == ("SCORE", ["LOGITS"])

@@ -84,7 +84,8 @@ def start(plane: Plane, texts: list[str], *, version: str = "", model: str = MOD
     names = {name.replace("-", "_"): name for name in CALL_HEADERS}
     values = {names[key]: value for key, value in headers.items()}
     return Started(*start_call(plane.routes, model, version, _inputs(texts), list(outputs), [], None, None,
-                               MAX_TEXTS, None, None, None, None, tuple(values.get(n, "") for n in CALL_HEADERS),
+                               MAX_TEXTS, None, None, None, None, None,
+                               tuple(values.get(n, "") for n in CALL_HEADERS),
                                timeout_s, plane.completions, token, inline_chars))
 
 
@@ -134,7 +135,7 @@ def test_a_split_that_routes_nowhere_and_a_draining_version_are_left_to_python(t
                                                                                plane: Plane) -> None:
     routes = Routes()
     routes.set({MODEL: ([], [], {"1": plane.version}, {"1": plane.wire})})
-    args = (MODEL, "", _inputs(["x"]), [], [], None, None, MAX_TEXTS, None, None, None, None, ("",) * 9, 5.0,
+    args = (MODEL, "", _inputs(["x"]), [], [], None, None, MAX_TEXTS, None, None, None, None, None, ("",) * 9, 5.0,
             plane.completions, 1, None)
     assert Started(*start_call(routes, *args)).passed == "no_routable_version"
     instance = ModelInstance.load(tiny_bundle, options(intra_op_threads=1), tokenizer="native")
@@ -161,7 +162,7 @@ def test_a_refused_call_gets_the_rules_message_and_no_lease(plane: Plane) -> Non
     assert started.error == str(refused.value) and started.passed is None and started.call is None
     too_many = start(plane, ["x"] * (MAX_TEXTS + 1), x_request_id="many")
     expected = prepare_call(_inputs(["x"] * (MAX_TEXTS + 1)), [], [], None, None, MAX_TEXTS, None, None, None, None,
-                            ("many",) + ("",) * 8)
+                            None, ("many",) + ("",) * 8)
     assert (too_many.error, too_many.too_many_texts, too_many.request_id) == (expected.error, True, "many")
     assert plane.version.in_flight == 0
 

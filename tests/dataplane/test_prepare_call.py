@@ -18,7 +18,7 @@ GOOD = [("TEXT", "BYTES", [2], True, [b"a", b"b"])]
 def prepare(inputs: list[Any] = GOOD, *, routing_key: Any = None, max_texts: int = 8, **headers: str) -> Any:
     names = {name.replace("-", "_"): name for name in CALL_HEADERS}
     values = {names[key]: value for key, value in headers.items()}
-    return prepare_call(inputs, [], [], None, routing_key, max_texts, None, None, None, None,
+    return prepare_call(inputs, [], [], None, routing_key, max_texts, None, None, None, None, None,
                         tuple(values.get(name, "") for name in CALL_HEADERS))
 
 

@@ -30,6 +30,10 @@ class Reference:
 
     embeddings = logits
 
+    def logits_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """The texts as one padded batch (faster; padding moves a value by rounding only)."""
+        return self._run(texts)
+
     def pair_logits(self, texts: Sequence[str], pairs: Sequence[str]) -> np.ndarray:
         """Each pair alone (batch of 1), tokenized as the tokenizer makes a pair, its token types included."""
         rows = []

@@ -50,7 +50,7 @@ from ortserve.bundle.manifest import (
     pad_id,
 )
 from ortserve.bundle.validate import validate_bundle
-from ortserve.prepare import reference_choice
+from ortserve.prepare import embedding_calibration, reference_choice
 from ortserve.prepare.accuracy import (
     EVAL_JSONL_FILE,
     EVAL_TEXT_FILE,
@@ -194,8 +194,13 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
                             per_token=checkpoint.per_token)
     refs_bytes = refs.encode()
     outputs_from = f"PyTorch {model.tools['torch']} (eval, FP32, CPU): {model.reference_name}, {evals.name}"
+    ranges = None
+    if not checkpoint.labelled:  # int8 and uint8 answers read these (calibrated on PyTorch's, evaluation texts only)
+        assert isinstance(reference, np.ndarray)
+        every_width = (model.columns, *(w for w in widths if w != model.columns))
+        ranges = embedding_calibration.calibrate(reference[: len(evals.texts)], every_width, source=evals.name)
     manifest = _manifest(checkpoint, model, parity, limit, references.manifest_entry(refs_bytes, refs, outputs_from),
-                         widths)
+                         widths, ranges)
     files = {MODEL_FILE: exported.model_bytes, TOKENIZER_FILE: tokenizer_text.encode("utf-8"),
              REFERENCES_FILE: refs_bytes, MANIFEST_FILE: (json.dumps(manifest, indent=2) + "\n").encode("utf-8")}
     found = [checkpoint.path / name for name in (EVAL_JSONL_FILE, EVAL_TEXT_FILE) if (checkpoint.path / name).is_file()]
@@ -258,7 +263,8 @@ def _matryoshka_dims(dims: Sequence[int] | None, width: int, path: Path) -> tupl
 
 
 def _manifest(checkpoint: Checkpoint, model: torch_side.TorchModel, parity: ParityReport, limit: int,
-              refs_entry: dict[str, Any], matryoshka_dims: tuple[int, ...] = ()) -> dict[str, Any]:
+              refs_entry: dict[str, Any], matryoshka_dims: tuple[int, ...] = (),
+              ranges: dict[str, Any] | None = None) -> dict[str, Any]:
     import onnx
     import onnxruntime
     import tokenizers
@@ -283,6 +289,8 @@ def _manifest(checkpoint: Checkpoint, model: torch_side.TorchModel, parity: Pari
         kind = {"format": checkpoint.kind.format, "dim": model.columns}
         if matryoshka_dims:  # a call may ask for one of these widths (`dimensions`)
             kind["matryoshka_dims"] = list(matryoshka_dims)
+        if ranges is not None:  # what int8 and uint8 answers read (`embedding_type`)
+            kind[embedding_calibration.MANIFEST_KEY] = ranges
         task = {"task": "embed", "pooling": list(checkpoint.pooling.modes), "normalize": checkpoint.pooling.normalize}
         if checkpoint.prompts:  # sentence-transformers' prompts, by name: a call asks for one (`prompt_name`)
             task["prompts"] = dict(checkpoint.prompts)

@@ -158,10 +158,11 @@ nb::tuple Answer(const std::string& request_id, const TraceContext& trace, std::
 nb::tuple StartCall(PyRoutes& routes, nb::str model, nb::str version, nb::list inputs, nb::list outputs,
                     nb::list raw_input_contents, nb::handle scores, nb::handle routing_key,
                     long long max_texts_per_request, nb::handle aggregation, nb::handle priority,
-                    nb::handle prompt_name, nb::handle dimensions, nb::tuple headers, std::optional<double> timeout_s,
+                    nb::handle prompt_name, nb::handle dimensions, nb::handle embedding_type, nb::tuple headers,
+                    std::optional<double> timeout_s,
                     PyCompletions& completions, uint64_t token, std::optional<long long> inline_chars) {
   PreparedCall prepared = PrepareCall(RequestOf(inputs, outputs, raw_input_contents, scores, routing_key,
-                                                aggregation, priority, prompt_name, dimensions),
+                                                aggregation, priority, prompt_name, dimensions, embedding_type),
                                       CallHeadersOf(headers), max_texts_per_request);
   const std::string& id = prepared.request_id;
   if (const auto* error = std::get_if<WireError>(&prepared.call)) {
@@ -274,7 +275,8 @@ void BindCallPath(nb::module_& m) {
 
   m.def("start_call", &ortserve::StartCall, "routes"_a, "model"_a, "version"_a, "inputs"_a, "outputs"_a,
         "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(), "max_texts_per_request"_a,
-        "aggregation"_a.none(), "priority"_a.none(), "prompt_name"_a.none(), "dimensions"_a.none(), "headers"_a,
+        "aggregation"_a.none(), "priority"_a.none(), "prompt_name"_a.none(), "dimensions"_a.none(),
+        "embedding_type"_a.none(), "headers"_a,
         "timeout_s"_a.none(), "completions"_a, "token"_a, "inline_chars"_a.none(),
         "A ModelInfer in one crossing (call_path.h): prepare_call's steps, the version (pin, else the split), "
         "check_outputs, its lease, the prompt, and the batcher (tokenized here, GIL released). Returns (request_id, "

@@ -67,6 +67,7 @@ WireRequest ToWire(const inference::ModelInferRequest& request) {
   wire.priority = Param(request.parameters(), kPriorityParam);
   wire.prompt_name = Param(request.parameters(), kPromptNameParam);
   wire.dimensions = Param(request.parameters(), kDimensionsParam);
+  wire.embedding_type = Param(request.parameters(), kEmbeddingTypeParam);
   return wire;
 }
 
@@ -82,6 +83,10 @@ void WriteOutputs(inference::ModelInferResponse& response, std::vector<ReplyTens
       out->mutable_contents()->mutable_fp32_contents()->Add(t.fp32.begin(), t.fp32.end());
     } else if (out->datatype() == "INT64") {
       out->mutable_contents()->mutable_int64_contents()->Add(t.int64.begin(), t.int64.end());
+    } else if (out->datatype() == "INT8") {  // V2 keeps INT8 in int_contents, UINT8 in uint_contents
+      for (int64_t v : t.int64) out->mutable_contents()->add_int_contents(static_cast<int32_t>(v));
+    } else if (out->datatype() == "UINT8") {
+      for (int64_t v : t.int64) out->mutable_contents()->add_uint_contents(static_cast<uint32_t>(v));
     } else {
       auto* contents = out->mutable_contents()->mutable_bytes_contents();
       contents->Reserve(static_cast<int>(t.bytes.size()));

@@ -25,6 +25,7 @@
 #include <variant>
 #include <vector>
 
+#include "embedding_types.h"
 #include "entities.h"
 #include "route.h"
 #include "status.h"
@@ -50,6 +51,7 @@ constexpr const char* kScoresParam = "scores";                  // "logits" (def
 constexpr const char* kRoutingKeyParam = "routing_key";
 constexpr const char* kPromptNameParam = "prompt_name";  // one of the version's prompts, put before each text
 constexpr const char* kDimensionsParam = "dimensions";   // an embedding's width to truncate to (Matryoshka)
+constexpr const char* kEmbeddingTypeParam = "embedding_type";  // float, int8, uint8, binary, ubinary (embedding_types.h)
 constexpr const char* kBinaryDataParam = "binary_data";
 // The longest x-request-id a caller may send: it is echoed in the reply's trailers (a gRPC client refuses trailers
 // past 16 KiB) and logged.
@@ -87,7 +89,7 @@ struct WireRequest {
   std::vector<WireInput> inputs;
   std::vector<WireOutput> outputs;
   std::vector<std::string_view> raw_input_contents;
-  WireParam scores, routing_key, aggregation, priority, prompt_name, dimensions;
+  WireParam scores, routing_key, aggregation, priority, prompt_name, dimensions, embedding_type;
 };
 
 struct RequestedOutput {
@@ -110,6 +112,7 @@ struct DecodedCall {
   std::optional<bool> bulk;                // the priority parameter: true for "bulk"; nullopt when absent
   std::optional<std::string_view> prompt_name;  // the prompt_name parameter; nullopt when absent
   int64_t dimensions = 0;                       // the dimensions parameter (>= 1); 0 when absent: the full width
+  EmbeddingType embedding_type = EmbeddingType::kFloat;  // the embedding_type parameter; float when absent
 };
 
 struct WireError {
@@ -124,14 +127,17 @@ struct WireError {
 // TEXT_PAIR, by the same rules with N or 1 elements (raw: one raw_input_contents entry per input); each output name
 // once, a classification parameter an integer >= 1; scores "logits" or "probabilities", with a classification
 // output; routing_key a string; aggregation a string naming one of entities.h's strategies; priority "interactive"
-// or "bulk"; prompt_name a string; dimensions an integer >= 1.
+// or "bulk"; prompt_name a string; dimensions an integer >= 1; embedding_type a string naming one of
+// embedding_types.h's types.
 std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts_per_request);
 
 // What a loaded version takes and answers (route.h VersionOutput): TEXT_PAIR exactly when it takes pairs; every
 // requested output is one it answers (its output, a reranker's LOGITS beside SCORE, a token classifier's
 // TOKEN_LOGITS and CHARS_READ beside ENTITIES), classification only on a classifier's LOGITS, aggregation only for a
 // token classifier; prompt_name one of the version's prompts (the message lists them); dimensions only for an
-// embedding model, one of its widths (its own, or one it was trained to be truncated to: the message lists them).
+// embedding model, one of its widths (its own, or one it was trained to be truncated to: the message lists them);
+// embedding_type other than float only for an embedding model, int8 and uint8 only at a width whose ranges its
+// manifest recorded (VersionOutput::ranges).
 // `model` names the model in the message.
 std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutput& version, std::string_view model);
 
@@ -143,12 +149,12 @@ std::vector<std::string> PromptedTexts(const DecodedCall& call, const VersionOut
 // One output tensor of the reply: raw (little-endian numbers, or length-prefixed strings) for raw_output_contents,
 // else its contents (fp32, int64 or bytes).
 struct ReplyTensor {
-  std::string name, datatype;  // "FP32", "INT64" or "BYTES"
+  std::string name, datatype;  // "FP32", "INT64", "INT8", "UINT8" or "BYTES"
   std::vector<int64_t> shape;
   bool raw = true;
   std::string raw_bytes;
   std::vector<float> fp32;
-  std::vector<int64_t> int64;
+  std::vector<int64_t> int64;  // INT64, and INT8 / UINT8 (V2's int_contents / uint_contents)
   std::vector<std::string> bytes;
 };
 
@@ -158,6 +164,8 @@ struct ReplyTensor {
 // FP32 [rows] of the one column through the version's score activation. `values` is row-major rows x columns.
 // With dimensions k < columns (an embedding model's), each row is its first k values renormalised to unit L2
 // length (as sentence-transformers' truncate_dim with normalize_embeddings, and OpenAI's dimensions): [rows, k].
+// With embedding_type other than float, EMBEDDING is those values quantized (embedding_types.h, the ranges of the
+// width answered): INT8 or UINT8 [rows, k], or [rows, ceil(k / 8)] of packed bits.
 // A token classifier (`tokens` required): each row of `values` holds its tokens' logits (labels floats each) from
 // its start; ENTITIES BYTES [rows] of JSON arrays of {"label", "score", "start", "end", "text"} (and "index", the
 // token's position, with aggregation none), grouped by the call's aggregation (entities.h; "O" left out), offsets

@@ -98,7 +98,7 @@ nb::list Strs(const std::vector<std::string>& texts) {
 
 WireRequest RequestOf(nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores,
                       nb::handle routing_key, nb::handle aggregation, nb::handle priority,
-                      nb::handle prompt_name, nb::handle dimensions) {
+                      nb::handle prompt_name, nb::handle dimensions, nb::handle embedding_type) {
   WireRequest request;
   for (nb::handle item : inputs) {
     nb::tuple t = nb::cast<nb::tuple>(item);
@@ -125,6 +125,7 @@ WireRequest RequestOf(nb::list inputs, nb::list outputs, nb::list raw_input_cont
   request.priority = ParamOf(priority);
   request.prompt_name = ParamOf(prompt_name);
   request.dimensions = ParamOf(dimensions);
+  request.embedding_type = ParamOf(embedding_type);
   return request;
 }
 
@@ -142,6 +143,7 @@ OwnedWireCall Own(const DecodedCall& call) {
   owned.bulk = call.bulk;
   if (call.prompt_name) owned.prompt_name = std::string(*call.prompt_name);
   owned.dimensions = call.dimensions;
+  owned.embedding_type = call.embedding_type;
   return owned;
 }
 
@@ -183,7 +185,7 @@ nb::list ReplyTensors(std::vector<ReplyTensor>& tensors) {
       nb::list floats;
       for (float v : t.fp32) floats.append(v);
       payload = floats;
-    } else if (t.datatype == "INT64") {
+    } else if (t.datatype == "INT64" || t.datatype == "INT8" || t.datatype == "UINT8") {
       nb::list ints;
       for (int64_t v : t.int64) ints.append(v);
       payload = ints;

@@ -29,6 +29,7 @@ struct OwnedWireCall {
   std::optional<bool> bulk;
   std::optional<std::string> prompt_name;
   int64_t dimensions = 0;
+  EmbeddingType embedding_type = EmbeddingType::kFloat;
 
   DecodedCall View() const {
     DecodedCall call;
@@ -42,6 +43,7 @@ struct OwnedWireCall {
     call.bulk = bulk;
     if (prompt_name) call.prompt_name = *prompt_name;
     call.dimensions = dimensions;
+    call.embedding_type = embedding_type;
     return call;
   }
 };
@@ -58,7 +60,8 @@ nanobind::list Strs(const std::vector<std::string>& texts);
 // A ModelInfer's parts as Python hands them over (decode_call's arguments), as views for the wire rules.
 WireRequest RequestOf(nanobind::list inputs, nanobind::list outputs, nanobind::list raw_input_contents,
                       nanobind::handle scores, nanobind::handle routing_key, nanobind::handle aggregation,
-                      nanobind::handle priority, nanobind::handle prompt_name, nanobind::handle dimensions);
+                      nanobind::handle priority, nanobind::handle prompt_name, nanobind::handle dimensions,
+                      nanobind::handle embedding_type);
 // The headers PrepareCall reads, from the 9 strs of inference.CALL_HEADERS' order.
 CallHeaders CallHeadersOf(nanobind::tuple headers);
 OwnedWireCall Own(const DecodedCall& call);

@@ -53,6 +53,9 @@ struct VersionOutput {
   // An embedding model's widths a call may ask for (dimensions), its own first, then those it was trained to be
   // truncated to (the manifest's matryoshka_dims); empty for every other version.
   std::vector<int64_t> widths;
+  // An embedding model's calibrated ranges per width (the manifest's embedding_ranges): 2 x width floats, each
+  // dimension's start then each one's end, what int8 and uint8 read (embedding_types.h); empty when none recorded.
+  std::map<int64_t, std::vector<float>> ranges;
   std::vector<std::string> also;  // the outputs a call may ask for besides `name`
   // Its values hold a row per token (a token classifier): replies are built from its token rows (EncodeOutputs).
   bool per_token = false;

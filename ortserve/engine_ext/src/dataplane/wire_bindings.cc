@@ -68,22 +68,35 @@ void BindWire(nb::module_& m) {
           "__init__",
           [](ortserve::VersionOutput* self, std::string kind, std::string output, std::vector<std::string> labels,
              bool multi_label, bool pairs, std::string score, std::map<std::string, std::string> prompts,
-             std::vector<int64_t> widths, std::vector<std::string> also, bool per_token) {
-            new (self) ortserve::VersionOutput{std::move(kind), std::move(output), std::move(labels), multi_label,
-                                               pairs, std::move(score), std::move(prompts), std::move(widths),
-                                               std::move(also), per_token};
+             std::vector<int64_t> widths, std::vector<std::string> also, bool per_token,
+             std::map<int64_t, std::vector<float>> ranges) {
+            auto* v = new (self) ortserve::VersionOutput();
+            v->kind = std::move(kind);
+            v->name = std::move(output);
+            v->labels = std::move(labels);
+            v->multi_label = multi_label;
+            v->pairs = pairs;
+            v->score = std::move(score);
+            v->prompts = std::move(prompts);
+            v->widths = std::move(widths);
+            v->ranges = std::move(ranges);
+            v->also = std::move(also);
+            v->per_token = per_token;
           },
           "kind"_a, "output"_a, nb::kw_only(), "labels"_a = std::vector<std::string>(), "multi_label"_a = false,
           "pairs"_a = false, "score"_a = "", "prompts"_a = std::map<std::string, std::string>(),
           "widths"_a = std::vector<int64_t>(), "also"_a = std::vector<std::string>(), "per_token"_a = false,
+          "ranges"_a = std::map<int64_t, std::vector<float>>(),
           "kind (for messages), output (the default reply output's name), labels, multi_label, pairs (takes "
           "TEXT_PAIR), score (a reranker's activation), prompts {name: text}, widths (an embedding's, its own "
-          "first), also (the outputs a call may ask for besides output), per_token (a row per token).")
+          "first), also (the outputs a call may ask for besides output), per_token (a row per token), ranges {width: "
+          "starts then ends, 2 x width floats} (an embedding's calibrated ranges, for int8 and uint8).")
       .def_ro("kind", &ortserve::VersionOutput::kind)
       .def_ro("output", &ortserve::VersionOutput::name)
       .def_ro("labels", &ortserve::VersionOutput::labels)
       .def_ro("also", &ortserve::VersionOutput::also)
-      .def_ro("per_token", &ortserve::VersionOutput::per_token);
+      .def_ro("per_token", &ortserve::VersionOutput::per_token)
+      .def_ro("ranges", &ortserve::VersionOutput::ranges);
   m.attr("TEXT_INPUT") = ortserve::kTextInput;
   m.attr("PAIR_INPUT") = ortserve::kPairInput;
   m.attr("SCORE_OUTPUT") = ortserve::kScoreOutput;
@@ -94,6 +107,35 @@ void BindWire(nb::module_& m) {
   m.attr("TOKEN_OFFSETS_OUTPUT") = ortserve::kTokenOffsetsOutput;
   m.attr("CHARS_READ_OUTPUT") = ortserve::kCharsReadOutput;
   m.attr("MAX_REQUEST_ID_BYTES") = ortserve::kMaxRequestIdBytes;
+  m.attr("EMBEDDING_TYPE_PARAM") = ortserve::kEmbeddingTypeParam;
+  {
+    nb::list types;
+    for (const char* name : {"float", "int8", "uint8", "binary", "ubinary"}) {
+      if (ortserve::ParseEmbeddingType(name)) types.append(name);
+    }
+    m.attr("EMBEDDING_TYPES") = nb::tuple(types);  // the embedding_type parameter's values (embedding_types.h)
+  }
+  m.def(
+      "quantize_embeddings",
+      [](nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> values, const std::string& type,
+         std::optional<std::vector<float>> ranges) {
+        const auto parsed = ortserve::ParseEmbeddingType(type);
+        if (!parsed || *parsed == ortserve::EmbeddingType::kFloat) {
+          throw nb::value_error("type must be a compact one: 'int8', 'uint8', 'binary' or 'ubinary'");
+        }
+        const int rows = static_cast<int>(values.shape(0)), columns = static_cast<int>(values.shape(1));
+        if (ortserve::NeedsRanges(*parsed) && (!ranges || ranges->size() != 2 * static_cast<size_t>(columns))) {
+          throw nb::value_error("int8 and uint8 need ranges: 2 x columns floats, starts then ends");
+        }
+        const std::vector<uint8_t> out =
+            ortserve::Quantize(values.data(), rows, columns, *parsed, ranges ? ranges->data() : nullptr);
+        return nb::make_tuple(nb::bytes(reinterpret_cast<const char*>(out.data()), out.size()),
+                              ortserve::Signed(*parsed) ? "INT8" : "UINT8",
+                              ortserve::QuantizedColumns(*parsed, columns));
+      },
+      "values"_a, "type"_a, "ranges"_a.none() = nb::none(),
+      "The wire rules' compact embedding (embedding_types.h) of float32 [rows, columns]: (bytes, datatype, "
+      "columns of the reply), one byte a value; ranges: starts then ends (int8, uint8).");
   nb::exception<WireRefusal> wire_error(m, "WireError", PyExc_ValueError);
   nb::exception<WireTooManyTexts>(m, "WireTooManyTexts", wire_error);
 
@@ -113,22 +155,26 @@ void BindWire(nb::module_& m) {
               "when absent (the batcher decides by the call's size)")
       .def_ro("prompt_name", &OwnedWireCall::prompt_name, "the prompt_name parameter; None when absent")
       .def_ro("dimensions", &OwnedWireCall::dimensions,
-              "the dimensions parameter (the embedding width to truncate to); 0 when absent");
+              "the dimensions parameter (the embedding width to truncate to); 0 when absent")
+      .def_prop_ro(
+          "embedding_type",
+          [](const OwnedWireCall& self) { return std::string(ortserve::EmbeddingTypeName(self.embedding_type)); },
+          "the embedding_type parameter ('float' when absent)");
 
   m.def(
       "decode_call",
       [](nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores, nb::handle routing_key,
          long long max_texts_per_request, nb::handle aggregation, nb::handle priority, nb::handle prompt_name,
-         nb::handle dimensions) {
+         nb::handle dimensions, nb::handle embedding_type) {
         auto decoded = ortserve::Decode(RequestOf(inputs, outputs, raw_input_contents, scores, routing_key,
-                                                  aggregation, priority, prompt_name, dimensions),
+                                                  aggregation, priority, prompt_name, dimensions, embedding_type),
                                         max_texts_per_request);
         if (auto* error = std::get_if<ortserve::WireError>(&decoded)) Raise(*error);
         return Own(std::get<ortserve::DecodedCall>(decoded));
       },
       "inputs"_a, "outputs"_a, "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(), "max_texts_per_request"_a,
       "aggregation"_a.none() = nb::none(), "priority"_a.none() = nb::none(), "prompt_name"_a.none() = nb::none(),
-      "dimensions"_a.none() = nb::none(),
+      "dimensions"_a.none() = nb::none(), "embedding_type"_a.none() = nb::none(),
       "The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: "
       "[(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a "
       "parameter: None when absent, else (WhichOneof('parameter_choice'), value).");
@@ -146,10 +192,10 @@ void BindWire(nb::module_& m) {
       "prepare_call",
       [](nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores, nb::handle routing_key,
          long long max_texts_per_request, nb::handle aggregation, nb::handle priority, nb::handle prompt_name,
-         nb::handle dimensions, nb::tuple headers) {
+         nb::handle dimensions, nb::handle embedding_type, nb::tuple headers) {
         ortserve::PreparedCall prepared = ortserve::PrepareCall(
             RequestOf(inputs, outputs, raw_input_contents, scores, routing_key, aggregation, priority, prompt_name,
-                      dimensions),
+                      dimensions, embedding_type),
             ortserve::CallHeadersOf(headers), max_texts_per_request);
         OwnedPreparedCall owned;
         owned.request_id = std::move(prepared.request_id);
@@ -165,7 +211,7 @@ void BindWire(nb::module_& m) {
       },
       "inputs"_a, "outputs"_a, "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(),
       "max_texts_per_request"_a, "aggregation"_a.none(), "priority"_a.none(), "prompt_name"_a.none(),
-      "dimensions"_a.none(), "headers"_a,
+      "dimensions"_a.none(), "embedding_type"_a.none(), "headers"_a,
       "A ModelInfer's first steps in one call, as the native front end takes them: the request id, the trace "
       "context, decode_call's call and the routing key; headers: (x-request-id, x-routing-key, traceparent, "
       "tracestate, b3, x-b3-traceid, x-b3-spanid, x-b3-sampled, x-b3-flags), '' when absent.");

@@ -50,6 +50,26 @@ std::optional<WireError> CheckDimensions(const DecodedCall& call, const VersionO
                  narrower + " only: send one of " + allowed + ", " + narrower);
 }
 
+// embedding_type: float for every version; a compact type for an embedding model; int8 and uint8 where its manifest
+// recorded the ranges of the width the call gets.
+std::optional<WireError> CheckEmbeddingType(const DecodedCall& call, const VersionOutput& version,
+                                            std::string_view model) {
+  if (call.embedding_type == EmbeddingType::kFloat) return std::nullopt;
+  const std::string what = "request parameter " + Quote(kEmbeddingTypeParam) + " " +
+                           PyRepr(EmbeddingTypeName(call.embedding_type));
+  if (version.widths.empty()) {
+    return Invalid(what + " applies to an embedding model's " + Quote(kEmbeddingOutput) + "; model " + Quote(model) +
+                   " is " + Article(version.kind));
+  }
+  if (!NeedsRanges(call.embedding_type)) return std::nullopt;
+  const int64_t width = call.dimensions > 0 ? call.dimensions : version.widths.front();
+  const auto found = version.ranges.find(width);
+  if (found != version.ranges.end() && found->second.size() == static_cast<size_t>(2 * width)) return std::nullopt;
+  return Invalid(what + " is refused: model " + Quote(model) + "'s bundle records no calibrated ranges" +
+                 (version.ranges.empty() ? std::string() : " at " + std::to_string(width) + " dimensions") +
+                 " (embedding_ranges, written at import); ask for 'float', 'binary' or 'ubinary', or re-import it");
+}
+
 }  // namespace
 
 std::vector<std::string> PromptedTexts(const DecodedCall& call, const VersionOutput& version) {
@@ -93,7 +113,8 @@ std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutp
     }
   }
   if (auto error = CheckPrompt(call, version, model)) return error;
-  return CheckDimensions(call, version, model);
+  if (auto error = CheckDimensions(call, version, model)) return error;
+  return CheckEmbeddingType(call, version, model);
 }
 
 }  // namespace ortserve

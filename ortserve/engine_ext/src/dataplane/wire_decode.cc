@@ -241,6 +241,18 @@ std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long lon
     call.prompt_name = request.prompt_name.string_value;
   }
   if (auto error = DecodeDimensions(request.dimensions, call.dimensions)) return *error;
+  if (request.embedding_type.present) {
+    const std::string what = "request parameter " + Quote(kEmbeddingTypeParam);
+    if (request.embedding_type.kind != WireParam::Kind::kString) {
+      return Invalid(what + " must be a string (string_param), got " + request.embedding_type.KindName());
+    }
+    const auto type = ParseEmbeddingType(request.embedding_type.string_value);
+    if (!type) {
+      return Invalid(what + " must be " + EmbeddingTypeChoices() + ", got " +
+                     PyRepr(request.embedding_type.string_value));
+    }
+    call.embedding_type = *type;
+  }
   for (const WireOutput& out : request.outputs) {
     if (out.binary_data.kind == WireParam::Kind::kBool) {
       call.raw_output = out.binary_data.bool_value;

@@ -254,6 +254,28 @@ std::vector<float> Truncated(const float* values, int rows, int columns, int k) 
   return out;
 }
 
+// An embedding's values as the call's compact type (embedding_types.h): INT8 or UINT8, one byte a value, raw or as
+// ints; `ranges` the width's (CheckOutputs let int8 and uint8 through only where the version has them).
+ReplyTensor QuantizedTensor(std::string_view name, const float* values, int rows, int columns, EmbeddingType type,
+                            const VersionOutput& version, bool raw) {
+  const auto found = version.ranges.find(columns);
+  const bool ranged = found != version.ranges.end() && found->second.size() == 2 * static_cast<size_t>(columns);
+  if (NeedsRanges(type) && !ranged) throw std::invalid_argument("int8 and uint8 need the width's ranges");
+  const std::vector<uint8_t> bytes = Quantize(values, rows, columns, type, ranged ? found->second.data() : nullptr);
+  ReplyTensor t;
+  t.name = std::string(name);
+  t.datatype = Signed(type) ? "INT8" : "UINT8";
+  t.shape = {rows, QuantizedColumns(type, columns)};
+  t.raw = raw;
+  if (raw) {
+    t.raw_bytes.assign(bytes.begin(), bytes.end());
+  } else {
+    t.int64.reserve(bytes.size());
+    for (uint8_t b : bytes) t.int64.push_back(Signed(type) ? static_cast<int8_t>(b) : b);
+  }
+  return t;
+}
+
 }  // namespace
 
 std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOutput& version, const float* values,
@@ -270,6 +292,11 @@ std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOut
     return EncodeOutputs(full, version, truncated.data(), rows, k, tokens);
   }
   std::vector<ReplyTensor> tensors;
+  if (call.embedding_type != EmbeddingType::kFloat) {  // CheckOutputs let it through for an embedding model only
+    tensors.push_back(QuantizedTensor(version.name, values, rows, columns, call.embedding_type, version,
+                                      call.raw_output));
+    return tensors;
+  }
   auto score = [&] {
     std::vector<float> scores(static_cast<size_t>(std::max(rows, 0)));
     for (size_t r = 0; r < scores.size(); ++r) {
