@@ -18,7 +18,8 @@ The checks (`Checks`, the `registry rollout` flags of the same names):
                   least `min_agreement` of what was judged; judged once `min_judged` items were
     error rate    the candidate's failed calls (shadow or live) over its calls at most `max_error_rate`
     P99 ratio     the candidate's P99 latency over the stable version's in the same stage at most `max_p99_ratio`
-                  (from merged histograms, as Prometheus' histogram_quantile reads them)
+                  (from merged histograms, as Prometheus' histogram_quantile reads them); canary stages only: a
+                  shadow copy runs in the lowest class, so its time is not what a caller would see
 """
 
 from __future__ import annotations
@@ -308,8 +309,11 @@ def p99_ratio(figures: Figures) -> float | None:
     return candidate / stable if stable > 0 else math.inf
 
 
-def breaches(figures: Figures, checks: Checks) -> tuple[Breach, ...]:
-    """Which checks the figures fail, each with its figures; a check with too few calls to judge never fails."""
+def breaches(figures: Figures, checks: Checks, *, latency: bool = True) -> tuple[Breach, ...]:
+    """Which checks the figures fail, each with its figures; a check with too few calls to judge never fails.
+    `latency`: judge the P99 ratio (not in a shadow stage, whose copies run in the lowest class on a one-thread
+    lane, batched otherwise than the live calls: their time says how the copies were run, not how the candidate
+    would answer callers; the canary steps judge it on live calls)."""
     out: list[Breach] = []
     tally = figures.agreement
     agreement = tally.agreement
@@ -321,7 +325,7 @@ def breaches(figures: Figures, checks: Checks) -> tuple[Breach, ...]:
     if cand.calls >= checks.min_calls and rate is not None and rate > checks.max_error_rate:
         out.append(Breach("error rate", f"error rate {rate:.4f} > {checks.max_error_rate:g} ({cand.errors} of "
                                         f"{cand.calls} calls failed)"))
-    ratio = p99_ratio(figures)
+    ratio = p99_ratio(figures) if latency else None
     if (ratio is not None and cand.calls >= checks.min_calls and figures.stable.calls >= checks.min_calls
             and ratio > checks.max_p99_ratio):
         p_s, p_c = figures.stable.latency.quantile(0.99), figures.candidate.latency.quantile(0.99)
@@ -459,7 +463,7 @@ def decide(rollout: Rollout, figures: Figures, now: float) -> Decision:
     """What the rollout does next, on the summed figures of its current stage (pure)."""
     if not rollout.running:
         return Hold(f"rollout {rollout.status}")
-    found = breaches(figures, rollout.plan.checks)
+    found = breaches(figures, rollout.plan.checks, latency=not rollout.current.shadow_percent)
     if found:
         return RollBack(found)
     stage = rollout.current

@@ -143,6 +143,7 @@ def test_the_cli_prints_the_bf16_gate_table_and_a_summary(cli: Cli, source: Path
     assert table["argmax agreement, decisive (margin >= 0.1)"].startswith(f"1.0000 ({CORPUS}/{CORPUS})")
     assert table["its lower bound (one-sided 95%, Clopper-Pearson)"].split()[-2:] == [">=", "0.99"]
     assert "texts/s, engine alone (2 threads, batches of 16)" in table and "CPU" in table
+    assert table["timed as"] == "one session, batch after batch (served under load: scripts/bench)"
     assert "AVX-512 BF16" in table["CPU"] or "AMX-BF16" in table["CPU"]
     assert lines[-1].startswith(f"optimised {source} -> {tmp_path / 'bf16'}: level bf16, precision bf16; nodes ")
     assert load_manifest(tmp_path / "bf16").precision == "bf16"

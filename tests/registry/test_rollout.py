@@ -76,16 +76,26 @@ def test_a_stage_waits_for_enough_calls_and_judged_answers() -> None:
 @pytest.mark.parametrize(("figures", "check"), [
     (Figures("r1", 0, side(50), side(50), Tally(calls=50, judged=50, agreed=48)), "agreement"),
     (Figures("r1", 0, side(50), side(50, errors=2), Tally(calls=50, judged=50, agreed=50)), "error rate"),
-    (Figures("r1", 0, side(50), side(50, seconds=0.05), Tally(calls=50, judged=50, agreed=50)), "p99 ratio"),
+    (Figures("r1", 1, side(50), side(50, seconds=0.05)), "p99 ratio"),
 ])
 def test_a_breach_rolls_back_at_once_and_says_which_check_with_its_figures(figures: Figures, check: str) -> None:
     r = Rollout.begin(PLAN, "r1", now=0.0)
+    if figures.stage:  # a canary step
+        r = r.after(Advance(figures.stage), healthy(0), now=0.0)
+        assert r is not None
     decision = decide(r, figures, now=1.0)  # long before the stage's time is up
     assert isinstance(decision, RollBack) and [b.check for b in decision.breaches] == [check]
     back = r.after(decision, figures, now=1.0)
     assert back is not None and back.status == "rolled_back" and back.weights() == {"v1": 100}
     assert back.reason.startswith(check) and back.shadow() is None
     assert back.story[-1].event == "rolled back" and check in back.story[-1].detail
+
+
+def test_the_shadow_stage_judges_agreement_and_errors_not_the_copies_latency() -> None:
+    r = Rollout.begin(PLAN, "r1", now=0.0)
+    slow_copies = Figures("r1", 0, side(50), side(50, seconds=0.05), Tally(calls=50, judged=50, agreed=50))
+    assert decide(r, slow_copies, now=1.0) == Hold("shadow: 29s to hold")
+    assert [b.check for b in breaches(slow_copies, CHECKS)] == ["p99 ratio"]  # what a canary step would judge
 
 
 def test_checks_with_too_few_calls_never_fail() -> None:
