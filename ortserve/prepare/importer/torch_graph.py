@@ -6,8 +6,10 @@
 
 Their forward takes exactly the bundle's inputs (input_ids, attention_mask, and token_type_ids where the model uses
 them). The pooling is sentence-transformers' (Pooling._forward_padded, right-padded batches): cls is the first
-token, max skips padding, mean divides by the unmasked count (at least 1e-9), mean_sqrt_len_tokens by its root;
-several modes are concatenated in order; Normalize is F.normalize (x / max(||x||, 1e-12)).
+token, max skips padding, mean divides by the unmasked count (at least 1e-9), mean_sqrt_len_tokens by its root,
+lasttoken takes the last position the mask keeps (Pooling's own rule, so left and right padding pool the same token;
+the mask in int32, as sentence-transformers traces it); several modes are concatenated in order; Normalize is
+F.normalize (x / max(||x||, 1e-12)).
 
 This module imports torch at import time: only torch_side.py imports it, inside the import path.
 """
@@ -59,6 +61,8 @@ class SentenceVector(torch.nn.Module):
         for mode in self.modes:
             if mode == "cls":
                 parts.append(hidden[:, 0])
+            elif mode == "lasttoken":
+                parts.append(last_token(hidden, attention_mask))
             elif mode == "max":
                 parts.append(hidden.masked_fill(mask == 0, float("-inf")).max(dim=1).values)
             else:  # mean, mean_sqrt_len_tokens
@@ -68,3 +72,12 @@ class SentenceVector(torch.nn.Module):
                 parts.append(summed / (count if mode == "mean" else torch.sqrt(count)))
         vector = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
         return F.normalize(vector, p=2.0, dim=1) if self.normalize else vector
+
+
+def last_token(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """[batch, hidden]: each row's vector at the last position its mask keeps (the first for an all-zero mask, as
+    sentence-transformers), whichever side the row is padded on."""
+    values, from_end = attention_mask.to(torch.int32).flip(1).max(1)
+    last = hidden.shape[1] - 1 - from_end  # the sequence axis stays symbolic in the trace
+    index = torch.where(values == 0, torch.zeros_like(last), last).view(-1, 1, 1).expand(-1, 1, hidden.shape[-1])
+    return torch.gather(hidden, 1, index).squeeze(1)

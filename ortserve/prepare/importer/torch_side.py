@@ -193,6 +193,8 @@ def _model(checkpoint: Checkpoint, auto: Any, **kwargs: Any) -> Any:
         raise CheckpointError(f"{checkpoint.model_dir}: the weights do not load ({type(e).__name__}: "
                               f"{_first_line(e)})") from None
     _check_loaded(checkpoint, info)
+    if checkpoint.architecture.decoder:  # one forward pass, no generation: no KV cache to build or export
+        model.config.use_cache = False
     return model.float().eval()
 
 
