@@ -253,9 +253,10 @@ DECODER_MATRYOSHKA_DIMS = (16, 8)
 """The widths the tests import the Qwen3-Embedding-shaped directory with (--matryoshka-dims)."""
 
 
-def make_decoder_tokenizer() -> Any:
+def make_decoder_tokenizer(*, append_end: bool = True) -> Any:
     """Qwen's tokenizer, shaped as Qwen3-Embedding ships it: byte-level BPE after Qwen's split, trained on the
-    corpus, `$A <|endoftext|>` after every text, <|endoftext|> as pad, padding on the left."""
+    corpus (and on "yes" and "no", so that each is one token, as in Qwen's vocabulary), `$A <|endoftext|>` after every
+    text (`append_end`; Qwen3-Reranker's adds nothing), <|endoftext|> as pad, padding on the left."""
     import transformers
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
@@ -264,26 +265,33 @@ def make_decoder_tokenizer() -> Any:
         pre_tokenizers.Split(Regex(QWEN_SPLIT), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(corpus(), trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=list(DECODER_SPECIALS),
-                                                          initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=list(DECODER_SPECIALS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([*corpus(), *["yes", "no"] * 50], trainer)
     end = DECODER_SPECIALS[0]
-    tok.post_processor = processors.TemplateProcessing(single=f"$A {end}", pair=f"$A {end} $B {end}",
-                                                       special_tokens=[(end, tok.token_to_id(end))])
+    if append_end:
+        tok.post_processor = processors.TemplateProcessing(single=f"$A {end}", pair=f"$A {end} $B {end}",
+                                                           special_tokens=[(end, tok.token_to_id(end))])
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=end, eos_token=DECODER_SPECIALS[2],
                                                 padding_side="left")
 
 
-def make_decoder_checkpoint(dest: Path, architecture: str = "qwen3", *, seed: int = 0, causal_lm: bool = False) -> Path:
+def make_decoder_checkpoint(dest: Path, architecture: str = "qwen3", *, seed: int = 0, causal_lm: bool = False,
+                            reranker: bool = False) -> Path:
     """A decoder's save_pretrained directory: the base model (Qwen3Model), or with `causal_lm` its *ForCausalLM, as
-    Qwen3-Embedding's config.json names it. Returns `dest`."""
+    Qwen3-Embedding's config.json names it; `reranker`: a Qwen3ForCausalLM shaped as Qwen3-Reranker's (its tokenizer
+    appends nothing). Returns `dest`."""
     import torch
     import transformers
 
     transformers.logging.set_verbosity_error()
-    tokenizer = make_decoder_tokenizer()
+    causal_lm = causal_lm or reranker
+    tokenizer = make_decoder_tokenizer(append_end=not reranker)
     kw: dict[str, Any] = {"vocab_size": len(tokenizer), "hidden_size": HIDDEN, "num_hidden_layers": LAYERS,
                           "num_attention_heads": HEADS, "num_key_value_heads": 1, "intermediate_size": INTERMEDIATE,
-                          "max_position_embeddings": POSITIONS, "pad_token_id": tokenizer.pad_token_id,
+                          # A reranker's prompt takes ~180 of this tokenizer's tokens before the pair's own.
+                          "max_position_embeddings": POSITIONS * (4 if reranker else 1),
+                          "pad_token_id": tokenizer.pad_token_id,
                           "bos_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id,
                           "tie_word_embeddings": True}
     if architecture == "qwen3":

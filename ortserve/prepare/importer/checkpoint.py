@@ -16,8 +16,9 @@ similarity is then a dot product).
 
 A decoder the import takes (architectures.py: Qwen2, Qwen3) is an embedding model: a sentence-transformers directory
 pools as it says (Qwen3-Embedding's is lasttoken + Normalize, with its prompts), a base model (`*Model`) at its last
-token, normalised; a `*ForCausalLM` in the transformers layout needs `--task embed` (its head is left out). The last
-token is the last one the attention mask keeps, so a batch padded on either side pools the same token.
+token, normalised; a `*ForCausalLM` in the transformers layout needs `--task embed` (its head is left out) or
+`--task rerank` (a reranker in Qwen3-Reranker's form: yes_no_reranker.py). The last token is the last one the
+attention mask keeps, so a batch padded on either side pools the same token.
 
 A classifier of pairs of texts (a cross-encoder: reranking, NLI, duplicates) is told apart by the sentence-transformers
 CrossEncoder layout (config_sentence_transformers.json with model_type CrossEncoder, or the sentence_transformers
@@ -120,6 +121,9 @@ class Checkpoint:
     """A one-label classifier of pairs (a reranker): "sigmoid" or "identity", what CrossEncoder applies."""
     cross_encoder: bool = False
     """The directory is in sentence-transformers' CrossEncoder layout."""
+    yes_no: bool = False
+    """A decoder reranker in Qwen3-Reranker's form (a *ForCausalLM imported with --task rerank): its one label is
+    logit(yes) - logit(no) at the last token, its score the sigmoid of that (yes_no_reranker.py)."""
     prompts: tuple[tuple[str, str], ...] = ()
     """(name, text) per prompt a sentence-transformers directory names (config_sentence_transformers.json's
     `prompts`): kept in the bundle, and put before a text whose call asks for it by name (`prompt_name`)."""
@@ -159,6 +163,7 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
                               "(--task tokens) reads one text")
     cross_encoder = _cross_encoder_activation(root) if root.is_dir() else None
     wants_pairs = task == RERANK or bool(pairs) or (pairs is None and cross_encoder is not None and task != EMBED)
+    rerank = task == RERANK
     if task == RERANK:
         task = CLASSIFY
     if pooling is not None and pooling not in POOLING_MODES:
@@ -189,6 +194,15 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
     detected = (EMBED if layout == SENTENCE_TRANSFORMERS else CLASSIFY if class_name.endswith(CLASSIFIER_SUFFIX)
                 else TOKENS if class_name.endswith(TOKEN_CLASSIFIER_SUFFIX) else EMBED)
     chosen = task or detected
+    if architecture.decoder and rerank:
+        if layout != TRANSFORMERS or not class_name.endswith("ForCausalLM"):
+            raise CheckpointError(f"{model_dir}: --task rerank takes a decoder as a causal LM asked yes or no "
+                                  f"(Qwen3-Reranker's form, a *ForCausalLM), not {class_name}")
+        if pooling is not None:
+            raise CheckpointError("--pooling applies to embedding models; a decoder reranker reads its last token")
+        return Checkpoint(path=root, model_dir=model_dir, layout=layout, config=config, architecture=architecture,
+                          class_name=class_name, task=CLASSIFY, labels=("yes",), weights=weights, pairs=True,
+                          score_activation="sigmoid", yes_no=True)
     if wants_pairs and TOKENS in (chosen, detected):
         raise CheckpointError(f"{model_dir}: {class_name} is a token classifier, which reads one text; a classifier "
                               "of pairs (a cross-encoder: --pairs, --task rerank) needs a sequence-classification head")
@@ -207,10 +221,12 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
                               "whose config.json names no class)")
     if architecture.decoder and chosen != EMBED:
         raise CheckpointError(f"{model_dir}: {class_name} is a decoder ({architecture.name}); `registry import` takes "
-                              "decoders as embedding models (last-token pooling), not as classifiers")
+                              "decoders as embedding models (last-token pooling) or, a *ForCausalLM, as rerankers "
+                              "(--task rerank), not as classifiers")
     if task is None and layout == TRANSFORMERS and architecture.decoder and not class_name.endswith(ENCODER_SUFFIXES):
         raise CheckpointError(f"{model_dir}: {class_name} is a causal language model; --task embed imports it as an "
-                              "embedding model (its last token's hidden state, L2-normalised)")
+                              "embedding model (its last token's hidden state, L2-normalised), --task rerank as a "
+                              "reranker asked yes or no (Qwen3-Reranker's form)")
     if task is None and layout == TRANSFORMERS and chosen == EMBED and not class_name.endswith(ENCODER_SUFFIXES):
         raise CheckpointError(f"{model_dir}: {class_name} is neither a sequence or token classifier nor a plain "
                               f"encoder; --task embed imports its encoder alone")

@@ -3,6 +3,8 @@
     Logits(model, takes_token_types)                    model(...).logits as float32 [batch, labels] (a token
                                                         classifier's [batch, sequence, labels])
     SentenceVector(encoder, modes, normalize, ...)      last_hidden_state -> pooling -> optional L2 norm [batch, dim]
+    YesNoLogit(causal_lm, no_id, yes_id)                a decoder reranker's logit(yes) - logit(no) at the last
+                                                        token the mask keeps [batch, 1] (yes_no_reranker.py)
 
 Their forward takes exactly the bundle's inputs (input_ids, attention_mask, and token_type_ids where the model uses
 them). The pooling is sentence-transformers' (Pooling._forward_padded, right-padded batches): cls is the first
@@ -81,3 +83,19 @@ def last_token(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tens
     last = hidden.shape[1] - 1 - from_end  # the sequence axis stays symbolic in the trace
     index = torch.where(values == 0, torch.zeros_like(last), last).view(-1, 1, 1).expand(-1, 1, hidden.shape[-1])
     return torch.gather(hidden, 1, index).squeeze(1)
+
+
+class YesNoLogit(torch.nn.Module):
+    """A causal LM's logit(yes) - logit(no) at each row's last token: the LM head's two rows only, on that one state
+    (the card computes every logit at every position and keeps two of the last)."""
+
+    def __init__(self, causal_lm: Any, *, no_id: int, yes_id: int) -> None:
+        super().__init__()
+        self.body = causal_lm.get_decoder() if hasattr(causal_lm, "get_decoder") else causal_lm.model
+        self.head = causal_lm.get_output_embeddings()
+        self.no_id, self.yes_id = no_id, yes_id
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        logits = self.head(last_token(hidden, attention_mask))[:, [self.no_id, self.yes_id]].float()
+        return logits[:, 1:] - logits[:, :1]

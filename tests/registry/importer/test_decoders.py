@@ -166,7 +166,11 @@ DECODER_REFUSALS = {
     "a causal LM without --task": ("qwen3-lm", {}, "Qwen3ForCausalLM is a causal language model; --task embed "
                                                    "imports it as an embedding model"),
     "a decoder as a classifier": ("qwen3", {"task": "classify"}, "has no sequence-classification head"),
-    "a decoder as pairs": ("qwen3", {"task": "rerank"}, "has no sequence-classification head"),
+    "a base decoder as a reranker": ("qwen3", {"task": "rerank"}, "--task rerank takes a decoder as a causal LM "
+                                                                  "asked yes or no (Qwen3-Reranker's form, a "
+                                                                  "*ForCausalLM), not Qwen3Model"),
+    "pooling for a decoder reranker": ("qwen3-lm", {"task": "rerank", "pooling": "mean"},
+                                       "--pooling applies to embedding models"),
 }
 
 
