@@ -201,6 +201,8 @@ def test_the_rerank_routes_rank_and_score_as_the_card(served: ServerProcess, car
         assert reply.status_code == 200, reply.text
         results = reply.json()["results"]
         assert [r["index"] for r in results] == best_first, path
+        if path == "/v1/rerank":  # the tokens the model read: the card's ids, its prompt included
+            assert reply.json()["usage"]["total_tokens"] == sum(map(len, card.ids([QUERY] * len(PASSAGES), PASSAGES)))
         np.testing.assert_allclose([r["relevance_score"] for r in results], expected[best_first],
                                    atol=SCORE_TOLERANCE, rtol=0)
     tei = requests.post(url + "/rerank", json={"model": MODEL, "query": QUERY, "texts": PASSAGES}, timeout=30).json()
