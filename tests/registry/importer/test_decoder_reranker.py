@@ -230,3 +230,19 @@ def test_a_text_without_its_pair_is_refused(stub: Any) -> None:
     with pytest.raises(grpc.RpcError) as caught:
         stub.ModelInfer(infer_request(["just one text"], model=MODEL))
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "TEXT_PAIR" in caught.value.details()
+
+
+def test_the_server_tokenizer_reads_the_template_query_first(reranker: tuple[Path, ImportResult], card: Card) -> None:
+    """open_tokenizer with the manifest's template: HF tokenizers (`native` refused naming why), each pair as the
+    card's ids, the query first."""
+    from ortserve.service.tokenization import TokenizerError, open_tokenizer
+
+    path, manifest = reranker[1].path / "tokenizer.json", reranker[1].manifest
+    tokenizer = open_tokenizer(path, MAX_SEQ_LEN, pairs=True, pair_template=manifest.pair_template)
+    assert tokenizer.kind == "hf" and tokenizer.encode_pairs is not None
+    ids, seconds = tokenizer.encode_pairs([QUERY] * len(PASSAGES), PASSAGES)
+    assert [row.tolist() for row in ids] == card.ids([QUERY] * len(PASSAGES), PASSAGES) and set(seconds) == {0}
+    backwards, _ = tokenizer.encode_pairs(PASSAGES[:1], [QUERY])
+    assert backwards[0].tolist() != ids[0].tolist()
+    with pytest.raises(TokenizerError, match="a pair template"):
+        open_tokenizer(path, MAX_SEQ_LEN, "native", pairs=True, pair_template=manifest.pair_template)
