@@ -238,7 +238,7 @@ def _config(architecture: str, tokenizer: Any, **overrides: Any) -> Any:
 
 # -- decoders ------------------------------------------------------------------------------------------------
 
-DECODERS = ("qwen3", "qwen2")
+DECODERS = ("qwen3", "qwen2", "llama", "mistral")
 """The decoder architectures `registry import` takes as embedding models (last-token pooling)."""
 DECODER_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 """Qwen's special tokens, first in the vocabulary: <|endoftext|> pads and ends every text, as Qwen3-Embedding's

@@ -30,6 +30,8 @@ SUPPORTED = {a.model_type: a for a in (
     Architecture("modernbert", "ModernBERT"),
     Architecture("qwen2", "Qwen2", decoder=True),
     Architecture("qwen3", "Qwen3", decoder=True),
+    Architecture("llama", "Llama", decoder=True),  # e5-mistral-style embedders: the same code, last-token pooling
+    Architecture("mistral", "Mistral", decoder=True),
 )}
 SUPPORTED_NAMES = ", ".join(a.name for a in SUPPORTED.values())
 ENCODER_NAMES = ", ".join(a.name for a in SUPPORTED.values() if not a.decoder)
@@ -40,6 +42,6 @@ DECODER_NAMES = ", ".join(a.name for a in SUPPORTED.values() if a.decoder)
 GENERATIVE_HEADS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForSeq2SeqLM")
 # model_types that are decoder-only language models the import does not take (a supported decoder's row wins).
 DECODER_TYPES = frozenset({
-    "gpt2", "gpt_neo", "gpt_neox", "gptj", "llama", "mistral", "mixtral", "qwen2", "qwen3", "phi", "phi3", "gemma",
+    "gpt2", "gpt_neo", "gpt_neox", "gptj", "mixtral", "phi", "phi3", "gemma",
     "gemma2", "gemma3", "falcon", "bloom", "opt", "mpt", "olmo", "olmo2", "codegen", "starcoder2", "stablelm",
 })

@@ -14,11 +14,11 @@ sentence-transformers directory becomes an embedding model, pooled as 1_Pooling/
 encoder, or `--pooling`) and normalised where a Normalize module is listed (always for a plain encoder: cosine
 similarity is then a dot product).
 
-A decoder the import takes (architectures.py: Qwen2, Qwen3) is an embedding model: a sentence-transformers directory
-pools as it says (Qwen3-Embedding's is lasttoken + Normalize, with its prompts), a base model (`*Model`) at its last
-token, normalised; a `*ForCausalLM` in the transformers layout needs `--task embed` (its head is left out) or
-`--task rerank` (a reranker in Qwen3-Reranker's form: yes_no_reranker.py). The last token is the last one the
-attention mask keeps, so a batch padded on either side pools the same token.
+A decoder the import takes (architectures.py: Qwen2, Qwen3, Llama, Mistral) is an embedding model: a
+sentence-transformers directory pools as it says (Qwen3-Embedding's is lasttoken + Normalize, with its prompts), a
+base model (`*Model`) at its last token, normalised; a `*ForCausalLM` in the transformers layout needs `--task embed`
+(its head is left out) or `--task rerank` (a reranker in Qwen3-Reranker's form: yes_no_reranker.py). The last token
+is the last one the attention mask keeps, so a batch padded on either side pools the same token.
 
 A classifier of pairs of texts (a cross-encoder: reranking, NLI, duplicates) is told apart by the sentence-transformers
 CrossEncoder layout (config_sentence_transformers.json with model_type CrossEncoder, or the sentence_transformers

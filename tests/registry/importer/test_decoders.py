@@ -19,6 +19,7 @@ from support.bf16 import bf16_unavailable
 from support.hf_checkpoints import (
     DECODER_MATRYOSHKA_DIMS,
     DECODER_SPECIALS,
+    DECODERS,
     IMPORT_MAX_SEQ_LEN,
     QWEN3_EMBEDDING_PROMPTS,
 )
@@ -67,7 +68,7 @@ def padded(bundle: Path, texts: list[str], side: str) -> dict[str, np.ndarray]:
     return {"input_ids": ids, "attention_mask": mask}
 
 
-@pytest.mark.parametrize("name", ["qwen3-st", "qwen3", "qwen2", "qwen3-lm"])
+@pytest.mark.parametrize("name", ["qwen3-st", "qwen3-lm", *DECODERS])
 def test_decoders_import_as_last_token_embedding_bundles(decoder_imported: dict[str, ImportResult],
                                                          name: str) -> None:
     result = decoder_imported[name]
@@ -183,12 +184,12 @@ def test_what_a_decoder_cannot_be_is_refused_in_one_line(decoder_checkpoints: di
 
 
 def test_other_decoders_are_still_refused_by_name(decoder_checkpoints: dict[str, Path], tmp_path: Path) -> None:
-    """Llama's model_type with the same files is a decoder the import does not take: refused naming what it takes."""
+    """Gemma's model_type with the same files is a decoder the import does not take: refused naming what it takes."""
     import shutil
 
-    copy = tmp_path / "llama"
+    copy = tmp_path / "gemma"
     shutil.copytree(decoder_checkpoints["qwen3"], copy)
     config = json.loads((copy / "config.json").read_text())
-    (copy / "config.json").write_text(json.dumps({**config, "model_type": "llama", "architectures": ["LlamaModel"]}))
-    with pytest.raises(CheckpointError, match=r"is a decoder language model; .* as embedding models: Qwen2, Qwen3"):
+    (copy / "config.json").write_text(json.dumps({**config, "model_type": "gemma", "architectures": ["GemmaModel"]}))
+    with pytest.raises(CheckpointError, match=r"decoder language model; .* models: Qwen2, Qwen3, Llama, Mistral"):
         import_checkpoint(copy, tmp_path / "out")
