@@ -160,6 +160,8 @@ def test_the_openai_route_answers_as_encode(served: ServerProcess, decoder_check
     got = np.asarray([d["embedding"] for d in doc["data"]], np.float32)
     assert_close(got, st_encode(decoder_checkpoints["qwen3-st"], TEXTS, prompt_name="query", truncate_dim=16,
                                 normalize_embeddings=True))
+    info = requests.get(f"http://127.0.0.1:{served.http_port}/info", params={"model": EMBEDDER}, timeout=30).json()
+    assert info["model_type"] == {"embedding": {"pooling": "last_token"}}  # TEI's name for lasttoken
     one = requests.post(url, json={"model": EMBEDDER, "input": TEXTS[2]}, timeout=60).json()
     assert_close(np.asarray([one["data"][0]["embedding"]], np.float32),
                  st_encode(decoder_checkpoints["qwen3-st"], TEXTS[2:3]))
