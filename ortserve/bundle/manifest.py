@@ -224,6 +224,16 @@ class BundleManifest:
         return {k: v for k, v in prompts.items() if isinstance(k, str) and isinstance(v, str)}
 
     @property
+    def pair_template(self) -> tuple[str, str, str] | None:
+        """A decoder reranker's text around each pair (`imported.pair_template`: before the first text, between the
+        two, after the second): the server reads `before + first + between + second + after` as one text. None for
+        any other bundle (a pair is then the tokenizer's own pair)."""
+        parts = self.imported.details.get("pair_template") if self.imported is not None else None
+        if not (self.pairs and isinstance(parts, list) and len(parts) == 3 and all(isinstance(p, str) for p in parts)):
+            return None
+        return parts[0], parts[1], parts[2]
+
+    @property
     def widths(self) -> tuple[int, ...]:
         """The embedding widths a call may ask for (`dimensions`), descending: its own dim, then the narrower ones it
         was trained to be truncated to; () for a classifier."""

@@ -87,7 +87,8 @@ class CohereApi:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not a reranker (a "
                                    "classifier of pairs with one score): rerank serves rerankers", "model")
         answer = await self._calls.run(request, served, documents, pairs=[query])
-        tokens = await self._calls.count_tokens(answer, documents, pairs=[query] * len(documents))
+        # Counted as the model read each pair: the query first (a decoder reranker's template is not symmetric).
+        tokens = await self._calls.count_tokens(answer, [query] * len(documents), pairs=documents)
         scores = answer.values[:, 0]
         order = sorted(range(len(documents)), key=lambda i: (-scores[i], i))[:top_n]
         results = [{"index": i, "relevance_score": float(scores[i]),

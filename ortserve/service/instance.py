@@ -180,7 +180,8 @@ class ModelInstance:
         bundle = Path(bundle_dir)
         manifest = load_manifest(bundle)
         bundle_tokenizer = open_tokenizer(bundle / "tokenizer.json", manifest.max_seq_len, tokenizer,
-                                          pairs=manifest.pairs, tokens=manifest.per_token)
+                                          pairs=manifest.pairs, tokens=manifest.per_token,
+                                          pair_template=manifest.pair_template)
 
         def open_engine(threads: int) -> Engine:
             session = copy.copy(options.engine)

@@ -48,6 +48,7 @@ ERROR_TYPES = {"invalid_request": "validation", "not_found": "validation", "too_
                "body_timeout": "validation", "unauthorized": "unauthorized"}
 """TEI's error_type per kind of error (text_calls.KINDS); any other is "backend"."""
 DTYPES = {"fp32": "float32", "fp16": "float16", "int8": "int8", "bf16": "bfloat16"}  # TEI's names
+TEI_POOLING = {"lasttoken": "last_token"}  # sentence-transformers' pooling names TEI's /info spells otherwise
 LOGITS = CLASSIFIER.wire_output
 
 
@@ -174,8 +175,9 @@ class TeiApi:
         if output.kind is EMBEDDING:
             imported = served.instance.manifest.imported
             pooling = (imported.details.get("pooling") if imported is not None else None) or "model"
-            model_type: dict[str, Any] = {"embedding": {"pooling": "+".join(pooling) if isinstance(
-                pooling, list) else str(pooling)}}
+            names = [TEI_POOLING.get(str(mode), str(mode)) for mode in pooling] if isinstance(pooling, list) else [
+                str(pooling)]
+            model_type: dict[str, Any] = {"embedding": {"pooling": "+".join(names)}}
         else:
             labels = {"id2label": {str(i): label for i, label in enumerate(output.labels)},
                       "label2id": {label: i for i, label in enumerate(output.labels)}}

@@ -72,13 +72,19 @@ class BundleTokenizer:
 
 
 def open_tokenizer(tokenizer_json: Path, max_seq_len: int, choice: TokenizerChoice = "auto", *,
-                   pairs: bool = False, tokens: bool = False) -> BundleTokenizer:
+                   pairs: bool = False, tokens: bool = False,
+                   pair_template: tuple[str, str, str] | None = None) -> BundleTokenizer:
     """`pairs`: the bundle reads pairs of texts; the C++ tokenizer runs it only where it also makes pairs exactly
     as the checkpoint's tokenizer does ([CLS] a [SEP] b [SEP], token types 0 then 1). `tokens`: a token
-    classifier, whose texts come with each token's span (`encode_tokens`)."""
+    classifier, whose texts come with each token's span (`encode_tokens`). `pair_template`: a decoder reranker's
+    text around each pair (manifest.pair_template), read as one text on HF tokenizers."""
     if choice not in TOKENIZER_CHOICES:
         raise TokenizerError(f"tokenizer must be one of {', '.join(TOKENIZER_CHOICES)}, got {choice!r}")
     fallback = ""
+    if pair_template is not None:
+        if choice == "native":
+            raise TokenizerError(f"{tokenizer_json}: a pair template (a decoder reranker's) runs on HF tokenizers")
+        return _hf(tokenizer_json, max_seq_len, "a pair template runs on HF tokenizers", pairs, tokens, pair_template)
     if choice != "hf":
         try:
             native = load_wordpiece(tokenizer_json, max_seq_len, pairs=pairs)
@@ -109,7 +115,7 @@ def _native_pairs(native: WordPiece) -> Callable[[Sequence[str], Sequence[str]],
 
 
 def _hf(tokenizer_json: Path, max_seq_len: int, fallback: str, pairs: bool = False,
-        tokens: bool = False) -> BundleTokenizer:
+        tokens: bool = False, pair_template: tuple[str, str, str] | None = None) -> BundleTokenizer:
     tokenizer = bundle_tokenizer.load(tokenizer_json, max_seq_len)
     pad_id = read_pad_id(tokenizer_json)
 
@@ -121,6 +127,12 @@ def _hf(tokenizer_json: Path, max_seq_len: int, fallback: str, pairs: bool = Fal
     def encode_pairs(texts: Sequence[str], seconds: Sequence[str]) -> tuple[list[np.ndarray], list[int]]:
         ids, starts = [], []
         for text, second in zip(texts, seconds, strict=True):
+            if pair_template is not None:  # one text, the template's; no token types
+                before, between, after = pair_template
+                ids.append(np.asarray(tokenizer.encode(before + text + between + second + after).ids or [pad_id],
+                                      dtype=np.int64))
+                starts.append(0)
+                continue
             encoding = tokenizer.encode(text, second)
             ids.append(np.asarray(encoding.ids or [pad_id], dtype=np.int64))
             # Token types are 0 then 1 (BERT's pair template) or all 0 (RoBERTa's): where the 1s begin says both.

@@ -234,3 +234,91 @@ def _config(architecture: str, tokenizer: Any, **overrides: Any) -> Any:
     kw.update(common)
     kw.update(overrides)
     return transformers.AutoConfig.for_model(architecture, **kw)
+
+
+# -- decoders ------------------------------------------------------------------------------------------------
+
+DECODERS = ("qwen3", "qwen2", "llama", "mistral")
+"""The decoder architectures `registry import` takes as embedding models (last-token pooling)."""
+DECODER_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+"""Qwen's special tokens, first in the vocabulary: <|endoftext|> pads and ends every text, as Qwen3-Embedding's
+tokenizer appends it."""
+QWEN_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
+              r"|\s+(?!\S)|\s+")
+"""Qwen2's pre-tokenizer pattern (its tokenizer.json's Split), before the byte-level step."""
+QWEN3_EMBEDDING_PROMPTS = {"query": "Instruct: Given a web search query, retrieve relevant passages that answer the "
+                                    "query\nQuery:", "document": ""}
+"""Qwen3-Embedding's config_sentence_transformers.json prompts (its default_prompt_name is null)."""
+DECODER_MATRYOSHKA_DIMS = (16, 8)
+"""The widths the tests import the Qwen3-Embedding-shaped directory with (--matryoshka-dims)."""
+
+
+def make_decoder_tokenizer(*, append_end: bool = True) -> Any:
+    """Qwen's tokenizer, shaped as Qwen3-Embedding ships it: byte-level BPE after Qwen's split, trained on the
+    corpus (and on "yes" and "no", so that each is one token, as in Qwen's vocabulary), `$A <|endoftext|>` after every
+    text (`append_end`; Qwen3-Reranker's adds nothing), <|endoftext|> as pad, padding on the left."""
+    import transformers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN_SPLIT), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=list(DECODER_SPECIALS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([*corpus(), *["yes", "no"] * 50], trainer)
+    end = DECODER_SPECIALS[0]
+    if append_end:
+        tok.post_processor = processors.TemplateProcessing(single=f"$A {end}", pair=f"$A {end} $B {end}",
+                                                           special_tokens=[(end, tok.token_to_id(end))])
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=end, eos_token=DECODER_SPECIALS[2],
+                                                padding_side="left")
+
+
+def make_decoder_checkpoint(dest: Path, architecture: str = "qwen3", *, seed: int = 0, causal_lm: bool = False,
+                            reranker: bool = False) -> Path:
+    """A decoder's save_pretrained directory: the base model (Qwen3Model), or with `causal_lm` its *ForCausalLM, as
+    Qwen3-Embedding's config.json names it; `reranker`: a Qwen3ForCausalLM shaped as Qwen3-Reranker's (its tokenizer
+    appends nothing). Returns `dest`."""
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    causal_lm = causal_lm or reranker
+    tokenizer = make_decoder_tokenizer(append_end=not reranker)
+    kw: dict[str, Any] = {"vocab_size": len(tokenizer), "hidden_size": HIDDEN, "num_hidden_layers": LAYERS,
+                          "num_attention_heads": HEADS, "num_key_value_heads": 1, "intermediate_size": INTERMEDIATE,
+                          # A reranker's prompt takes ~180 of this tokenizer's tokens before the pair's own.
+                          "max_position_embeddings": POSITIONS * (4 if reranker else 1),
+                          "pad_token_id": tokenizer.pad_token_id,
+                          "bos_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id,
+                          "tie_word_embeddings": True}
+    if architecture == "qwen3":
+        kw["head_dim"] = HIDDEN // HEADS
+    config = transformers.AutoConfig.for_model(architecture, **kw)
+    torch.manual_seed(seed)
+    auto = transformers.AutoModelForCausalLM if causal_lm else transformers.AutoModel
+    model = auto.from_config(config).eval()
+    with torch.no_grad():  # spread the weights, as make_checkpoint does, so the vectors differ from text to text
+        for name, param in model.named_parameters():
+            if param.dim() >= 2 or "bias" in name:
+                param.normal_(0.0, 0.1)
+    dest.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(dest)
+    tokenizer.save_pretrained(dest)
+    return dest
+
+
+def make_decoder_sentence_transformer(dest: Path, architecture: str = "qwen3", *, max_seq_length: int = 64,
+                                      seed: int = 0) -> Path:
+    """A directory shaped as Qwen3-Embedding's: its causal LM as the Transformer module, lasttoken Pooling,
+    Normalize, and its two prompts."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    base = make_decoder_checkpoint(dest.parent / f".{dest.name}-base", architecture, seed=seed, causal_lm=True)
+    modules: list[Any] = [Transformer(str(base), max_seq_length=max_seq_length), Pooling(HIDDEN, "lasttoken"),
+                          Normalize()]
+    SentenceTransformer(modules=modules, device="cpu", prompts=QWEN3_EMBEDDING_PROMPTS).save(str(dest))
+    return dest

@@ -19,6 +19,9 @@ SHARED = {
     "tests/registry/importer/test_architectures.py": "importer-checkpoints",
     "tests/registry/importer/test_bad_checkpoints.py": "importer-checkpoints",
     "tests/registry/importer/test_served.py": "importer-checkpoints",
+    # The `decoder_checkpoints` and `decoder_imported` session fixtures: the Qwen decoders imported through PyTorch.
+    "tests/registry/importer/test_decoders.py": "importer-decoders",
+    "tests/registry/importer/test_decoders_served.py": "importer-decoders",
 }
 """test file -> the unit it shares with the other files that use the same costly session fixtures."""
 

@@ -14,6 +14,12 @@ sentence-transformers directory becomes an embedding model, pooled as 1_Pooling/
 encoder, or `--pooling`) and normalised where a Normalize module is listed (always for a plain encoder: cosine
 similarity is then a dot product).
 
+A decoder the import takes (architectures.py: Qwen2, Qwen3, Llama, Mistral) is an embedding model: a
+sentence-transformers directory pools as it says (Qwen3-Embedding's is lasttoken + Normalize, with its prompts), a
+base model (`*Model`) at its last token, normalised; a `*ForCausalLM` in the transformers layout needs `--task embed`
+(its head is left out) or `--task rerank` (a reranker in Qwen3-Reranker's form: yes_no_reranker.py). The last token
+is the last one the attention mask keeps, so a batch padded on either side pools the same token.
+
 A classifier of pairs of texts (a cross-encoder: reranking, NLI, duplicates) is told apart by the sentence-transformers
 CrossEncoder layout (config_sentence_transformers.json with model_type CrossEncoder, or the sentence_transformers
 or sbert_ce_default_activation_function keys in config.json, as versions 4-5 and 2-3 saved it), or asked for with
@@ -38,7 +44,9 @@ from typing import Any
 
 from ortserve.bundle.kinds import CLASSIFIER, EMBEDDING, TOKEN_CLASSIFIER, Kind
 from ortserve.prepare.importer.architectures import (
+    DECODER_NAMES,
     DECODER_TYPES,
+    ENCODER_NAMES,
     GENERATIVE_HEADS,
     SUPPORTED,
     SUPPORTED_NAMES,
@@ -52,10 +60,11 @@ TASKS = (CLASSIFY, EMBED, RERANK, TOKENS)
 ACTIVATIONS = {"torch.nn.modules.activation.Sigmoid": "sigmoid", "torch.nn.Sigmoid": "sigmoid",
                "torch.nn.modules.linear.Identity": "identity", "torch.nn.Identity": "identity"}
 """CrossEncoder activation_fn paths a reranker's SCORE reproduces, and the bundle's name for each."""
-POOLING_MODES = ("mean", "cls", "max", "mean_sqrt_len_tokens")
-"""What the graph pools with (sentence-transformers' names)."""
-POOLING_CHOICES = POOLING_MODES[:3]
-"""What `--pooling` offers for a plain encoder."""
+POOLING_MODES = ("mean", "cls", "max", "lasttoken", "mean_sqrt_len_tokens")
+"""What the graph pools with (sentence-transformers' names); lasttoken is the last token the mask keeps, on either
+padding side (a decoder's default)."""
+POOLING_CHOICES = POOLING_MODES[:4]
+"""What `--pooling` offers for a plain encoder or decoder."""
 CLASSIFIER_SUFFIX = "ForSequenceClassification"
 TOKEN_CLASSIFIER_SUFFIX = "ForTokenClassification"
 # Heads whose checkpoints carry a whole encoder and nothing that a sentence vector needs: imported as embeddings.
@@ -112,6 +121,9 @@ class Checkpoint:
     """A one-label classifier of pairs (a reranker): "sigmoid" or "identity", what CrossEncoder applies."""
     cross_encoder: bool = False
     """The directory is in sentence-transformers' CrossEncoder layout."""
+    yes_no: bool = False
+    """A decoder reranker in Qwen3-Reranker's form (a *ForCausalLM imported with --task rerank): its one label is
+    logit(yes) - logit(no) at the last token, its score the sigmoid of that (yes_no_reranker.py)."""
     prompts: tuple[tuple[str, str], ...] = ()
     """(name, text) per prompt a sentence-transformers directory names (config_sentence_transformers.json's
     `prompts`): kept in the bundle, and put before a text whose call asks for it by name (`prompt_name`)."""
@@ -151,6 +163,7 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
                               "(--task tokens) reads one text")
     cross_encoder = _cross_encoder_activation(root) if root.is_dir() else None
     wants_pairs = task == RERANK or bool(pairs) or (pairs is None and cross_encoder is not None and task != EMBED)
+    rerank = task == RERANK
     if task == RERANK:
         task = CLASSIFY
     if pooling is not None and pooling not in POOLING_MODES:
@@ -181,6 +194,15 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
     detected = (EMBED if layout == SENTENCE_TRANSFORMERS else CLASSIFY if class_name.endswith(CLASSIFIER_SUFFIX)
                 else TOKENS if class_name.endswith(TOKEN_CLASSIFIER_SUFFIX) else EMBED)
     chosen = task or detected
+    if architecture.decoder and rerank:
+        if layout != TRANSFORMERS or not class_name.endswith("ForCausalLM"):
+            raise CheckpointError(f"{model_dir}: --task rerank takes a decoder as a causal LM asked yes or no "
+                                  f"(Qwen3-Reranker's form, a *ForCausalLM), not {class_name}")
+        if pooling is not None:
+            raise CheckpointError("--pooling applies to embedding models; a decoder reranker reads its last token")
+        return Checkpoint(path=root, model_dir=model_dir, layout=layout, config=config, architecture=architecture,
+                          class_name=class_name, task=CLASSIFY, labels=("yes",), weights=weights, pairs=True,
+                          score_activation="sigmoid", yes_no=True)
     if wants_pairs and TOKENS in (chosen, detected):
         raise CheckpointError(f"{model_dir}: {class_name} is a token classifier, which reads one text; a classifier "
                               "of pairs (a cross-encoder: --pairs, --task rerank) needs a sequence-classification head")
@@ -197,6 +219,14 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
         raise CheckpointError(f"{model_dir}: {class_name} has no token-classification head, so it cannot be imported "
                               "as a token classifier (--task tokens takes a *ForTokenClassification, or a checkpoint "
                               "whose config.json names no class)")
+    if architecture.decoder and chosen != EMBED:
+        raise CheckpointError(f"{model_dir}: {class_name} is a decoder ({architecture.name}); `registry import` takes "
+                              "decoders as embedding models (last-token pooling) or, a *ForCausalLM, as rerankers "
+                              "(--task rerank), not as classifiers")
+    if task is None and layout == TRANSFORMERS and architecture.decoder and not class_name.endswith(ENCODER_SUFFIXES):
+        raise CheckpointError(f"{model_dir}: {class_name} is a causal language model; --task embed imports it as an "
+                              "embedding model (its last token's hidden state, L2-normalised), --task rerank as a "
+                              "reranker asked yes or no (Qwen3-Reranker's form)")
     if task is None and layout == TRANSFORMERS and chosen == EMBED and not class_name.endswith(ENCODER_SUFFIXES):
         raise CheckpointError(f"{model_dir}: {class_name} is neither a sequence or token classifier nor a plain "
                               f"encoder; --task embed imports its encoder alone")
@@ -222,7 +252,7 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
                                   "--pooling out, or import its Transformer module's directory)")
         chosen_pooling = st_pooling
     else:
-        chosen_pooling = Pooling(modes=(pooling or "mean",), normalize=True)
+        chosen_pooling = Pooling(modes=(pooling or ("lasttoken" if architecture.decoder else "mean"),), normalize=True)
     return Checkpoint(path=root, model_dir=model_dir, layout=layout, config=config, architecture=architecture,
                       class_name=class_name, task=EMBED, pooling=chosen_pooling, lowercase=lowercase,
                       prompts=prompts,
@@ -301,10 +331,13 @@ def _json(path: Path) -> dict[str, Any]:
 
 
 def _architecture(model_dir: Path, model_type: str, class_name: str, config: Mapping[str, Any]) -> Architecture:
+    found = SUPPORTED.get(model_type)
+    if found is not None and found.decoder:  # its *ForCausalLM head is left out, as sentence-transformers does
+        return found
     if class_name.endswith(GENERATIVE_HEADS) or model_type in DECODER_TYPES or config.get("is_decoder") is True:
         raise CheckpointError(f"{model_dir}: {class_name} (model_type {model_type}) is a decoder language model; "
-                              f"`registry import` takes encoders: {SUPPORTED_NAMES}")
-    found = SUPPORTED.get(model_type)
+                              f"`registry import` takes encoders: {ENCODER_NAMES}; and decoders, as embedding "
+                              f"models: {DECODER_NAMES}")
     if found is None:
         raise CheckpointError(f"{model_dir}: architecture {class_name} (model_type {model_type}) is not supported; "
                               f"supported: {SUPPORTED_NAMES}")

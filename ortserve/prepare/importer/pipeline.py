@@ -149,10 +149,14 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
     report(f"loaded with PyTorch {model.tools['torch']} and transformers {model.tools['transformers']}: inputs "
            f"{', '.join(model.input_names)}, max_seq_len {limit} ({time.perf_counter() - t0:.1f}s)")
     widths = _matryoshka_dims(matryoshka_dims, model.columns, checkpoint.path)
-    tokenizer_text = tokenizer_json(model.tokenizer, limit, lowercase=checkpoint.lowercase)
+    tokenizer_text = tokenizer_json(model.tokenizer, limit, lowercase=checkpoint.lowercase,
+                                    wrap=model.wrap_ids if checkpoint.yes_no else None)
     spec = json.loads(tokenizer_text)
     texts = (*evals.texts, *_long_texts(evals.texts, tokenizer_text, limit))
     seconds = [texts[(i + PAIR_STEP) % len(texts)] for i in range(len(texts))] if checkpoint.pairs else None
+    # A decoder reranker's server applies its text template to each pair, then reads one text (yes_no_reranker.py).
+    served_texts, served_pairs = (([model.pair_template.format(q, d) for q, d in zip(texts, seconds, strict=True)],
+                                   None) if checkpoint.yes_no and seconds is not None else (texts, seconds))
 
     t0 = time.perf_counter()
     output = checkpoint.kind.graph_output
@@ -174,13 +178,13 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
     with tempfile.TemporaryDirectory(prefix="ortserve-import-") as scratch:
         tokenizer_path = Path(scratch) / TOKENIZER_FILE
         tokenizer_path.write_text(tokenizer_text, encoding="utf-8")
-        runs = _onnx_runs(exported.model_bytes, tokenizer_path, limit, texts, output, seconds,
+        runs = _onnx_runs(exported.model_bytes, tokenizer_path, limit, served_texts, output, served_pairs,
                           per_token=checkpoint.per_token)
-        counts = references.token_counts(tokenizer_path, texts, seconds)
+        counts = references.token_counts(tokenizer_path, served_texts, served_pairs)
     report(f"ONNX Runtime: {len(texts)} texts in batches of {BATCH_SIZE} and alone ({time.perf_counter() - t0:.1f}s)")
     parity = judge(checkpoint.kind, texts, reference, runs,
                    reference_ids=model.reference_ids(texts, seconds),
-                   bundle_ids=bundle_ids(tokenizer_text, texts, limit, seconds),
+                   bundle_ids=bundle_ids(tokenizer_text, served_texts, limit, served_pairs),
                    eval_name=evals.name, eval_sha256=evals.sha256, long_texts=len(texts) - len(evals.texts),
                    reference_name=model.reference_name, cpu=cpu_info(), labels=evals.labels)
     for line in parity.table():
@@ -284,6 +288,9 @@ def _manifest(checkpoint: Checkpoint, model: torch_side.TorchModel, parity: Pari
                     "cross_encoder": checkpoint.cross_encoder}
         if checkpoint.score_activation:
             kind["score_activation"] = checkpoint.score_activation
+        if checkpoint.yes_no:  # the server puts each (query, document) into this text before its tokenizer
+            task = {**task, "pair_template": model.pair_template.text_parts(), "answers": ["no", "yes"],
+                    "score": "P(yes) = sigmoid(logit yes - logit no) at the last token"}
     else:
         assert checkpoint.pooling is not None
         kind = {"format": checkpoint.kind.format, "dim": model.columns}

@@ -9,7 +9,9 @@ model) into a `tokenizers` backend; its serialised form is the bundle's tokenize
   server sets it itself (a checkpoint whose tokenizer truncates on the left is refused);
 - no padding strategy, but the checkpoint's pad token and id, so that bundle/manifest.pad_id pads batches with the
   id the model was trained with (RoBERTa's position ids are computed from it);
-- a Lowercase normalizer first where sentence-transformers lowercases texts before its tokenizer (do_lower_case).
+- a Lowercase normalizer first where sentence-transformers lowercases texts before its tokenizer (do_lower_case);
+- for a decoder reranker (`wrap`), a post-processor that puts its prompt's prefix and suffix ids around each text
+  (TemplateProcessing with two many-id special tokens), which truncation keeps as the model card's code does.
 The parity gate then holds `bundle_ids` to the checkpoint tokenizer's own ids for every text: anything transformers
 does in Python that the backend does not would show there.
 """
@@ -25,8 +27,9 @@ from ortserve.bundle.manifest import pad_id
 from ortserve.prepare.importer.checkpoint import CheckpointError
 
 
-def tokenizer_json(hf_tokenizer: Any, max_seq_len: int, *, lowercase: bool = False) -> str:
-    from tokenizers import Tokenizer, normalizers
+def tokenizer_json(hf_tokenizer: Any, max_seq_len: int, *, lowercase: bool = False,
+                   wrap: tuple[list[int], list[int]] | None = None) -> str:
+    from tokenizers import Tokenizer, normalizers, processors
 
     if getattr(hf_tokenizer, "truncation_side", "right") != "right":
         raise CheckpointError(f"the tokenizer truncates long texts on the {hf_tokenizer.truncation_side}; the server "
@@ -36,6 +39,12 @@ def tokenizer_json(hf_tokenizer: Any, max_seq_len: int, *, lowercase: bool = Fal
     if lowercase:
         backend.normalizer = (normalizers.Sequence([normalizers.Lowercase(), backend.normalizer])
                               if backend.normalizer is not None else normalizers.Lowercase())
+    if wrap is not None:
+        prefix, suffix = wrap
+        specials = [{"id": name, "ids": ids, "tokens": [backend.id_to_token(i) for i in ids]}
+                    for name, ids in (("<prefix>", prefix), ("<suffix>", suffix)) if ids]
+        single = " ".join(["<prefix>"] * bool(prefix) + ["$A"] + ["<suffix>"] * bool(suffix))
+        backend.post_processor = processors.TemplateProcessing(single=single, special_tokens=specials)
     spec = json.loads(backend.to_str())
     pad_token, pad = hf_tokenizer.pad_token, hf_tokenizer.pad_token_id
     if isinstance(pad_token, str) and isinstance(pad, int) and pad_id(spec) != pad:

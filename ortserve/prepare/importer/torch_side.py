@@ -30,6 +30,8 @@ from ortserve.bundle.manifest import MAX_SEQ_LEN, MIN_SEQ_LEN
 from ortserve.prepare.importer.checkpoint import SENTENCE_TRANSFORMERS, Checkpoint, CheckpointError
 
 INSTALL_HINT = "pip install 'ortserve[import]' (PyTorch, transformers and sentence-transformers; see the README)"
+MIN_PAIR_TOKENS = 16
+"""A decoder reranker's max_seq_len must leave this many tokens for the query and document beside its prompt."""
 # tokenizer.model_max_length when the checkpoint sets none (transformers' VERY_LARGE_INTEGER is 1e30).
 UNSET_MAX_LENGTH = 10**9
 
@@ -60,6 +62,10 @@ class TorchModel:
     _pair_outputs: Callable[[Sequence[str], Sequence[str]], np.ndarray] | None = None
     _pair_ids: Callable[[Sequence[str], Sequence[str]], list[list[int]]] | None = None
     _token_outputs: Callable[[Sequence[str]], list[np.ndarray]] | None = None
+    pair_template: Any = None
+    """A decoder reranker's yes_no_reranker.PairTemplate; None otherwise."""
+    wrap_ids: tuple[list[int], list[int]] = ([], [])
+    """A decoder reranker's prefix and suffix token ids (what the bundle's tokenizer.json adds around a text)."""
 
     def reference_outputs(self, texts: Sequence[str], pairs: Sequence[str] | None = None) -> np.ndarray:
         """float32 [texts, columns]: PyTorch's answers, eval mode, FP32, on the CPU (with `pairs`: to each text
@@ -91,7 +97,8 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
     and once more with eager attention (the graph to export, whose attention ONNX Runtime's fusions recognise)."""
     torch, transformers = _require("torch"), _require("transformers")
     st = _require("sentence_transformers") if checkpoint.layout == SENTENCE_TRANSFORMERS else None
-    auto = (transformers.AutoModelForSequenceClassification if checkpoint.classifier
+    auto = (transformers.AutoModelForCausalLM if checkpoint.yes_no
+            else transformers.AutoModelForSequenceClassification if checkpoint.classifier
             else transformers.AutoModelForTokenClassification if checkpoint.per_token else transformers.AutoModel)
     with _quiet():
         tokenizer = _tokenizer(checkpoint, transformers)
@@ -108,6 +115,8 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
     ids = _transformers_ids(tokenizer, limit)
     outputs: Callable[[Sequence[str]], np.ndarray] | None = None
     token_outputs: Callable[[Sequence[str]], list[np.ndarray]] | None = None
+    if checkpoint.yes_no:
+        return _yes_no(checkpoint, tokenizer, exported, reference, limit, names, tools)
     if checkpoint.per_token:
         graph = Logits(exported, takes_token_types=takes_token_types).eval()
         columns = len(checkpoint.labels)
@@ -160,6 +169,43 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
     return model
 
 
+def _yes_no(checkpoint: Checkpoint, tokenizer: Any, exported: Any, reference: Any, limit: int,
+            names: tuple[str, ...], tools: dict[str, str]) -> TorchModel:
+    """A decoder reranker (yes_no_reranker.py): the graph answers logit(yes) - logit(no); the reference is the model
+    card's code, in its left-padded batches."""
+    import transformers
+
+    from ortserve.prepare.importer import yes_no_reranker as card
+    from ortserve.prepare.importer.torch_graph import YesNoLogit  # imports torch
+
+    try:
+        no, yes = card.answer_ids(tokenizer)
+    except ValueError as e:
+        raise CheckpointError(f"{checkpoint.model_dir}: {e}; a reranker in Qwen3-Reranker's form answers with one "
+                              "of them") from None
+    template = card.PairTemplate.qwen3()
+    wrap = card.wrap_ids(tokenizer, template)
+    prompt = len(wrap[0]) + len(wrap[1]) + len(tokenizer.encode(template.format("", ""), add_special_tokens=False))
+    if prompt + MIN_PAIR_TOKENS > limit:
+        raise CheckpointError(f"{checkpoint.model_dir}: max_seq_len {limit} leaves fewer than {MIN_PAIR_TOKENS} "
+                              f"tokens for a pair beside the reranker's {prompt} tokens of prompt")
+    tokenizer.padding_side = "left"  # the card's: AutoTokenizer.from_pretrained(..., padding_side="left")
+
+    def pair_outputs(texts: Sequence[str], pairs: Sequence[str]) -> np.ndarray:
+        stacked = card.reference_logits(reference, tokenizer, template, texts, pairs, limit)
+        return (stacked[:, 1:] - stacked[:, :1]).astype(np.float32)
+
+    graph = YesNoLogit(exported, no_id=no, yes_id=yes).eval()
+    model = TorchModel(checkpoint=checkpoint, tokenizer=tokenizer, graph=graph, input_names=names, columns=1,
+                       max_seq_len=limit,
+                       reference_name=(f"transformers {transformers.__version__} {reference.__class__.__name__}, "
+                                       "Qwen3-Reranker's reference code (logit yes - no at the last position)"),
+                       tools=tools, _ids=_transformers_ids(tokenizer, limit), pair_template=template, wrap_ids=wrap)
+    model._pair_outputs = pair_outputs
+    model._pair_ids = lambda texts, pairs: card.reference_ids(tokenizer, template, texts, pairs, limit)
+    return model
+
+
 # -- loading --------------------------------------------------------------------------------------------------
 
 
@@ -193,6 +239,8 @@ def _model(checkpoint: Checkpoint, auto: Any, **kwargs: Any) -> Any:
         raise CheckpointError(f"{checkpoint.model_dir}: the weights do not load ({type(e).__name__}: "
                               f"{_first_line(e)})") from None
     _check_loaded(checkpoint, info)
+    if checkpoint.architecture.decoder:  # one forward pass, no generation: no KV cache to build or export
+        model.config.use_cache = False
     return model.float().eval()
 
 

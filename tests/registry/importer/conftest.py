@@ -1,6 +1,7 @@
 """Importer fixtures: tiny random checkpoints of every architecture, both tasks, made offline in the session, and
 their imports (real PyTorch, real torch.onnx export, real ONNX Runtime), made once and shared read-only; and the
-same for token classifiers (every architecture with BIO tags, BERT also with IOBES)."""
+same for token classifiers (every architecture with BIO tags, BERT also with IOBES), and for the decoders imported
+as embedding models."""
 
 from __future__ import annotations
 
@@ -10,12 +11,16 @@ from pathlib import Path
 import pytest
 from support.hf_checkpoints import (
     ARCHITECTURES,
+    DECODER_MATRYOSHKA_DIMS,
+    DECODERS,
     IMPORT_MAX_SEQ_LEN,
     OFFLINE,
     TASKS,
     TOKEN_CASES,
     TOKEN_LABELS,
     make_checkpoint,
+    make_decoder_checkpoint,
+    make_decoder_sentence_transformer,
     make_token_checkpoint,
 )
 
@@ -65,3 +70,27 @@ def token_imported(token_checkpoints: dict[Key, Path],
     root = tmp_path_factory.mktemp("token-imported")
     return {key: import_checkpoint(path, root / f"{key[0]}-{key[1]}", max_seq_len=IMPORT_MAX_SEQ_LEN)
             for key, path in token_checkpoints.items()}
+
+
+
+@pytest.fixture(scope="session")
+def decoder_checkpoints(tmp_path_factory: pytest.TempPathFactory, torch_one_thread: None) -> dict[str, Path]:
+    """"qwen3-st": a directory shaped as Qwen3-Embedding's (its causal LM, lasttoken Pooling, Normalize, its prompts);
+    "<arch>": each decoder's base model (Qwen3Model, Qwen2Model); "qwen3-lm": a Qwen3ForCausalLM. Read-only."""
+    root = tmp_path_factory.mktemp("decoder-checkpoints")
+    made = {"qwen3-st": make_decoder_sentence_transformer(root / "qwen3-st", "qwen3", seed=60),
+            "qwen3-lm": make_decoder_checkpoint(root / "qwen3-lm", "qwen3", seed=61, causal_lm=True)}
+    made.update({arch: make_decoder_checkpoint(root / arch, arch, seed=62 + n) for n, arch in enumerate(DECODERS)})
+    return made
+
+
+@pytest.fixture(scope="session")
+def decoder_imported(decoder_checkpoints: dict[str, Path],
+                     tmp_path_factory: pytest.TempPathFactory) -> dict[str, ImportResult]:
+    """Each decoder checkpoint imported at IMPORT_MAX_SEQ_LEN (the causal LM with --task embed, the
+    sentence-transformers one with DECODER_MATRYOSHKA_DIMS); read-only."""
+    root = tmp_path_factory.mktemp("decoder-imported")
+    return {name: import_checkpoint(path, root / name, max_seq_len=IMPORT_MAX_SEQ_LEN,
+                                    task="embed" if name == "qwen3-lm" else None,
+                                    matryoshka_dims=DECODER_MATRYOSHKA_DIMS if name == "qwen3-st" else None)
+            for name, path in decoder_checkpoints.items()}

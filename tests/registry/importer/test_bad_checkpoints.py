@@ -99,7 +99,8 @@ NO_WEIGHTS_NEEDED = {
     "no tokenizer": (_without("tokenizer.json", "tokenizer_config.json"), [], "no tokenizer"),
     "a decoder language model": (_decoder, [], "GPT2LMHeadModel (model_type gpt2) is a decoder language model; "
                                                 "`registry import` takes encoders: BERT, DistilBERT, RoBERTa, "
-                                                "XLM-RoBERTa, ELECTRA, MPNet, DeBERTa-v2, ModernBERT"),
+                                                "XLM-RoBERTa, ELECTRA, MPNet, DeBERTa-v2, ModernBERT; and decoders, "
+                                                "as embedding models: Qwen2, Qwen3, Llama, Mistral"),
     "an architecture it does not take": (_albert, [], "architecture AlbertForSequenceClassification (model_type "
                                                       "albert) is not supported; supported: BERT, DistilBERT"),
     "a module it cannot put in a graph": (_dense, [], "the module(s) Dense cannot be imported"),
