@@ -10,7 +10,8 @@ replica's figures (registry/rollout.py). A replica's figures are the difference 
 and when it first saw the stage: in a canary stage the request series (`ortserve_requests_total`,
 `ortserve_request_duration_seconds`); in the shadow stage the shadow copies' (`ortserve_shadow_*`: the candidate's
 calls are its compared and failed copies, dropped ones are not its doing; each side's latency is its engine time on
-the same calls, shown and not judged (rollout.breaches); the agreement tally). The same series a Prometheus query reads, so Flagger or Argo users judge the same numbers.
+the same calls, shown and not judged (rollout.breaches); the agreement tally). The same series a Prometheus query
+reads, so Flagger or Argo users judge the same numbers.
 
 State: `_baselines` is owned by the agent's thread (nothing else touches it).
 """
