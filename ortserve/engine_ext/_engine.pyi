@@ -494,6 +494,22 @@ class ShadowEvent:
     def texts(self) -> list[str]:
         """the call's texts when the route keeps them, else empty"""
 
+    @property
+    def per_token(self) -> bool:
+        """token classifiers: the entities are compared, not the values"""
+
+    @property
+    def stable_entities(self) -> list:
+        """
+        [(row, start, end, label)]: the live answer's entities (simple aggregation)
+        """
+
+    @property
+    def candidate_entities(self) -> list:
+        """
+        [(row, start, end, label)]: the shadow version's entities (simple aggregation)
+        """
+
 class EventSink:
     """Bounded queue of request and batch records from the native path."""
 

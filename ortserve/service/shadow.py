@@ -4,7 +4,8 @@
     book.observe(event)   # the events thread: one ShadowEvent -> its outcome, its agreement, both engine times
     book.status()         # any thread: per model the pair's figures and the calls that disagree most
 
-A copy's outcome: `compared` (both answered: judged by the shadow version's kind, bundle/agreement.py), `dropped`
+A copy's outcome: `compared` (both answered: judged by the shadow version's kind, bundle/agreement.py; a token
+classifier's by the entities the data plane aggregated on both sides), `dropped`
 (the shadow version had no room, or the copy's deadline passed in its queue: the lowest class's lot, not the
 candidate's fault), `failed` (the shadow version answered another error: an error of the candidate), `stable_failed`
 (the live call failed: nothing to compare). The figures go to Prometheus (metrics.py `ortserve_shadow_*`), where a
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ortserve.bundle.agreement import ENTITIES, Agreement, Tally, judge_call, judge_of
+from ortserve.bundle.agreement import ENTITIES, Agreement, Entity, Tally, entities, judge_call, judge_of
 from ortserve.service.metrics import Metrics
 
 OK = "OK"
@@ -54,11 +55,19 @@ class Judged:
     multi_label: bool = False
 
 
-def judged_as(served: Any) -> Judged | None:
-    """A ServedOutput's judge (None: one whose answers the copies cannot compare, a token classifier's)."""
+def judged_as(served: Any) -> Judged:
+    """A ServedOutput's judge."""
     judge = judge_of(labelled=bool(served.kind.labelled), reranker=bool(served.pairs and served.score),
                      per_token=bool(served.kind.per_token))
-    return None if judge == ENTITIES else Judged(judge, bool(served.multi_label))
+    return Judged(judge, bool(served.multi_label))
+
+
+def by_row(found: list[tuple[int, int, int, str]], rows: int) -> list[list[Entity]]:
+    """A ShadowEvent's [(row, start, end, label)] as each text's entities."""
+    out: list[list[Entity]] = [[] for _ in range(rows)]
+    for row, start, end, label in found:
+        out[row].append((start, end, label))
+    return out
 
 
 def values(raw: bytes, rows: int, columns: int) -> np.ndarray:
@@ -91,12 +100,15 @@ class ShadowBook:
         one: Agreement | None = None
         if result == "compared":
             served = self._served(event.model, event.candidate)
-            how = judged_as(served) if served is not None else None
-            if how is None:
-                return  # retired meanwhile (or not comparable): nothing to count against it
-            one = judge_call(how.judge, values(event.stable_values, event.rows, event.stable_columns),
-                             values(event.candidate_values, event.rows, event.candidate_columns),
-                             multi_label=how.multi_label)
+            if served is None:
+                return  # retired meanwhile: nothing to count against it
+            how = judged_as(served)
+            if how.judge == ENTITIES:  # a token classifier's copy carries entities (shadow_copy.h)
+                one = entities(by_row(event.stable_entities, event.rows), by_row(event.candidate_entities, event.rows))
+            else:
+                one = judge_call(how.judge, values(event.stable_values, event.rows, event.stable_columns),
+                                 values(event.candidate_values, event.rows, event.candidate_columns),
+                                 multi_label=how.multi_label)
             m.shadow_judged.labels(*labels).inc(one.judged)
             m.shadow_agreed.labels(*labels).inc(one.agreed)
             if one.concordance is not None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ortserve_devtools.bert_bundle import build_tiny_tagger_bundle
 from reload_harness import Registry, model_status, wait_routing, wait_until
 from support.server_process import infer_request, running_server, stub_for
 
@@ -102,3 +103,21 @@ def test_shadow_copies_are_judged_and_change_no_live_answer(file_registry: Regis
         order = [(w["judged"] - w["agreed"], w["distance"]) for w in worst]
         assert order == sorted(order, reverse=True)  # worst first: disagreed answers, then how far apart
         assert all("texts" not in w for w in worst)  # texts are kept only with --shadow-keep-texts
+
+
+def test_a_token_classifiers_copies_are_judged_on_their_entities(file_registry: Registry, tmp_path: Path,
+                                                                  frontend: str) -> None:
+    reg = file_registry
+    tagger = build_tiny_tagger_bundle(tmp_path / "tagger", seed=3).path
+    reg.publish(MODEL, "v1", tagger, weight=100, cli=False)
+    reg.publish(MODEL, "v2", copy_of(tagger, tmp_path / "tagger-copy"), cli=False)
+    with running_server([*reg.server_args(tmp_path / "cache"), "--frontend", frontend]) as server:
+        addr = server.address
+        wait_routing(addr, MODEL, {"v1": 100})
+        reg.cli("route", MODEL, "v1=100", "--shadow", "v2=100")
+        wait_until(lambda: model_status(addr, MODEL).get("shadow") == {"version": "v2", "percent": 100},
+                   timeout=30, what="the shadow v2 in force")
+        answers(addr, KEYS[:40])
+        pair = copied(addr, "v2", 40)
+    assert pair["outcomes"]["compared"] > 0 and pair["outcomes"]["failed"] == 0
+    assert pair["judged"] > 0 and pair["agreed"] == pair["judged"]  # the same graph: the same entities

@@ -8,13 +8,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ortserve.bundle.kinds import CLASSIFIER, EMBEDDING
+from ortserve.bundle.kinds import CLASSIFIER, EMBEDDING, TOKEN_CLASSIFIER
 from ortserve.service.metrics import Metrics
 from ortserve.service.served_output import ServedOutput
 from ortserve.service.shadow import WORST_KEPT, ShadowBook, outcome
 
 CLASSIFIER_OUT = ServedOutput(CLASSIFIER, "LOGITS", ("neg", "pos"), 2)
 EMBEDDING_OUT = ServedOutput(EMBEDDING, "EMBEDDING", (), 2)
+TOKENS_OUT = ServedOutput(TOKEN_CLASSIFIER, "ENTITIES", ("O", "B-PER", "I-PER"), 3)
 
 
 @dataclass
@@ -34,6 +35,9 @@ class Event:
     stable_engine_s: float = 0.003
     candidate_engine_s: float = 0.004
     texts: list[str] = field(default_factory=list)
+    per_token: bool = False
+    stable_entities: list[tuple[int, int, int, str]] = field(default_factory=list)
+    candidate_entities: list[tuple[int, int, int, str]] = field(default_factory=list)
 
     @property
     def stable_columns(self) -> int:
@@ -82,6 +86,18 @@ def test_copies_are_judged_by_the_candidates_kind_and_counted() -> None:
     vectors, metrics = book(EMBEDDING_OUT)
     vectors.observe(event([[1, 0], [0, 1]], [[1, 0], [1, 0]]))  # cosine 1 and 0
     assert (sample(metrics, "ortserve_shadow_judged_total"), sample(metrics, "ortserve_shadow_agreed_total")) == (2, 1)
+
+
+def test_a_token_classifiers_copies_are_judged_on_their_entities() -> None:
+    shadows, metrics = book(TOKENS_OUT)
+    live = [(0, 0, 4, "PER"), (1, 6, 11, "PER")]
+    shadows.observe(Event(b"", b"", rows=2, per_token=True, stable_entities=live, candidate_entities=live))
+    assert (sample(metrics, "ortserve_shadow_judged_total"), sample(metrics, "ortserve_shadow_agreed_total")) == (2, 2)
+    moved = [(0, 0, 4, "PER"), (1, 6, 9, "PER")]  # the second entity's span differs: both spans are judged
+    shadows.observe(Event(b"", b"", rows=2, per_token=True, stable_entities=live, candidate_entities=moved,
+                          request_id="moved"))
+    assert (sample(metrics, "ortserve_shadow_judged_total"), sample(metrics, "ortserve_shadow_agreed_total")) == (5, 3)
+    assert [w["request_id"] for w in shadows.status()["m"][0]["worst"]] == ["moved"]
 
 
 def test_the_worst_calls_are_bounded_worst_first_and_rounding_is_not_a_difference() -> None:

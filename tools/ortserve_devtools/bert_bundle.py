@@ -92,6 +92,19 @@ def build_tiny_bundle(dest: Path | str, *, seed: int = 0, vocab_size: int = 512,
                         notes=notes)
 
 
+def build_tiny_tagger_bundle(dest: Path | str, *, seed: int = 0, labels: tuple[str, ...] = ("O", "B-PER", "I-PER"),
+                             max_seq_len: int = 32) -> WrittenBundle:
+    """Random-weight tiny BERT token classifier bundle (a label per token) on the C++ WordPiece tokenizer: the
+    encoder of ``build_tiny_bundle`` with a head per token; deterministic in all arguments."""
+    labels = check_labels(labels)
+    tiny = tiny_bert(seed=seed, num_labels=len(labels))
+    model = build_token_graph(tiny.config, tiny.weights, tiny.head, graph_name="tiny_bert_tagger")
+    tokenizer = build_wordpiece_tokenizer(tiny.vocab, max_seq_len)
+    return write_bundle(Path(dest), model=model, tokenizer=tokenizer, labels=labels, max_seq_len=max_seq_len,
+                        notes=f"tiny random-weight BERT tagger for tests (seed={seed}); built by ortserve_devtools",
+                        per_token=True)
+
+
 def build_tiny_embedding_bundle(dest: Path | str, *, seed: int = 0, vocab_size: int = 512, hidden: int = 32,
                                 layers: int = 2, heads: int = 2, intermediate: int = 64, max_position: int = 64,
                                 max_seq_len: int = 32) -> WrittenBundle:

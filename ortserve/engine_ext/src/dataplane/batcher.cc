@@ -104,8 +104,8 @@ CallHandle Batcher::Submit(const std::vector<std::string_view>& texts, std::opti
 
 CallHandle Batcher::SubmitShadow(const std::vector<std::string_view>& texts,
                                  const std::vector<std::string_view>& pairs,
-                                 std::optional<Clock::time_point> deadline, InferDone done) {
-  return SubmitTexts(texts, deadline, std::move(done), /*may_run_here=*/false, pairs, /*bulk=*/true, nullptr,
+                                 std::optional<Clock::time_point> deadline, TokenRows* tokens, InferDone done) {
+  return SubmitTexts(texts, deadline, std::move(done), /*may_run_here=*/false, pairs, /*bulk=*/true, tokens,
                      /*shadow=*/true);
 }
 

@@ -74,8 +74,9 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
   // they start only while the engine runs nothing else, any version's); refused at once (RESOURCE_EXHAUSTED, kShadowFull) when
   // shadow texts are queued and this call would take them past kShadowQueueRuns runs' worth (max_batch_size each
   // run), so a copy never holds memory or engine time the live calls need.
+  // `tokens`: a token classifier's copy, filled with its token spans before it is queued (as Submit's).
   CallHandle SubmitShadow(const std::vector<std::string_view>& texts, const std::vector<std::string_view>& pairs,
-                          std::optional<Clock::time_point> deadline, InferDone done);
+                          std::optional<Clock::time_point> deadline, TokenRows* tokens, InferDone done);
   static constexpr int kShadowQueueRuns = 4;
   // Submit for texts tokenized by the caller (`tokenize_s`: what that took, reported in the result). `seconds`:
   // empty, or per row where a pair's second text begins (engine_run.h Row).

@@ -107,7 +107,7 @@ struct StartedState {
 // The call's answer: the reply's tensors (ReplyOf) queued under its token once the lease is back.
 InferDone Answered(std::shared_ptr<StartedState> state) {
   return [state = std::move(state)](InferResult&& result) {
-    if (state->shadow) state->shadow->Live(result);
+    if (state->shadow) state->shadow->Live(result, state->per_token() ? &state->tokens : nullptr);
     std::vector<ReplyTensor> tensors = ReplyOf(result, state->call, *state->routed.served,
                                                state->per_token() ? &state->tokens : nullptr, state->model,
                                                state->routed.version_name);

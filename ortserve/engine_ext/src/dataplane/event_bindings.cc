@@ -24,6 +24,12 @@ nb::object EventObject(Event&& event) {
   return nb::cast(std::move(std::get<BatchEvent>(event)));
 }
 
+nb::list EntityTuples(const std::vector<ShadowEntity>& entities) {
+  nb::list out;
+  for (const ShadowEntity& e : entities) out.append(nb::make_tuple(e.row, e.start, e.end, e.label));
+  return out;
+}
+
 // float32 values as bytes (numpy.frombuffer reads them without a copy per value).
 nb::bytes FloatBytes(const std::vector<float>& values) {
   return nb::bytes(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
@@ -79,7 +85,12 @@ void BindEvents(nb::module_& m) {
       .def_ro("stable_engine_s", &ShadowEvent::stable_engine_s)
       .def_ro("candidate_engine_s", &ShadowEvent::candidate_engine_s)
       .def_ro("candidate_queue_s", &ShadowEvent::candidate_queue_s)
-      .def_ro("texts", &ShadowEvent::texts, "the call's texts when the route keeps them, else empty");
+      .def_ro("texts", &ShadowEvent::texts, "the call's texts when the route keeps them, else empty")
+      .def_ro("per_token", &ShadowEvent::per_token, "token classifiers: the entities are compared, not the values")
+      .def_prop_ro("stable_entities", [](const ShadowEvent& e) { return EntityTuples(e.stable_entities); },
+                   "[(row, start, end, label)]: the live answer's entities (simple aggregation)")
+      .def_prop_ro("candidate_entities", [](const ShadowEvent& e) { return EntityTuples(e.candidate_entities); },
+                   "[(row, start, end, label)]: the shadow version's entities (simple aggregation)");
 
   nb::class_<PyEventSink>(m, "EventSink", "Bounded queue of request and batch records from the native path.")
       .def(

@@ -44,8 +44,16 @@ struct BatchEvent {
   std::string lane;  // "wide" | "narrow"
 };
 
+// A token classifier's entity in a shadow copy's comparison: its text (row), its span of characters and its label.
+struct ShadowEntity {
+  int row = 0;
+  int64_t start = 0, end = 0;
+  std::string label;
+};
+
 // One shadow copy (shadow_copy.h): the live answer and the shadow version's to the same texts, for Python's judge
 // (bundle/agreement.py) and the shadow metrics. Values are rows x columns, row-major; empty unless that side was OK.
+// A token classifier's copy carries each side's entities (simple aggregation) instead of its values.
 struct ShadowEvent {
   std::string request_id;
   std::string model;
@@ -55,6 +63,8 @@ struct ShadowEvent {
   std::string candidate_error;                  // its message, "" on OK
   int rows = 0, stable_columns = 0, candidate_columns = 0;
   std::vector<float> stable_values, candidate_values;
+  bool per_token = false;  // both sides are token classifiers: compare their entities
+  std::vector<ShadowEntity> stable_entities, candidate_entities;
   double stable_engine_s = 0, candidate_engine_s = 0, candidate_queue_s = 0;
   std::vector<std::string> texts;  // the call's texts, when the route keeps them (ModelRoute::shadow_texts)
 };

@@ -226,7 +226,7 @@ class InferReactor final : public grpc::ServerUnaryReactor {
       std::lock_guard<std::mutex> lock(mutex_);
       finished_ = true;
     }
-    if (shadow_) shadow_->Live(result);
+    if (shadow_) shadow_->Live(result, s_.routed.served->per_token ? &tokens_ : nullptr);
     grpc::CallbackServerContext& ctx = *s_.ctx;
     grpc::Status status;
     ctx.AddTrailingMetadata("x-request-id", s_.request_id);

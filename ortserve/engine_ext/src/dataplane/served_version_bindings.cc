@@ -81,7 +81,7 @@ std::shared_ptr<TicketState> Submit(PyServedVersion& self, nb::handle texts, std
   auto state = std::make_shared<TicketState>();
   nb::gil_scoped_release release;
   Batcher& batcher = self.version->batcher();
-  *call = shadow ? batcher.SubmitShadow(views, second, DeadlineIn(timeout_s), state->Callback(state))
+  *call = shadow ? batcher.SubmitShadow(views, second, DeadlineIn(timeout_s), nullptr, state->Callback(state))
                  : batcher.Submit(views, DeadlineIn(timeout_s), state->Callback(state), run_here, second, bulk);
   return state;
 }

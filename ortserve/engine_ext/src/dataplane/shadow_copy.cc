@@ -1,9 +1,28 @@
 #include "shadow_copy.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 namespace ortserve {
+namespace {
+
+// A token classifier's entities, text by text (simple aggregation: the judge's rule, bundle/agreement.py).
+std::vector<ShadowEntity> EntitiesOf(const InferResult& result, const TokenRows& tokens,
+                                     const std::vector<std::string>& labels) {
+  std::vector<ShadowEntity> out;
+  const auto columns = static_cast<size_t>(std::max(result.columns, 0));
+  for (size_t r = 0; r < static_cast<size_t>(result.rows) && r < tokens.spans.size(); ++r) {
+    if (tokens.spans[r].size() * labels.size() > columns) continue;  // never read past a row
+    for (Entity& e : AggregateEntities(result.logits.data() + r * columns, tokens.spans[r], labels,
+                                       Aggregation::kSimple)) {
+      out.push_back(ShadowEntity{static_cast<int>(r), e.start, e.end, std::move(e.label)});
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 struct ShadowCopy::Lease {
   std::shared_ptr<ServedVersion> version;
@@ -24,7 +43,9 @@ std::shared_ptr<ShadowCopy> ShadowCopy::Of(const RoutedCall& routed, const std::
   const auto version = route.versions.find(route.shadow);
   if (version == route.versions.end() || !version->second || !version->second->batcher().tokenizes()) return nullptr;
   const VersionOutput& served = route.OutputOf(route.shadow);
-  if (served.per_token || CheckOutputs(call, served, model)) return nullptr;
+  // A token classifier's copy is judged on entities: the live version must answer them too, with labels.
+  if (served.per_token != routed.served->per_token || (served.per_token && served.labels.empty())) return nullptr;
+  if (CheckOutputs(call, served, model)) return nullptr;
   if (!version->second->Acquire()) return nullptr;
   auto lease = std::make_unique<Lease>();
   lease->version = version->second;
@@ -36,20 +57,25 @@ std::shared_ptr<ShadowCopy> ShadowCopy::Of(const RoutedCall& routed, const std::
   event.stable = routed.version_name;
   event.candidate = route.shadow;
   if (route.shadow_texts) event.texts.assign(call.texts.begin(), call.texts.end());
-  return std::make_shared<ShadowCopy>(std::move(lease), std::move(event));
+  event.per_token = served.per_token;
+  return std::make_shared<ShadowCopy>(std::move(lease), std::move(event), routed.served);
 }
 
-ShadowCopy::ShadowCopy(std::unique_ptr<Lease> lease, ShadowEvent event)
-    : lease_(std::move(lease)), event_(std::move(event)) {}
+ShadowCopy::ShadowCopy(std::unique_ptr<Lease> lease, ShadowEvent event, const VersionOutput* stable)
+    : lease_(std::move(lease)), stable_(stable), event_(std::move(event)) {}
 
 ShadowCopy::~ShadowCopy() {
   if (lease_->held) lease_->version->Release();
 }
 
-void ShadowCopy::Live(const InferResult& result) {
+void ShadowCopy::Live(const InferResult& result, const TokenRows* tokens) {
   std::unique_lock<std::mutex> lock(mutex_);
   event_.stable_status = CodeName(result.code);
-  if (result.code == Code::kOk) {
+  if (result.code == Code::kOk && event_.per_token) {
+    if (tokens != nullptr) event_.stable_entities = EntitiesOf(result, *tokens, stable_->labels);
+    event_.rows = result.rows;
+    event_.stable_engine_s = result.engine_s;
+  } else if (result.code == Code::kOk) {
     event_.stable_values = result.logits;
     event_.rows = result.rows;
     event_.stable_columns = result.columns;
@@ -64,13 +90,18 @@ void ShadowCopy::Submit(const DecodedCall& call, std::optional<Clock::time_point
   std::vector<std::string_view> texts = call.texts;
   if (!prompted.empty()) texts.assign(prompted.begin(), prompted.end());
   std::shared_ptr<ShadowCopy> self = shared_from_this();
-  lease_->version->batcher().SubmitShadow(texts, call.pairs, deadline, [self](InferResult&& result) {
+  TokenRows* tokens = event_.per_token ? &tokens_ : nullptr;  // filled before the copy is queued
+  lease_->version->batcher().SubmitShadow(texts, call.pairs, deadline, tokens, [self](InferResult&& result) {
     self->lease_->version->Release();
     std::unique_lock<std::mutex> lock(self->mutex_);
     self->lease_->held = false;
     self->event_.candidate_status = CodeName(result.code);
     self->event_.candidate_error = std::move(result.message);
-    if (result.code == Code::kOk) {
+    if (result.code == Code::kOk && self->event_.per_token) {
+      self->event_.candidate_entities = EntitiesOf(result, self->tokens_, self->lease_->served->labels);
+      self->event_.candidate_engine_s = result.engine_s;
+      self->event_.candidate_queue_s = result.queue_s;
+    } else if (result.code == Code::kOk) {
       self->event_.candidate_values = std::move(result.logits);
       self->event_.candidate_columns = result.columns;
       self->event_.candidate_engine_s = result.engine_s;

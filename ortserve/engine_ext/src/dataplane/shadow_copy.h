@@ -19,6 +19,7 @@
 
 #include "call.h"
 #include "call_path.h"
+#include "entities.h"
 #include "events.h"
 
 namespace ortserve {
@@ -34,19 +35,22 @@ class ShadowCopy : public std::enable_shared_from_this<ShadowCopy> {
   ShadowCopy(const ShadowCopy&) = delete;
   ShadowCopy& operator=(const ShadowCopy&) = delete;
 
-  // The live answer (its values copied); call once, from the live call's done.
-  void Live(const InferResult& result);
+  // The live answer (its values copied; a token classifier's entities, from `tokens`, its token rows); call once,
+  // from the live call's done.
+  void Live(const InferResult& result, const TokenRows* tokens = nullptr);
   // Submits the copy to the shadow version: `call` as decoded (the shadow version's own prompt is applied), the
   // live call's deadline. Call once, after the live call was submitted.
   void Submit(const DecodedCall& call, std::optional<Clock::time_point> deadline);
 
   struct Lease;  // the shadow version's lease and route (shadow_copy.cc)
-  ShadowCopy(std::unique_ptr<Lease> lease, ShadowEvent event);
+  ShadowCopy(std::unique_ptr<Lease> lease, ShadowEvent event, const VersionOutput* stable);
 
  private:
   void Arrived(std::unique_lock<std::mutex>& lock);  // one side's answer is in: the second pushes the event
 
   std::unique_ptr<Lease> lease_;
+  const VersionOutput* stable_;  // what the live version answers (the lease's table keeps it)
+  TokenRows tokens_;             // a token classifier's copy: its own token rows, filled by SubmitShadow
   std::mutex mutex_;  // guards event_ and arrived_
   ShadowEvent event_;
   int arrived_ = 0;
