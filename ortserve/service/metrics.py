@@ -133,25 +133,28 @@ class Metrics:
         self.unauthenticated = Counter(
             "ortserve_unauthenticated", "Calls refused for a missing or wrong API key, by transport (http, grpc; the "
             "native front end's own ModelInfer refusals are not counted here).", ["transport"], registry=r)
-        shadow = ["model", "stable", "candidate"]
         self.shadow_calls = Counter(
             "ortserve_shadow_calls", "Shadow copies of live calls by outcome: compared (both answered), dropped (the "
             "shadow version had no room: the lowest class), failed (the shadow version answered an error), "
-            "stable_failed (the live call failed: nothing to compare).", [*shadow, "outcome"], registry=r)
+            "stable_failed (the live call failed: nothing to compare).", ["model", "stable", "candidate", "outcome"],
+            registry=r)
         self.shadow_judged = Counter(
-            "ortserve_shadow_judged", "Items the shadow comparison judged (decisive rows, vectors, rankings).", shadow,
-            registry=r)
+            "ortserve_shadow_judged",
+            "Items the shadow comparison judged (decisive rows, vectors, rankings, entities).",
+            ["model", "stable", "candidate"], registry=r)
         self.shadow_agreed = Counter(
-            "ortserve_shadow_agreed", "Judged items on which the shadow version answered as the live one.", shadow,
-            registry=r)
+            "ortserve_shadow_agreed", "Judged items on which the shadow version answered as the live one.",
+            ["model", "stable", "candidate"], registry=r)
         self.shadow_ranked = Counter(
-            "ortserve_shadow_ranked_calls", "Compared reranker calls (each one judged ranking).", shadow, registry=r)
+            "ortserve_shadow_ranked_calls", "Compared reranker calls (each one judged ranking).",
+            ["model", "stable", "candidate"], registry=r)
         self.shadow_concordance = Counter(
             "ortserve_shadow_concordance", "Sum over compared reranker calls of the share of candidate pairs both "
-            "versions order alike (over ortserve_shadow_ranked_calls: the mean).", shadow, registry=r)
+            "versions order alike (over ortserve_shadow_ranked_calls: the mean).", ["model", "stable", "candidate"],
+            registry=r)
         self.shadow_engine_seconds = Histogram(
             "ortserve_shadow_engine_duration_seconds", "Engine time of the shadowed calls on each side (role stable: "
-            "the live call, candidate: its copy), the same calls on both.", [*shadow, "role"],
+            "the live call, candidate: its copy), the same calls on both.", ["model", "stable", "candidate", "role"],
             buckets=_LATENCY_BUCKETS, registry=r)
         self.latency_slo = Gauge(
             "ortserve_latency_slo_p99_seconds",

@@ -31,7 +31,7 @@ LIVENESS_SERVICE = "liveness"
 PROBE_SERVICES = {"startupProbe": "", "readinessProbe": "", "livenessProbe": LIVENESS_SERVICE}
 # Labels ortserve's own metrics carry (ortserve/service/metrics.py); scrape-time labels must not reuse them.
 METRIC_LABELS = frozenset({"model", "version", "code", "result", "state", "lane", "device", "reason",
-                           "transport"})
+                           "transport", "stable", "candidate", "outcome", "role"})
 SETTING_NAMES = frozenset(f.name for f in dataclasses.fields(Settings))
 
 
