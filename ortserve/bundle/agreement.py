@@ -80,6 +80,13 @@ class Tally:
                      agreed=self.agreed + other.agreed, concordance_sum=self.concordance_sum + other.concordance_sum,
                      ranked_calls=self.ranked_calls + other.ranked_calls)
 
+    def __sub__(self, earlier: Tally) -> Tally:
+        """What was counted since `earlier` (counters that only grow; a reset reads as nothing since)."""
+        return Tally(calls=max(0, self.calls - earlier.calls), judged=max(0, self.judged - earlier.judged),
+                     agreed=max(0, self.agreed - earlier.agreed),
+                     concordance_sum=max(0.0, self.concordance_sum - earlier.concordance_sum),
+                     ranked_calls=max(0, self.ranked_calls - earlier.ranked_calls))
+
     @property
     def agreement(self) -> float | None:
         """None while nothing was judged."""

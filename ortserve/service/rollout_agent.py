@@ -102,13 +102,6 @@ def shadow_sides(registry: CollectorRegistry, model: str, stable: str, candidate
             Side(calls=compared + failed, errors=failed, latency=_histogram(engine["candidate"])), tally)
 
 
-def _tally_since(now: Tally, earlier: Tally) -> Tally:
-    return Tally(calls=max(0, now.calls - earlier.calls), judged=max(0, now.judged - earlier.judged),
-                 agreed=max(0, now.agreed - earlier.agreed),
-                 concordance_sum=max(0.0, now.concordance_sum - earlier.concordance_sum),
-                 ranked_calls=max(0, now.ranked_calls - earlier.ranked_calls))
-
-
 @dataclass(frozen=True)
 class Baseline:
     """Where this replica's counters stood when it first saw a rollout's stage."""
@@ -173,5 +166,5 @@ class RolloutAgent:
             base = Baseline(rollout.id, rollout.stage, stable, candidate, tally)
             self._baselines[model] = base
         mine = Figures(rollout.id, rollout.stage, stable=stable - base.stable, candidate=candidate - base.candidate,
-                       agreement=_tally_since(tally, base.agreement))
+                       agreement=tally - base.agreement)
         stepper.put_figures(self._store, model, self._replica, mine)

@@ -109,3 +109,10 @@ def test_answers_of_another_shape_disagree_on_every_row() -> None:
     assert (other.judged, other.agreed, other.distance) == (3, 0, 1.0)
     ranked = agreement.judge_call(agreement.RANKS, np.ones((3, 1)), np.ones((3, 2)))
     assert (ranked.judged, ranked.agreed, ranked.concordance) == (1, 0, 0.0)
+
+
+def test_a_tally_since_an_earlier_one_is_the_counts_in_between() -> None:
+    earlier = Tally(calls=2, judged=5, agreed=4, concordance_sum=0.5, ranked_calls=1)
+    now = earlier + Tally(calls=3, judged=6, agreed=6, concordance_sum=1.0, ranked_calls=1)
+    assert now - earlier == Tally(calls=3, judged=6, agreed=6, concordance_sum=1.0, ranked_calls=1)
+    assert earlier - now == Tally()  # a counter reset reads as nothing since
