@@ -43,6 +43,7 @@ struct Lanes::Impl {
   Queue wide;                // shared by the wide threads
   std::vector<int> load;     // per lane: tasks queued or running, over every version
   int busy = 0;              // tasks that are not idle ones, queued or running on any lane or wide thread
+  int idle_queued = 0;       // idle tasks queued on any lane or wide thread, not started
   std::vector<std::thread> threads;
   bool stopping = false;
   bool paused = false;
@@ -64,12 +65,13 @@ struct Lanes::Impl {
       std::deque<std::function<void()>>& from = idle ? queue.idle : queue.tasks;
       std::function<void()> task = std::move(from.front());
       from.pop_front();
+      if (idle) --idle_queued;
       lock.unlock();
       task();  // tasks catch their own exceptions
       task = nullptr;
       lock.lock();
       if (lane >= 0) --load[static_cast<size_t>(lane)];
-      if (!idle && --busy == 0) WakeAll();  // idle tasks may start now
+      if (!idle && --busy == 0 && idle_queued > 0) WakeAll();  // idle tasks may start now
     }
   }
 
@@ -132,7 +134,7 @@ bool Lanes::Post(int lane, std::function<void()> task, bool idle) {
   if (impl_->stopping) return false;
   Impl::Queue& queue = lane < 0 ? impl_->wide : impl_->lanes[static_cast<size_t>(lane)];
   (idle ? queue.idle : queue.tasks).push_back(std::move(task));
-  if (!idle) ++impl_->busy;
+  (idle ? impl_->idle_queued : impl_->busy) += 1;
   if (lane >= 0) ++impl_->load[static_cast<size_t>(lane)];
   queue.ready.notify_one();
   return true;
@@ -153,7 +155,7 @@ bool Lanes::ClaimCallerRun() {
 void Lanes::ReleaseCallerRun() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->caller_running = false;
-  if (impl_->busy == 0) impl_->WakeAll();  // idle tasks may start now
+  if (impl_->busy == 0 && impl_->idle_queued > 0) impl_->WakeAll();  // idle tasks may start now
 }
 
 }  // namespace ortserve
