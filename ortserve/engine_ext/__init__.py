@@ -26,10 +26,11 @@ sigmoid per label).
 proxied to the Python server.
 ``ServedVersion`` is one version on the batcher (every ModelInfer, both front ends), built from a ``TextModel``
 (sessions, tokenizer, output) and ``BatcherSettings``; its batches run on ``Lanes``, are reported through an
-``EventSink`` (``BatchEvent``, ``RequestEvent``, ``ShadowEvent``) and answer the event loop through ``Completions`` (a
-``SubmittedCall`` each) or a blocking caller through a ``Ticket``. ``choose_batch`` (over a ``BatchPolicy``),
-``split_rows``, ``bucket_shape``, ``Throughput``, ``admission_refusal``, ``call_tokens``, ``next_run`` and
-``pick_lane`` are the batcher's pure decisions, bound for their tests.
+``EventSink`` (``BatchEvent``, ``RequestEvent``, ``ShadowEvent``; ``ShadowTokenize``, a copy for Python to tokenize)
+and answer the event loop through ``Completions`` (a ``SubmittedCall`` each) or a blocking caller through a
+``Ticket``. ``choose_batch`` (over a ``BatchPolicy``), ``split_rows``, ``bucket_shape``, ``Throughput``,
+``admission_refusal``, ``call_tokens``, ``next_run`` and ``pick_lane`` are the batcher's pure decisions, bound for
+their tests.
 """
 
 from __future__ import annotations
@@ -149,6 +150,7 @@ SubmittedCall = _engine.SubmittedCall
 BatchEvent = _engine.BatchEvent
 RequestEvent = _engine.RequestEvent
 ShadowEvent = _engine.ShadowEvent
+ShadowTokenize = _engine.ShadowTokenize
 Ticket = _engine.Ticket
 BatchPolicy = _engine.BatchPolicy
 Throughput = _engine.Throughput
@@ -207,6 +209,7 @@ __all__ = [
     "Routes",
     "ServedVersion",
     "ShadowEvent",
+    "ShadowTokenize",
     "Split",
     "StartedCall",
     "SubmittedCall",

@@ -510,6 +510,36 @@ class ShadowEvent:
         [(row, start, end, label)]: the shadow version's entities (simple aggregation)
         """
 
+class ShadowTokenize:
+    """
+    A shadow copy to a version on HF tokenizers: tokenize its texts with that version's tokenizer and submit_ids, or fail it (dropped unread, it gives its lease back).
+    """
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def candidate(self) -> str:
+        """the shadow version, whose tokenizer reads the texts"""
+
+    @property
+    def texts(self) -> list[str]:
+        """what the shadow version reads (after its prompt)"""
+
+    @property
+    def pairs(self) -> list[str]:
+        """each text's second text, or empty"""
+
+    def submit_ids(self, ids: object, seconds: Sequence[int] = [], tokens: object | None = None) -> bool:
+        """
+        The copy's rows (one int64 array a text; `seconds`: where each pair's second text begins; `tokens`: a token classifier's [(spans, chars_read)]) into the shadow version's batcher, the lowest class. False when it was submitted or failed already.
+        """
+
+    def fail(self, message: str, dropped: bool = False) -> bool:
+        """
+        Ends the copy untried: dropped (no room to tokenize it) or failed (its texts could not be tokenized).
+        """
+
 class EventSink:
     """Bounded queue of request and batch records from the native path."""
 
@@ -517,7 +547,7 @@ class EventSink:
 
     def drain(self, max: int = 512, timeout_s: float = 0.2) -> list:
         """
-        Up to max records (RequestEvent, BatchEvent or ShadowEvent), waiting up to timeout_s for the first. Empty on timeout or once closed.
+        Up to max records (RequestEvent, BatchEvent, ShadowEvent or ShadowTokenize), waiting up to timeout_s for the first. Empty on timeout or once closed.
         """
 
     def close(self) -> None:

@@ -33,6 +33,7 @@ from ortserve.service.instance import ModelInstance
 from ortserve.service.metrics import Metrics
 from ortserve.service.request_log import EVERY_CALL, LogSampling, log_call
 from ortserve.service.shadow import ShadowBook
+from ortserve.service.shadow_tokenize import ShadowTokenizer
 from ortserve.service.tokenization import TokenEncoding
 
 server_log = structlog.get_logger("ortserve.server")
@@ -104,6 +105,8 @@ class DataPlane:
         self.events = engine_ext.EventSink()
         self.shadows: ShadowBook | None = None
         """Judges the shadow copies' events (set by the server before start; None: they are not judged)."""
+        self.shadow_tokenizer = ShadowTokenizer()
+        """Tokenizes the shadow copies of versions on HF tokenizers (handed over on the event queue)."""
         self.routes = engine_ext.Routes()
         """The route table both front ends read; the manager replaces it on every swap (`manager.data_plane_routes`)."""
         self.completions = engine_ext.Completions()
@@ -124,6 +127,8 @@ class DataPlane:
         """The version's batcher over its sessions and tokenizer (on the loop, once it is warm)."""
         native = engine_ext.ServedVersion(model, version, text_model=instance.text_model, settings=self.settings,
                                           lanes=self.lanes, events=self.events)
+        if instance.tokenizer.native is None:  # its shadow copies come to Python for their ids
+            self.shadow_tokenizer.add(model, version, instance.tokenize_rows)
         return VersionBatcher(self, native, instance)
 
     def close(self) -> None:
@@ -135,6 +140,7 @@ class DataPlane:
         self.events.close()
         if self._drainer.is_alive():
             self._drainer.join(timeout=5)
+        self.shadow_tokenizer.close()
         if self.events.dropped:
             server_log.warning("events_dropped", dropped=self.events.dropped)
 
@@ -197,13 +203,16 @@ class DataPlane:
                 if self.shadows is not None:
                     self.shadows.observe(event)
                 return
+            if isinstance(event, engine_ext.ShadowTokenize):
+                self.shadow_tokenizer.hand_over(event)
+                return
             observe = observers.get((event.model, event.version))
             if observe is None:
                 observe = observers[(event.model, event.version)] = self._metrics.batch_observer(
                     event.model, event.version)
             observe(event)
         except Exception:  # a bad record must not stop the logs of every later call
-            server_log.exception("event_failed", event=repr(event)[:200])
+            server_log.exception("event_failed", record=repr(event)[:200])  # `event` is the line's own key
 
     def _log_request(self, event: Any) -> None:
         # A RequestEvent has CallRecord's fields.
@@ -278,6 +287,7 @@ class VersionBatcher:
             server_log.warning("drain_timeout", model=native.model, version=native.version,
                                leases=native.in_flight)
         await loop.run_in_executor(None, native.close)
+        self._plane.shadow_tokenizer.remove(native.model, native.version)
 
 
 def _left(deadline: float | None) -> float | None:

@@ -121,3 +121,46 @@ def test_a_token_classifiers_copies_are_judged_on_their_entities(file_registry: 
         pair = copied(addr, "v2", 40)
     assert pair["outcomes"]["compared"] > 0 and pair["outcomes"]["failed"] == 0
     assert pair["judged"] > 0 and pair["agreed"] == pair["judged"]  # the same graph: the same entities
+
+
+def on_hf_tokenizers(bundle: Path, dest: Path) -> Path:
+    """The same bundle with its normalizer wrapped in a Sequence: HF tokenizers reads it exactly as before (the same
+    ids), the C++ WordPiece refuses the shape, so the server tokenizes this version with HF tokenizers."""
+    copy_of(bundle, dest)
+    spec = json.loads((dest / "tokenizer.json").read_text())
+    spec["normalizer"] = {"type": "Sequence", "normalizers": [spec["normalizer"]]}
+    (dest / "tokenizer.json").write_text(json.dumps(spec))
+    return dest
+
+
+def test_copies_to_a_version_on_hf_tokenizers_are_tokenized_in_python_and_judged(
+        file_registry: Registry, bundle: Callable[..., Path], tmp_path: Path, frontend: str) -> None:
+    reg = file_registry
+    reg.publish(MODEL, "v1", bundle(1), weight=100, cli=False)
+    reg.publish(MODEL, "v2", on_hf_tokenizers(bundle(1), tmp_path / "hf-copy"), cli=False)
+    reg.publish(MODEL, "v3", on_hf_tokenizers(bundle(2), tmp_path / "hf-other"), cli=False)
+    with running_server([*reg.server_args(tmp_path / "cache"), "--frontend", frontend]) as server:
+        addr = server.address
+        wait_routing(addr, MODEL, {"v1": 100})
+        versions = model_status(addr, MODEL)["versions"]
+        assert versions["v1"]["tokenizer"] == "native" and versions["v2"]["tokenizer"] == "hf", versions
+        before = answers(addr, KEYS)
+
+        reg.cli("route", MODEL, "v1=100", "--shadow", "v2=100")
+        wait_until(lambda: model_status(addr, MODEL).get("shadow") == {"version": "v2", "percent": 100},
+                   timeout=30, what="the shadow v2 in force")
+        assert answers(addr, KEYS) == before
+        equal = copied(addr, "v2", len(KEYS))
+        assert equal["outcomes"]["failed"] == equal["outcomes"]["stable_failed"] == 0
+        assert equal["outcomes"]["compared"] + equal["outcomes"]["dropped"] == len(KEYS)
+        assert equal["outcomes"]["compared"] > 0
+        assert equal["agreed"] == equal["judged"] > 0  # the same ids through the same graph
+        assert equal["worst"] == []
+
+        reg.cli("route", MODEL, "v1=100", "--shadow", "v3=100")
+        wait_until(lambda: model_status(addr, MODEL).get("shadow") == {"version": "v3", "percent": 100},
+                   timeout=30, what="the shadow v3 in force")
+        answers(addr, KEYS[:40])
+        other = copied(addr, "v3", 40)
+        assert other["outcomes"]["compared"] > 0 and other["outcomes"]["failed"] == 0
+        assert other["worst"] and all(w["distance"] > 0 for w in other["worst"])  # other weights, judged

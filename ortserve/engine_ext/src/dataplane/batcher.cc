@@ -161,6 +161,19 @@ CallHandle Batcher::SubmitTexts(const std::vector<std::string_view>& texts,
 CallHandle Batcher::SubmitIds(std::vector<std::vector<int64_t>> ids, std::optional<Clock::time_point> deadline,
                               InferDone done, double tokenize_s, std::vector<int> seconds,
                               std::optional<bool> bulk) {
+  return SubmitRows(std::move(ids), std::move(seconds), deadline, std::move(done), tokenize_s, bulk,
+                    /*shadow=*/false);
+}
+
+CallHandle Batcher::SubmitShadowIds(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds,
+                                    std::optional<Clock::time_point> deadline, InferDone done) {
+  return SubmitRows(std::move(ids), std::move(seconds), deadline, std::move(done), 0, /*bulk=*/true,
+                    /*shadow=*/true);
+}
+
+CallHandle Batcher::SubmitRows(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds,
+                               std::optional<Clock::time_point> deadline, InferDone done, double tokenize_s,
+                               std::optional<bool> bulk, bool shadow) {
   if (!seconds.empty() && seconds.size() != ids.size()) {
     done(Failed(Code::kInternal, "SubmitIds: " + std::to_string(ids.size()) + " rows and " +
                                      std::to_string(seconds.size()) + " second-text starts"));
@@ -170,7 +183,8 @@ CallHandle Batcher::SubmitIds(std::vector<std::vector<int64_t>> ids, std::option
     if (row.empty()) row.push_back(state_->model.pad_id);  // the engine needs one token per row
   }
   return Enqueue(std::move(ids), std::move(seconds), BudgetOf(deadline, state_->settings.default_timeout_s,
-                 Clock::now()), bulk, std::move(done), tokenize_s, /*may_run_here=*/false, /*submitting=*/false);
+                 Clock::now()), bulk, std::move(done), tokenize_s, /*may_run_here=*/false, /*submitting=*/false,
+                 shadow);
 }
 
 CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds,

@@ -77,6 +77,9 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
   // `tokens`: a token classifier's copy, filled with its token spans before it is queued (as Submit's).
   CallHandle SubmitShadow(const std::vector<std::string_view>& texts, const std::vector<std::string_view>& pairs,
                           std::optional<Clock::time_point> deadline, TokenRows* tokens, InferDone done);
+  // SubmitShadow for a version on HF tokenizers: its copy's rows tokenized by Python (ShadowTokenize).
+  CallHandle SubmitShadowIds(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds,
+                             std::optional<Clock::time_point> deadline, InferDone done);
   static constexpr int kShadowQueueRuns = 4;
   // Submit for texts tokenized by the caller (`tokenize_s`: what that took, reported in the result). `seconds`:
   // empty, or per row where a pair's second text begins (engine_run.h Row).
@@ -109,6 +112,10 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
   CallHandle SubmitTexts(const std::vector<std::string_view>& texts, std::optional<Clock::time_point> deadline,
                          InferDone done, bool may_run_here, const std::vector<std::string_view>& pairs,
                          std::optional<bool> bulk, TokenRows* tokens, bool shadow);
+  // SubmitIds' and SubmitShadowIds' body: rows from the caller (an empty row gets the pad id), then Enqueue.
+  CallHandle SubmitRows(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds,
+                        std::optional<Clock::time_point> deadline, InferDone done, double tokenize_s,
+                        std::optional<bool> bulk, bool shadow);
 
   // Admits `ids` (their tokens counted) and queues them or runs them alone, or answers at once. `submitting`: the
   // call was counted in State::submitting while it tokenized.

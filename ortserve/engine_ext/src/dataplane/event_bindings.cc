@@ -11,6 +11,8 @@
 #include "dataplane_bindings.h"
 #include "events.h"
 #include "py_handles.h"
+#include "py_wire.h"
+#include "shadow_copy.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -21,6 +23,7 @@ namespace {
 nb::object EventObject(Event&& event) {
   if (auto* r = std::get_if<RequestEvent>(&event)) return nb::cast(std::move(*r));
   if (auto* s = std::get_if<ShadowEvent>(&event)) return nb::cast(std::move(*s));
+  if (auto* t = std::get_if<ShadowTokenize>(&event)) return nb::cast(std::move(*t));
   return nb::cast(std::move(std::get<BatchEvent>(event)));
 }
 
@@ -92,6 +95,34 @@ void BindEvents(nb::module_& m) {
       .def_prop_ro("candidate_entities", [](const ShadowEvent& e) { return EntityTuples(e.candidate_entities); },
                    "[(row, start, end, label)]: the shadow version's entities (simple aggregation)");
 
+  nb::class_<ShadowTokenize>(m, "ShadowTokenize",
+                             "A shadow copy to a version on HF tokenizers: tokenize its texts with that version's "
+                             "tokenizer and submit_ids, or fail it (dropped unread, it gives its lease back).")
+      .def_ro("model", &ShadowTokenize::model)
+      .def_ro("candidate", &ShadowTokenize::candidate, "the shadow version, whose tokenizer reads the texts")
+      .def_ro("texts", &ShadowTokenize::texts, "what the shadow version reads (after its prompt)")
+      .def_ro("pairs", &ShadowTokenize::pairs, "each text's second text, or empty")
+      .def(
+          "submit_ids",
+          [](ShadowTokenize& self, nb::handle ids, std::vector<int> seconds, nb::handle tokens) {
+            std::vector<std::vector<int64_t>> rows = IdRows(ids);
+            TokenRows spans = tokens.is_none() ? TokenRows{} : TokenRowsOf(tokens);
+            nb::gil_scoped_release release;
+            return self.copy->SubmitIds(std::move(rows), std::move(seconds), std::move(spans));
+          },
+          "ids"_a, "seconds"_a = std::vector<int>{}, "tokens"_a.none() = nb::none(),
+          "The copy's rows (one int64 array a text; `seconds`: where each pair's second text begins; `tokens`: a token "
+          "classifier's [(spans, chars_read)]) into the shadow version's batcher, the lowest class. False when it was "
+          "submitted or failed already.")
+      .def(
+          "fail",
+          [](ShadowTokenize& self, std::string message, bool dropped) {
+            nb::gil_scoped_release release;
+            return self.copy->Fail(dropped ? Code::kResourceExhausted : Code::kInternal, std::move(message));
+          },
+          "message"_a, "dropped"_a = false,
+          "Ends the copy untried: dropped (no room to tokenize it) or failed (its texts could not be tokenized).");
+
   nb::class_<PyEventSink>(m, "EventSink", "Bounded queue of request and batch records from the native path.")
       .def(
           "__init__",
@@ -110,7 +141,7 @@ void BindEvents(nb::module_& m) {
             return out;
           },
           "max"_a = 512, "timeout_s"_a = 0.2,
-          "Up to max records (RequestEvent, BatchEvent or ShadowEvent), waiting up to timeout_s for the first. Empty on timeout "
+          "Up to max records (RequestEvent, BatchEvent, ShadowEvent or ShadowTokenize), waiting up to timeout_s for the first. Empty on timeout "
           "or once closed.")
       .def("close", [](PyEventSink& self) { self.sink->Close(); }, "Wakes drain() for good; later records drop.")
       .def_prop_ro("dropped", [](const PyEventSink& self) { return self.sink->dropped(); })

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <variant>
@@ -69,7 +70,18 @@ struct ShadowEvent {
   std::vector<std::string> texts;  // the call's texts, when the route keeps them (ModelRoute::shadow_texts)
 };
 
-using Event = std::variant<RequestEvent, BatchEvent, ShadowEvent>;
+class ShadowCopy;
+
+// A shadow copy whose version reads ids from HF tokenizers (no C++ tokenizer): a request, not a record. Python
+// tokenizes `texts` (and `pairs`) with that version's tokenizer, off the live path, and submits the ids to the copy
+// (ShadowCopy::SubmitIds) or fails it (ShadowCopy::Fail); dropped unread, the copy gives its lease back.
+struct ShadowTokenize {
+  std::shared_ptr<ShadowCopy> copy;
+  std::string model, candidate;
+  std::vector<std::string> texts, pairs;  // what the shadow version reads (after its prompt); pairs: empty or one a text
+};
+
+using Event = std::variant<RequestEvent, BatchEvent, ShadowEvent, ShadowTokenize>;
 
 class EventSink {
  public:

@@ -41,7 +41,7 @@ std::shared_ptr<ShadowCopy> ShadowCopy::Of(const RoutedCall& routed, const std::
     return nullptr;
   }
   const auto version = route.versions.find(route.shadow);
-  if (version == route.versions.end() || !version->second || !version->second->batcher().tokenizes()) return nullptr;
+  if (version == route.versions.end() || !version->second) return nullptr;
   const VersionOutput& served = route.OutputOf(route.shadow);
   // A token classifier's copy is judged on entities: the live version must answer them too, with labels.
   if (served.per_token != routed.served->per_token || (served.per_token && served.labels.empty())) return nullptr;
@@ -89,9 +89,56 @@ void ShadowCopy::Submit(const DecodedCall& call, std::optional<Clock::time_point
   const std::vector<std::string> prompted = PromptedTexts(call, *lease_->served);
   std::vector<std::string_view> texts = call.texts;
   if (!prompted.empty()) texts.assign(prompted.begin(), prompted.end());
-  std::shared_ptr<ShadowCopy> self = shared_from_this();
+  Batcher& batcher = lease_->version->batcher();
+  if (!batcher.tokenizes()) {
+    std::shared_ptr<EventSink> events = batcher.events();
+    if (!events) return;  // nobody to tokenize it: dropped, the lease given back
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      deadline_ = deadline;
+    }
+    ShadowTokenize handoff{shared_from_this(), event_.model, event_.candidate,
+                           std::vector<std::string>(texts.begin(), texts.end()),
+                           std::vector<std::string>(call.pairs.begin(), call.pairs.end())};
+    events->Push(std::move(handoff));
+    return;
+  }
+  if (!Handing()) return;
   TokenRows* tokens = event_.per_token ? &tokens_ : nullptr;  // filled before the copy is queued
-  lease_->version->batcher().SubmitShadow(texts, call.pairs, deadline, tokens, [self](InferResult&& result) {
+  batcher.SubmitShadow(texts, call.pairs, deadline, tokens, CandidateDone());
+}
+
+bool ShadowCopy::SubmitIds(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds, TokenRows tokens) {
+  std::optional<Clock::time_point> deadline;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (handed_) return false;
+    handed_ = true;
+    tokens_ = std::move(tokens);
+    deadline = deadline_;
+  }
+  lease_->version->batcher().SubmitShadowIds(std::move(ids), std::move(seconds), deadline, CandidateDone());
+  return true;
+}
+
+bool ShadowCopy::Fail(Code code, std::string message) {
+  if (!Handing()) return false;
+  InferResult failed;
+  failed.code = code;
+  failed.message = std::move(message);
+  CandidateDone()(std::move(failed));
+  return true;
+}
+
+bool ShadowCopy::Handing() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (handed_) return false;
+  handed_ = true;
+  return true;
+}
+
+InferDone ShadowCopy::CandidateDone() {
+  return [self = shared_from_this()](InferResult&& result) {
     self->lease_->version->Release();
     std::unique_lock<std::mutex> lock(self->mutex_);
     self->lease_->held = false;
@@ -108,7 +155,7 @@ void ShadowCopy::Submit(const DecodedCall& call, std::optional<Clock::time_point
       self->event_.candidate_queue_s = result.queue_s;
     }
     self->Arrived(lock);
-  });
+  };
 }
 
 void ShadowCopy::Arrived(std::unique_lock<std::mutex>& lock) {

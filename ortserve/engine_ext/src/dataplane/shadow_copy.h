@@ -27,8 +27,8 @@ namespace ortserve {
 class ShadowCopy : public std::enable_shared_from_this<ShadowCopy> {
  public:
   // The copy of a call routed by the split (not pinned) when its bucket is in the model's shadow sample and the
-  // shadow version is loaded, is not the one answering, tokenizes here (the C++ WordPiece) and takes the call
-  // (CheckOutputs); its lease is taken. nullptr otherwise. `call`: as decoded, before any prompt.
+  // shadow version is loaded, is not the one answering and takes the call (CheckOutputs); its lease is taken.
+  // nullptr otherwise. `call`: as decoded, before any prompt.
   static std::shared_ptr<ShadowCopy> Of(const RoutedCall& routed, const std::string& model, const DecodedCall& call,
                                         std::string_view request_id);
   ~ShadowCopy();  // gives the lease back when never submitted
@@ -39,14 +39,23 @@ class ShadowCopy : public std::enable_shared_from_this<ShadowCopy> {
   // from the live call's done.
   void Live(const InferResult& result, const TokenRows* tokens = nullptr);
   // Submits the copy to the shadow version: `call` as decoded (the shadow version's own prompt is applied), the
-  // live call's deadline. Call once, after the live call was submitted.
+  // live call's deadline. Call once, after the live call was submitted. A version on HF tokenizers gets its texts
+  // as ids from Python: the copy is handed over as a ShadowTokenize (events.h) on the version's event queue.
   void Submit(const DecodedCall& call, std::optional<Clock::time_point> deadline);
+  // A ShadowTokenize's ids, from Python: one row a text (`seconds`: where each pair's second text begins, or
+  // empty; `tokens`: a token classifier's spans). False when the copy was submitted or failed already.
+  bool SubmitIds(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds, TokenRows tokens);
+  // A ShadowTokenize Python could not tokenize (kInternal) or had no room for (kResourceExhausted: dropped): the
+  // copy ends with `code` and `message`. False when it was submitted or failed already.
+  bool Fail(Code code, std::string message);
 
   struct Lease;  // the shadow version's lease and route (shadow_copy.cc)
   ShadowCopy(std::unique_ptr<Lease> lease, ShadowEvent event, const VersionOutput* stable);
 
  private:
   void Arrived(std::unique_lock<std::mutex>& lock);  // one side's answer is in: the second pushes the event
+  InferDone CandidateDone();                         // the shadow version's answer, into the event
+  bool Handing();                                    // marks the copy submitted; false when it was already
 
   std::unique_ptr<Lease> lease_;
   const VersionOutput* stable_;  // what the live version answers (the lease's table keeps it)
@@ -54,6 +63,8 @@ class ShadowCopy : public std::enable_shared_from_this<ShadowCopy> {
   std::mutex mutex_;  // guards event_ and arrived_
   ShadowEvent event_;
   int arrived_ = 0;
+  bool handed_ = false;  // submitted to the batcher, or failed
+  std::optional<Clock::time_point> deadline_;  // the live call's, for a copy tokenized by Python
 };
 
 }  // namespace ortserve
