@@ -1,18 +1,13 @@
 """The native WordPiece tokenizer against Hugging Face tokenizers: same ids, same rejections of shapes it
-cannot reproduce, same results from many threads, and Unicode tables that still match the installed HF. Pairs of
-texts too (at the end): `[CLS] a [SEP] b [SEP]` with HF's longest-first truncation (odd and even budgets, one text
-or both past it, literal special tokens inside either), the second text starting where HF's token types turn to 1,
-and the pair templates it refuses. Every single-text parity check also holds `encode_spans` to HF: each token's
-span (HF's `Encoding.offsets`, code points of the str), whether it is a continuation (HF's token starts with the
-continuing prefix), `special_tokens_mask`, and how much of the text the kept tokens read (`chars_read`)."""
+cannot reproduce, same results from many threads (pairs of texts and the Unicode tables: test_wordpiece_pairs.py).
+Every single-text parity check also holds `encode_spans` to HF: each token's span (HF's `Encoding.offsets`, code
+points of the str), whether it is a continuation (HF's token starts with the continuing prefix),
+`special_tokens_mask`, and how much of the text the kept tokens read (`chars_read`)."""
 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import string
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,15 +21,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ortserve_devtools.minilm_source import find_model_dir
 from ortserve_devtools.wordpiece_tokenizer import build_wordpiece_tokenizer, tiny_vocab
+from support.wordpiece_texts import (
+    EXAMPLES,
+    MINILM_MAX_SEQ_LEN,
+    SEPARATORS,
+    TINY_MAX_SEQ_LEN,
+    any_text,
+    long_text,
+    mixed_text,
+    unicode_soup,
+    word,
+)
 from tokenizers import Tokenizer
 
-from ortserve.engine_ext import UnsupportedTokenizer, WordPiece, load_wordpiece, longest_first, wordpiece_tables_version
+from ortserve.engine_ext import UnsupportedTokenizer, WordPiece, load_wordpiece
 from ortserve.engine_ext.wordpiece import wordpiece_from_config
 
 REPO = Path(__file__).resolve().parents[2]
-TINY_MAX_SEQ_LEN = 32
-MINILM_MAX_SEQ_LEN = 128
-EXAMPLES = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @dataclass(frozen=True)
@@ -130,37 +133,6 @@ def minilm(minilm_json: Path) -> Pair:
     return _pair(minilm_json, MINILM_MAX_SEQ_LEN)
 
 
-# --- generated text -----------------------------------------------------------------------------------
-
-_WORDS = [
-    "the", "movie", "was", "unbelievably", "good", "Hello", "WORLD", "don't", "e-mail", "3.14", "#1",
-    "café", "naïve", "Ångström", "İstanbul", "straße", "ǅemal", "ΣΊΣΥΦΟΣ", "ﬁne", "Ⅻ", "\uff46\uff55\uff4c\uff4c",
-    "中文", "日本語", "한국어", "ภาษาไทย", "العربية", "עברית", "हिन्दी", "😀", "👍🏽", "🇫🇷", "👩‍💻", "🫠", "🥲",
-    "[SEP]", "[CLS]", "[PAD]", "[MASK]", "[UNK]", "[sep]", "[SEP", "SEP]", "[[SEP]]", "##ing", "##",
-    "a\u0301\u0316", "e\U0001d165\u0301\U0001d16d", "\u302e\u0301", "\ufb01\u0307", "\u0130\u0307",
-    "\x00", "\ufffd", "\u200b", "\u200d", "\ufeff", "\u00ad", "\x7f", "\x85", "\ue000", "\U000e0041",
-    "\u0378", "\U0010ffff",
-]
-_SEPARATORS = [" ", "", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000", "\u2028", "\u1680", "\u202f",
-               "\x1c", "\x0b", ",", ".", "!?", "-", "'", "\"", "(", ")", "¿", "«", "、", "。", "$", "~"]
-_INTERESTING = st.characters(codec="utf-8", categories=("L", "M", "N", "P", "S", "Z", "C"))
-
-_word = st.one_of(
-    st.sampled_from(_WORDS),
-    st.text(alphabet=string.ascii_letters + string.digits, min_size=1, max_size=12),
-    st.text(alphabet=_INTERESTING, min_size=1, max_size=6),
-    st.text(alphabet="abé", min_size=95, max_size=110),  # around max_input_chars_per_word
-    st.text(alphabet=string.ascii_lowercase + "\u0301", min_size=90, max_size=210),
-)
-mixed_text = st.lists(st.tuples(_word, st.sampled_from(_SEPARATORS)), max_size=20).map(
-    lambda parts: "".join(word + sep for word, sep in parts))
-# Past max_seq_len tokens, so truncation cuts inside words, between special tokens, etc.
-long_text = st.lists(st.sampled_from([*_WORDS[:20], "[SEP]", "unbelievably", "x"]), min_size=20,
-                     max_size=200).map(" ".join)
-any_text = st.text()
-unicode_soup = st.text(alphabet=_INTERESTING, max_size=60)
-
-
 @EXAMPLES
 @given(text=st.one_of(mixed_text, long_text, unicode_soup, any_text))
 def test_tiny_parity(tiny: Pair, text: str) -> None:
@@ -253,7 +225,7 @@ def test_texts_many_pieces_long_parity(tiny_config: dict[str, Any], tmp_path: Pa
     stops once it has max_len ids: the same ids as HF's tokenize-then-truncate, whether truncation comes early (64)
     or never (4096), for texts that span many pieces."""
     pair = _pair_from_config(copy.deepcopy(tiny_config), tmp_path, max_len)
-    long_mixed = st.lists(st.tuples(_word, st.sampled_from(_SEPARATORS)), min_size=40, max_size=120).map(
+    long_mixed = st.lists(st.tuples(word, st.sampled_from(SEPARATORS)), min_size=40, max_size=120).map(
         lambda parts: "".join(word + sep for word, sep in parts))
 
     @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -468,112 +440,3 @@ def test_concurrent_encode(minilm: Pair) -> None:
     assert not errors
     assert len(results) == 6 and all(result == expected for result in results)
     assert expected == [e.ids for e in minilm.hf.encode_batch(texts)]
-
-
-def _load_generator() -> Any:
-    spec = importlib.util.spec_from_file_location("gen_wordpiece_tables", REPO / "scripts" / "gen_wordpiece_tables.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_tables_match_installed_tokenizers() -> None:
-    """Re-probes HF (~5 s): a tokenizers upgrade that changes any character's behaviour fails here."""
-    generator = _load_generator()
-    committed = generator.OUTPUT.read_text()
-    assert wordpiece_tables_version() == tokenizers.__version__, (
-        f"the native tables come from tokenizers {wordpiece_tables_version()}, but {tokenizers.__version__} is "
-        "installed: rerun scripts/gen_wordpiece_tables.py and rebuild")
-    assert generator.render(generator.probe()) == committed, (
-        f"tokenizers {tokenizers.__version__} behaves differently from the committed tables: rerun "
-        "scripts/gen_wordpiece_tables.py and rebuild")
-
-
-# --- pairs of texts ------------------------------------------------------------------------------------
-
-pair_texts = st.one_of(mixed_text, long_text, unicode_soup, any_text, st.just(""))
-
-
-def _hf_pairs(path: Path, max_len: int) -> Tokenizer:
-    hf = Tokenizer.from_file(str(path))
-    hf.no_padding()
-    hf.enable_truncation(max_length=max_len)
-    return hf
-
-
-def _check_pair(native: WordPiece, hf: Tokenizer, first: str, second: str) -> None:
-    expected = hf.encode(first, second)
-    ((ids, starts),) = native.encode_pairs([first], [second])
-    assert ids.tolist() == expected.ids, f"pair {first!r} / {second!r}"
-    assert starts == expected.type_ids.index(1), f"pair {first!r} / {second!r}"
-    assert expected.type_ids == [0] * starts + [1] * (len(expected.ids) - starts)
-
-
-@pytest.fixture(scope="module", params=[8, 9, 32, 33])
-def tiny_pairs(request: pytest.FixtureRequest, tiny_json: Path) -> tuple[WordPiece, Tokenizer]:
-    """Budgets of 5, 6, 29 and 30 tokens: which text keeps the odd one is where truncations differ."""
-    max_len = int(request.param)
-    return load_wordpiece(tiny_json, max_len, pairs=True), _hf_pairs(tiny_json, max_len)
-
-
-@EXAMPLES
-@given(first=pair_texts, second=pair_texts)
-def test_tiny_pair_parity(tiny_pairs: tuple[WordPiece, Tokenizer], first: str, second: str) -> None:
-    _check_pair(*tiny_pairs, first, second)
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(first=pair_texts, second=pair_texts)
-def test_minilm_pair_parity(first: str, second: str) -> None:
-    try:
-        path = find_model_dir() / "tokenizer.json"
-    except FileNotFoundError as error:
-        pytest.skip(str(error))
-    _check_pair(load_wordpiece(path, 128, pairs=True), _hf_pairs(path, 128), first, second)
-
-
-@pytest.mark.parametrize(("first", "second"), [
-    ("", ""), ("a query", ""), ("", "a passage"),
-    ("x " * 40, "y " * 40), ("x " * 41, "y " * 40), ("x " * 40, "y " * 41),  # both past: the odd token's owner
-    ("x " * 3, "y " * 60), ("x " * 60, "y " * 3), ("[SEP] x [SEP]", "[CLS] y"),
-])
-def test_explicit_pairs(tiny_json: Path, first: str, second: str) -> None:
-    for max_len in (8, 9, 32, 33):
-        _check_pair(load_wordpiece(tiny_json, max_len, pairs=True), _hf_pairs(tiny_json, max_len), first, second)
-
-
-@given(first=st.integers(0, 80), second=st.integers(0, 80), budget=st.integers(0, 70))
-def test_longest_first_keeps_what_it_states(first: int, second: int, budget: int) -> None:
-    """Fills the budget, cuts the longer first: the shorter is whole when it fits in half, else each keeps half."""
-    kept_first, kept_second = longest_first(first, second, budget)
-    assert kept_first <= first and kept_second <= second
-    assert kept_first + kept_second == min(first + second, budget)
-    shorter, kept_shorter = min((first, kept_first), (second, kept_second))
-    if shorter <= budget // 2:
-        assert kept_shorter == shorter
-    else:
-        assert min(kept_first, kept_second) == budget // 2
-
-
-def test_encode_pairs_needs_one_second_text_per_text(tiny_json: Path) -> None:
-    native = load_wordpiece(tiny_json, 32, pairs=True)
-    with pytest.raises(ValueError, match="2 texts and 1 pairs"):
-        native.encode_pairs(["a", "b"], ["c"])
-
-
-def test_pair_templates_it_cannot_reproduce_are_refused(tiny_json: Path) -> None:
-    config: dict[str, Any] = json.loads(tiny_json.read_text())
-    wordpiece_from_config(config, 32, pairs=True)  # the BERT template
-    roberta_like = copy.deepcopy(config)
-    pair = roberta_like["post_processor"]["pair"]
-    pair.insert(3, copy.deepcopy(pair[2]))  # [CLS] $A [SEP] [SEP] $B [SEP]
-    with pytest.raises(UnsupportedTokenizer, match="pair template"):
-        wordpiece_from_config(roberta_like, 32, pairs=True)
-    wordpiece_from_config(roberta_like, 32)  # single texts are still the C++ tokenizer's
-    no_types = copy.deepcopy(config)
-    for piece in no_types["post_processor"]["pair"]:
-        next(iter(piece.values()))["type_id"] = 0
-    with pytest.raises(UnsupportedTokenizer, match="pair template"):
-        wordpiece_from_config(no_types, 32, pairs=True)
