@@ -2,9 +2,8 @@
 stage to the registry and step the rollout; no process of the person who started it stays. A healthy copy is
 promoted from its shadow stage through its canary steps, every stage stepped once; a copy whose head flips a few
 percent of the decisive answers on a slice of realistic texts (its own references pass) is rolled back at its shadow
-stage on agreement, before any caller saw it; a
-slow version is rolled back during its canary step with the check and its figures recorded, and traffic is back on
-the stable version. Over the file store and the Consul stand-in."""
+stage on agreement, before any caller saw it; a version that fails some calls, or a slow one, is rolled back during
+its canary step with the check and its figures recorded, and traffic is back on the stable version. Over the file store and the Consul stand-in."""
 
 from __future__ import annotations
 
@@ -88,6 +87,44 @@ def nudged_head_of(bundle: Path, dest: Path, texts: list[str]) -> tuple[Path, fl
     return dest, 1.0 - flips / int(decisive.sum())
 
 
+MASKED = "a text that names [MASK] outright"
+"""A call the erring copy fails: its head answers NaN for any text holding the [MASK] token, which no reference or
+built-in corpus text does."""
+
+
+def erring_on_mask_of(bundle: Path, dest: Path) -> Path:
+    """The same graph plus 0 x log(1 - any(input_ids == [MASK])) on its logits: the same answers, except NaN (which
+    the engine refuses: the call fails INTERNAL) for a text holding [MASK]. Its references pass."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from ortserve.prepare import reference_choice
+
+    copy_of(bundle, dest)
+    mask_id = next(t["id"] for t in json.loads((dest / "tokenizer.json").read_text())["added_tokens"]
+                   if t["content"] == "[MASK]")
+    model = onnx.load(dest / "model.onnx")
+    graph = model.graph
+    for node in graph.node:
+        node.output[:] = ["logits_clean" if o == "logits" else o for o in node.output]
+    graph.initializer.extend([helper.make_tensor("mask_id", TensorProto.INT64, [], [mask_id]),
+                              helper.make_tensor("one", TensorProto.FLOAT, [], [1.0]),
+                              helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])])
+    graph.node.extend([
+        helper.make_node("Equal", ["input_ids", "mask_id"], ["is_mask"]),
+        helper.make_node("Cast", ["is_mask"], ["is_mask_f"], to=TensorProto.FLOAT),
+        helper.make_node("ReduceMax", ["is_mask_f"], ["has_mask"], axes=[1], keepdims=1),
+        helper.make_node("Sub", ["one", "has_mask"], ["no_mask"]),
+        helper.make_node("Log", ["no_mask"], ["log_no_mask"]),  # 0, or -inf with a [MASK]
+        helper.make_node("Mul", ["log_no_mask", "zero"], ["poison"]),  # 0, or NaN
+        helper.make_node("Add", ["logits_clean", "poison"], ["logits"]),
+    ])
+    onnx.checker.check_model(model)
+    onnx.save(model, dest / "model.onnx")
+    reference_choice.attach(dest)
+    return dest
+
+
 def run_rollout(registry: Registry, tmp_path: Path, candidate: str, *flags: str,
                 texts: list[str] | None = None) -> dict[str, Any]:
     with ReplicaSet(registry, tmp_path, count=2, extra=["--rollout-step-s", STEP_S]) as replicas:
@@ -147,6 +184,27 @@ def test_a_copy_that_flips_a_few_percent_of_a_slice_is_rolled_back_at_its_shadow
     assert abs(seen - expected) <= 0.02 and seen < 0.99, (expected, done["reason"])
     assert registry.weights(MODEL) == {"v1": 100}  # no caller was ever answered by it
     assert "agreement" in registry.cli("show", MODEL).stdout
+
+
+def test_a_version_that_errors_is_rolled_back_in_its_canary_step_with_the_reason(
+        registry: Registry, bundle: Callable[..., Path], tmp_path: Path) -> None:
+    registry.publish(MODEL, "v1", bundle(1), weight=100, cli=False)
+    registry.publish(MODEL, "v2", erring_on_mask_of(bundle(1), tmp_path / "erring"), cli=False)
+    with ReplicaSet(registry, tmp_path, count=2, extra=["--rollout-step-s", STEP_S]) as replicas:
+        replicas.wait_ready(MODEL, "v2")
+        options = client_options(retry=False)
+        with SteadyLoad(replicas.target, MODEL, texts=TEXTS[:2], concurrency=4, options=options) as load, \
+                SteadyLoad(replicas.target, MODEL, texts=[MASKED], concurrency=1, tag="masked", options=options):
+            registry.cli("rollout", MODEL, "v2", "--min-calls", "30", "--steps", "50,100", "--interval", "30s",
+                         "--max-error-rate", "0.01", "--max-p99-ratio", "100")
+            done = wait_until(lambda: ended(registry), timeout=90, what="the rollout to end", interval=0.5)
+        assert not load.failures(), load.failures()[:3]  # the stable version answered every call, v2 the rest
+    assert done["status"] == "rolled_back", done["story"]
+    assert done["reason"].startswith("error rate"), done["reason"]
+    assert [(s["event"], s["stage"]) for s in done["story"]] == [("started", "canary 50%"),
+                                                                ("rolled back", "canary 50%")]
+    assert registry.weights(MODEL) == {"v1": 100}
+    assert "error rate" in registry.cli("show", MODEL).stdout
 
 
 @pytest.mark.slow
