@@ -123,23 +123,22 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
         reference_name = f"transformers {transformers.__version__} {reference.__class__.__name__}"
 
         def each_text_alone(texts: Sequence[str]) -> list[np.ndarray]:
-            with torch.inference_mode():
-                return [reference(**_encode(tokenizer, text, limit)).logits[0].float().numpy().astype(np.float32)
-                        for text in texts]
+            rows = _unpadded([_encode(tokenizer, text, limit) for text in texts], lambda feed: reference(**feed).logits,
+                             torch)
+            return [row.astype(np.float32) for row in rows]
 
         token_outputs = each_text_alone
     elif checkpoint.classifier:
         graph = Logits(exported, takes_token_types=takes_token_types).eval()
         columns = len(checkpoint.labels)
-        outputs = _one_at_a_time(lambda text: reference(**_encode(tokenizer, text, limit)).logits, torch)
+        outputs = _one_at_a_time(lambda text: _encode(tokenizer, text, limit), lambda feed: reference(**feed).logits,
+                                 torch)
         reference_name = f"transformers {transformers.__version__} {reference.__class__.__name__}"
 
         def pair_outputs(texts: Sequence[str], pairs: Sequence[str]) -> np.ndarray:
-            with torch.inference_mode():
-                rows = [reference(**dict(tokenizer(text, pair, truncation=True, max_length=limit,
-                                                   return_tensors="pt"))).logits[0].float().numpy()
-                        for text, pair in zip(texts, pairs, strict=True)]
-            return np.stack(rows).astype(np.float32)
+            feeds = [dict(tokenizer(text, pair, truncation=True, max_length=limit, return_tensors="pt"))
+                     for text, pair in zip(texts, pairs, strict=True)]
+            return np.stack(_unpadded(feeds, lambda feed: reference(**feed).logits, torch)).astype(np.float32)
 
         def pair_ids(texts: Sequence[str], pairs: Sequence[str]) -> list[list[int]]:
             return [list(tokenizer(text, pair, truncation=True, max_length=limit)["input_ids"])
@@ -158,7 +157,8 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
             pooled = SentenceVector(reference, modes=pooling.modes, normalize=pooling.normalize,
                                     takes_token_types=takes_token_types).eval()
             outputs = _one_at_a_time(
-                lambda text: pooled(**{k: v for k, v in _encode(tokenizer, text, limit).items() if k in names}), torch)
+                lambda text: {k: v for k, v in _encode(tokenizer, text, limit).items() if k in names},
+                lambda feed: pooled(**feed), torch)
             reference_name = (f"transformers {transformers.__version__} {reference.__class__.__name__} with "
                               f"{pooling.describe()} in PyTorch")
     model = TorchModel(checkpoint=checkpoint, tokenizer=tokenizer, graph=graph, input_names=names, columns=columns,
@@ -315,12 +315,35 @@ def _encode(tokenizer: Any, text: str, limit: int) -> dict[str, Any]:
     return dict(tokenizer(text, truncation=True, max_length=limit, return_tensors="pt"))
 
 
-def _one_at_a_time(run: Callable[[str], Any], torch: Any) -> Callable[[Sequence[str]], np.ndarray]:
-    """Each text alone, unpadded: the answer transformers gives for it, whatever batch it would come in."""
+UNPADDED_BATCH = 32
+"""Texts of one token count run together, at most this many a forward call."""
+
+
+def _unpadded(feeds: Sequence[dict[str, Any]], run: Callable[[dict[str, Any]], Any], torch: Any) -> list[np.ndarray]:
+    """run over each text's feed (tensors [1, T]), texts of the same T stacked into one call: no row is padded and
+    the rows of a batch never meet, so each answer is the one transformers gives the text alone, unpadded (whatever
+    batch it would come in), in a fraction of the forward calls. Row r of run's answer is its r-th text's."""
+    by_length: dict[int, list[int]] = {}
+    for i, feed in enumerate(feeds):
+        by_length.setdefault(int(feed["input_ids"].shape[1]), []).append(i)
+    out: list[np.ndarray | None] = [None] * len(feeds)
+    with torch.inference_mode():
+        for members in by_length.values():
+            for start in range(0, len(members), UNPADDED_BATCH):
+                chunk = members[start:start + UNPADDED_BATCH]
+                stacked = {key: torch.cat([feeds[i][key] for i in chunk]) for key in feeds[chunk[0]]}
+                answers = run(stacked).float().numpy()
+                for row, i in enumerate(chunk):
+                    out[i] = answers[row]
+    return [row for row in out if row is not None]
+
+
+def _one_at_a_time(encode: Callable[[str], dict[str, Any]], run: Callable[[dict[str, Any]], Any],
+                   torch: Any) -> Callable[[Sequence[str]], np.ndarray]:
+    """Each text alone, unpadded (`_unpadded`): a row per text."""
 
     def outputs(texts: Sequence[str]) -> np.ndarray:
-        with torch.inference_mode():
-            return np.stack([run(text)[0].float().numpy() for text in texts]).astype(np.float32)
+        return np.stack(_unpadded([encode(text) for text in texts], run, torch)).astype(np.float32)
 
     return outputs
 
