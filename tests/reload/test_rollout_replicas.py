@@ -3,7 +3,8 @@ stage to the registry and step the rollout; no process of the person who started
 promoted from its shadow stage through its canary steps, every stage stepped once; a copy whose head flips a few
 percent of the decisive answers on a slice of realistic texts (its own references pass) is rolled back at its shadow
 stage on agreement, before any caller saw it; a version that fails some calls, or a slow one, is rolled back during
-its canary step with the check and its figures recorded, and traffic is back on the stable version. Over the file store and the Consul stand-in."""
+its canary step with the check and its figures recorded, and traffic is back on the stable version. Over the file
+store and the Consul stand-in."""
 
 from __future__ import annotations
 
