@@ -695,7 +695,7 @@ class ServedVersion:
 
     def infer(self, texts: object, timeout_s: float | None = None, pairs: object | None = None) -> tuple:
         """
-        Blocking: (code name, message, output float32 [n, columns] | None, {tokenize_s, queue_s, engine_s, batch_size, retry_after_s}).
+        Blocking: (code name, message, output float32 [n, columns] | None, {tokenize_s, queue_s, engine_s, batch_size, retry_after_s, tokens}).
         """
 
     def submit(self, texts: object, timeout_s: float | None = None, run_here: bool = False, pairs: object | None = None, bulk: bool | None = None, shadow: bool = False) -> Ticket:

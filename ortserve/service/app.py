@@ -121,8 +121,7 @@ class Server:
                                tls=server_tls(*tls_pem(settings)) if settings.tls_cert else None) \
             if settings.http_port else None
         if self.rest is not None:  # the client APIs on the same port: each call a V2 ModelInfer (text_calls.py)
-            calls = TextCalls(self.rest, self.inference, self.manager, settings=settings,
-                              tokenize_pool=self._tokenize_pool)
+            calls = TextCalls(self.rest, self.inference, self.manager, settings=settings)
             for api in CLIENT_APIS:
                 api.add_routes(self.rest.app, calls)
         self.health = health.aio.HealthServicer()

@@ -88,7 +88,7 @@ class CohereApi:
                                    "classifier of pairs with one score): rerank serves rerankers", "model")
         answer = await self._calls.run(request, served, documents, pairs=[query])
         # Counted as the model read each pair: the query first (a decoder reranker's template is not symmetric).
-        tokens = await self._calls.count_tokens(answer, [query] * len(documents), pairs=documents)
+        tokens = answer.token_count
         scores = answer.values[:, 0]
         order = sorted(range(len(documents)), key=lambda i: (-scores[i], i))[:top_n]
         results = [{"index": i, "relevance_score": float(scores[i]),
@@ -134,7 +134,7 @@ class CohereApi:
             prompt_name=prompt, dimensions=dimensions, embedding_type=None if t == "float" else t)) for t in wire))
         by_type = dict(zip(wire, answers, strict=True))
         first = answers[0]
-        tokens = await self._calls.count_tokens(first, first.read())
+        tokens = first.token_count
         meta = {"api_version": {"version": str(version)}, "billed_units": {"input_tokens": tokens}}
         headers = {"x-request-id": first.request_id, "x-model-version": first.version}
         if version == 1 and types is None:

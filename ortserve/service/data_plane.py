@@ -68,6 +68,8 @@ class InferResult:
     """Engine time of the runs the call's texts were in (summed when split)."""
     batch_size: int
     """Largest run any of the call's texts was in."""
+    token_count: int
+    """The tokens the model read for the call (special tokens included, after truncation)."""
     tokens: list[TokenEncoding] | None = None
     """A token classifier's: each text's tokens as the model read them (`outputs` rows hold their logits first)."""
 
@@ -276,7 +278,8 @@ class VersionBatcher:
         if output is None:
             raise failure_of(code, message, timings["retry_after_s"])
         return InferResult(outputs=output, tokenize_s=timings["tokenize_s"], queue_s=timings["queue_s"],
-                           engine_s=timings["engine_s"], batch_size=int(timings["batch_size"]), tokens=tokens)
+                           engine_s=timings["engine_s"], batch_size=int(timings["batch_size"]),
+                           token_count=int(timings["tokens"]), tokens=tokens)
 
     async def close(self, drain_timeout_s: float) -> None:
         """Its leases (both front ends' calls) drain (bounded by `drain_timeout_s`), then queued calls are answered

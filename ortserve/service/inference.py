@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -83,9 +83,8 @@ class InferReply:
     id: str
     tensors: list[tuple[str, str, tuple[int, int], bool, Any]]
     """engine_ext.encode_outputs: (name, datatype, (rows, width), raw, payload) per output."""
-    read: Callable[[], list[str]] = list
-    """The texts the model read: each after the call's prompt (`prompt_name`), else as sent (asked of C++ only by
-    the callers that count them)."""
+    token_count: int
+    """The tokens the model read for the call (special tokens included, after truncation): the client APIs' usage."""
 
 
 class CallFailed(Exception):
@@ -201,7 +200,7 @@ class Inference:
         record.queue_s, record.tokenize_s, record.engine_s = timings["queue_s"], timings["tokenize_s"], \
             timings["engine_s"]
         return InferReply(request_id=record.request_id, model=call.model, version=started.version, id=call.id,
-                          tensors=tensors, read=started.call.read)
+                          tensors=tensors, token_count=int(timings["tokens"]))
 
     async def _submit_ids(self, call: InferCall, started: Started) -> None:
         """A version on HF tokenizers: its texts tokenized on the tokenizer pool, submitted as ids (the second
@@ -240,7 +239,7 @@ class Inference:
         tensors = encode_tensors(decoded, served, result.outputs, result.tokens)
         record.answered(result)
         return InferReply(request_id=record.request_id, model=call.model, version=lv.version, id=call.id,
-                          tensors=tensors, read=lambda: read)
+                          tensors=tensors, token_count=result.token_count)
 
     def _finish(self, record: CallRecord, started: float, status: str, transport: str, error: str = "") -> None:
         record.status, record.error, record.total_s = status, error, time.monotonic() - started

@@ -74,7 +74,7 @@ class OpenAiApi:
             raise ApiError.invalid(f"'encoding_format' must be 'float' or 'base64', got {encoding!r}",
                                    "encoding_format")
         answer = await self._calls.run(request, served, texts, embedding=EmbeddingParams.of(doc))
-        tokens = await self._calls.count_tokens(answer, answer.read())
+        tokens = answer.token_count
         rows = answer.values
         # base64: the float32 values' little-endian bytes, as OpenAI sends them (the SDK's default).
         data = [{"object": "embedding", "index": i,
@@ -93,7 +93,7 @@ class OpenAiApi:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not a classifier of "
                                    "single texts: /v1/classify serves those", "model")
         answer = await self._calls.run(request, served, texts)
-        tokens = await self._calls.count_tokens(answer, texts)
+        tokens = answer.token_count
         labels = served.output.labels
         data = [{"index": i, "label": labels[int(np.argmax(row))], "probs": row, "num_classes": len(labels)}
                 for i, row in enumerate(probabilities(answer.values, served.output))]

@@ -15,11 +15,9 @@ own shape (`ApiError`).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,28 +150,23 @@ class ServedModel:
 @dataclass(frozen=True)
 class Answer:
     """A V2 call's answer: the output's values (float32 [texts, columns]; int8 or uint8 for a compact
-    embedding_type), who answered, and the request id."""
+    embedding_type), who answered, the request id, and the tokens the model read (special tokens included, after
+    truncation, each text after the call's prompt: the APIs' usage, as the batcher counted them)."""
 
     values: np.ndarray
     model: str
     version: str
     request_id: str
-    asked: ModelInstance
-    read: Callable[[], list[str]]
-    """The texts the model read (each after the call's prompt, if it named one): what its tokens are counted of."""
-    """The version the call was made knowing (its first routed one then): its tokenizer counts the tokens when the
-    version that answered has left the route table since."""
+    token_count: int
 
 
 class TextCalls:
     """Texts to a served model through `Inference.infer`; owned by the event loop (every method runs on it)."""
 
-    def __init__(self, rest: RestServer, inference: Inference, manager: ModelManager, *, settings: Settings,
-                 tokenize_pool: Executor) -> None:
+    def __init__(self, rest: RestServer, inference: Inference, manager: ModelManager, *, settings: Settings) -> None:
         self._rest = rest
         self._inference = inference
         self._manager = manager
-        self._pool = tokenize_pool
         self.settings = settings
         self._first_served: dict[str, int] = {}
         """Unix time each model was first seen served here (OpenAI's `created`); guarded by the loop."""
@@ -276,24 +269,7 @@ class TextCalls:
         dtype = REPLY_DTYPES.get(datatype, "<f4")
         values = np.frombuffer(payload, dtype=dtype) if raw else np.asarray(payload, dtype=dtype)
         return Answer(values=values.reshape(shape[0], -1), model=reply.model, version=reply.version,
-                      request_id=reply.request_id, asked=served.instance, read=reply.read)
-
-    async def count_tokens(self, answer: Answer, texts: Sequence[str], pairs: Sequence[str] | None = None) -> int:
-        """The tokens the model read for `texts` (with `pairs`: each text's pair, one row each), special tokens
-        included, after truncation to max_seq_len, by the tokenizer of the version that answered: the batcher does
-        not report them, so they are counted again, on the loop where that is cheaper than a thread hop (the C++
-        WordPiece), else on the tokenizer pool."""
-        route = self._manager.route_table.models.get(answer.model)
-        answered = None if route is None else route.versions.get(answer.version)
-        instance = answered.instance if answered is not None and answered.instance is not None else answer.asked
-
-        def count() -> int:
-            ids = instance.tokenize(texts) if pairs is None else instance.tokenize_pairs(texts, pairs)[0]
-            return sum(len(row) for row in ids)
-
-        if instance.tokenizes_inline(texts if pairs is None else [*texts, *pairs]):
-            return count()
-        return await asyncio.get_running_loop().run_in_executor(self._pool, count)
+                      request_id=reply.request_id, token_count=reply.token_count)
 
 
 def texts_of(value: Any, param: str, *, allow_empty_text: bool = True) -> tuple[list[str], bool]:

@@ -95,7 +95,7 @@ def test_a_call_crosses_into_cpp_twice(tiny_bundle: Path, monkeypatch: pytest.Mo
         assert (reply.request_id, reply.version, name, datatype, shape, raw) == ("crossing-1", "1", "LOGITS",
                                                                                  "FP32", (2, 2), True)
         assert np.isfinite(np.frombuffer(payload, "<f4")).all()
-        assert reply.read() == texts  # asked only by the callers that count tokens: a third crossing for them
+        assert reply.token_count == 6 + 4  # [CLS] ... [SEP] each, as the batcher counted them: no third crossing
 
     _serve(tiny_bundle, monkeypatch, calls)
 

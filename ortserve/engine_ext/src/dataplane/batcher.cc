@@ -179,20 +179,25 @@ CallHandle Batcher::SubmitRows(std::vector<std::vector<int64_t>> ids, std::vecto
                                      std::to_string(seconds.size()) + " second-text starts"));
     return nullptr;
   }
+  int empty_rows = 0;
   for (auto& row : ids) {
-    if (row.empty()) row.push_back(state_->model.pad_id);  // the engine needs one token per row
+    if (!row.empty()) continue;
+    row.push_back(state_->model.pad_id);  // the engine needs one token per row
+    ++empty_rows;
   }
   return Enqueue(std::move(ids), std::move(seconds), BudgetOf(deadline, state_->settings.default_timeout_s,
                  Clock::now()), bulk, std::move(done), tokenize_s, /*may_run_here=*/false, /*submitting=*/false,
-                 shadow);
+                 shadow, empty_rows);
 }
 
 CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds,
                             TimeBudget budget, std::optional<bool> bulk, InferDone done, double tokenize_s,
-                            bool may_run_here, bool submitting, bool shadow) {
+                            bool may_run_here, bool submitting, bool shadow, int empty_rows) {
   State& s = *state_;
   const int n = static_cast<int>(ids.size());
   const std::vector<int> lengths = Lengths(ids);
+  int64_t read = -empty_rows;
+  for (int length : lengths) read += length;
   const int64_t tokens = CallTokens(lengths, s.settings.policy, s.model.buckets);
   auto call = std::make_shared<Call>();
   call->done = std::move(done);
@@ -216,6 +221,7 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
   }
   if (answer) {
     answer->tokenize_s = tokenize_s;
+    if (answer->code == Code::kOk) answer->tokens = read;
     call->finished = true;
     if (s.Idle()) s.idle.notify_all();
     lock.unlock();
@@ -225,6 +231,7 @@ CallHandle Batcher::Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<i
   if (!call->bulk) s.interactive_at = now;
   InferResult& result = call->result;
   result.tokenize_s = tokenize_s;
+  result.tokens = read;
   result.rows = n;
   result.columns = s.model.columns;
   result.logits.assign(static_cast<size_t>(n) * static_cast<size_t>(s.model.columns), 0.0f);

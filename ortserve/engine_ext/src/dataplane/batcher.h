@@ -118,11 +118,12 @@ class Batcher : public std::enable_shared_from_this<Batcher> {
                         std::optional<bool> bulk, bool shadow);
 
   // Admits `ids` (their tokens counted) and queues them or runs them alone, or answers at once. `submitting`: the
-  // call was counted in State::submitting while it tokenized.
+  // call was counted in State::submitting while it tokenized. `empty_rows`: rows that came empty and hold the pad id
+  // (read as no tokens in InferResult::tokens).
   // `budget`: the call's (BudgetOf in batcher.cc).
   CallHandle Enqueue(std::vector<std::vector<int64_t>> ids, std::vector<int> seconds, TimeBudget budget,
                      std::optional<bool> bulk, InferDone done, double tokenize_s, bool may_run_here,
-                     bool submitting, bool shadow = false);
+                     bool submitting, bool shadow = false, int empty_rows = 0);
 
   const std::string model_;
   const std::string version_;

@@ -46,6 +46,7 @@ struct InferResult {
   int columns = 0;            // values per row (TextModel::columns)
   double tokenize_s = 0, queue_s = 0, engine_s = 0;
   int batch_size = 0;
+  int64_t tokens = 0;  // the tokens the model read for the call (special tokens in, an empty row's pad out)
 };
 
 // Runs exactly once per admitted or refused call, on whichever thread answers it, with no lock held.

@@ -28,6 +28,7 @@ nb::dict Timings(const InferResult& result) {
   timings["engine_s"] = result.engine_s;
   timings["batch_size"] = result.batch_size;
   timings["retry_after_s"] = result.retry_after_s;
+  timings["tokens"] = result.tokens;
   return timings;
 }
 

@@ -66,7 +66,7 @@ std::shared_ptr<EventSink> EventSinkPtr(nanobind::handle object);
 
 // (code name, message, output float32 [rows, columns] or None, timings): a call's answer as Python reads it.
 nanobind::tuple ResultTuple(InferResult& result);
-// {tokenize_s, queue_s, engine_s, batch_size, retry_after_s} of a call's answer.
+// {tokenize_s, queue_s, engine_s, batch_size, retry_after_s, tokens} of a call's answer.
 nanobind::dict Timings(const InferResult& result);
 
 BatchPolicy MakePolicy(int max_batch_size, double max_queue_delay_s, double max_padding_ratio,

@@ -186,7 +186,7 @@ void BindServedVersion(nb::module_& m) {
           },
           "texts"_a, "timeout_s"_a = nb::none(), "pairs"_a = nb::none(),
           "Blocking: (code name, message, output float32 [n, columns] | None, {tokenize_s, queue_s, engine_s, "
-          "batch_size, retry_after_s}).")
+          "batch_size, retry_after_s, tokens}).")
       .def(
           "submit",
           [](PyServedVersion& self, nb::handle texts, std::optional<double> timeout_s, bool run_here,
