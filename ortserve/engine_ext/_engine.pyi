@@ -976,9 +976,6 @@ class Routes:
 class StartedCall:
     """A ModelInfer start_call routed and leased."""
 
-    def read(self) -> list:
-        """The texts the model read: each after the call's prompt, else as sent."""
-
     def submit_ids(self, ids: object, timeout_s: float | None, tokenize_s: float, seconds: Sequence[int] = [], tokens: object | None = None) -> None:
         """
         A version on HF tokenizers: the texts start_call gave to tokenize, as ids (one int64 array per row; `seconds`: per pair where its second text begins; `tokens`: a token classifier's [(spans int64 [T, 4], chars_read)] per row), into the batcher; the answer arrives as start_call's.

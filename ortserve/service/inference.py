@@ -123,7 +123,7 @@ class Started(NamedTuple):
     route: str
     texts: int
     call: Any
-    """engine_ext.StartedCall (cancel, read, submit_ids) when routed and leased, else None."""
+    """engine_ext.StartedCall (cancel, submit_ids) when routed and leased, else None."""
     tokenize: tuple[list[str], list[str] | None] | None
     """The (texts, pairs) a version on HF tokenizers needs as ids (`StartedCall.submit_ids`); None: submitted."""
 

@@ -115,7 +115,6 @@ def test_a_started_call_is_answered_with_the_reply_the_rules_encode_and_its_leas
     np.testing.assert_allclose(np.frombuffer(payload, "<f4").reshape(shape),
                                np.frombuffer(expected[0][4], "<f4").reshape(shape), atol=1e-5)
     assert plane.version.in_flight == 0
-    assert started.call.read() == texts
 
 
 @pytest.mark.parametrize(("call", "passed"), [

@@ -246,10 +246,6 @@ void BindCallPath(nb::module_& m) {
           "VersionOutput}])}; a version without a VersionOutput answers LOGITS and passes classification on.");
 
   nb::class_<ortserve::PyStartedCall>(m, "StartedCall", "A ModelInfer start_call routed and leased.")
-      .def(
-          "read",
-          [](const ortserve::PyStartedCall& self) { return ortserve::Strs(self.state->read()); },
-          "The texts the model read: each after the call's prompt, else as sent.")
       .def("submit_ids", &ortserve::SubmitIds, "ids"_a, "timeout_s"_a.none(), "tokenize_s"_a,
            "seconds"_a = std::vector<int>{}, "tokens"_a.none() = nb::none(),
            "A version on HF tokenizers: the texts start_call gave to tokenize, as ids (one int64 array per row; "
