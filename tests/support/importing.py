@@ -17,3 +17,7 @@ def run_registry(*args: str, cwd: Path, timeout: float = 600) -> subprocess.Comp
     env.update(OFFLINE, OMP_NUM_THREADS="1")
     return subprocess.run([sys.executable, "-m", "ortserve.registry.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+SMALL_BATCHES = ("--max-batch-size", "4", "--default-timeout-ms", "0", "--max-padding-ratio", "1.5")
+"""Server arguments for serving imports: concurrent calls get split across batches and merged into them."""

@@ -1,12 +1,14 @@
 """Importer fixtures: tiny random checkpoints of every architecture, both tasks, made offline in the session, and
 their imports (real PyTorch, real torch.onnx export, real ONNX Runtime), made once and shared read-only; and the
 same for token classifiers (every architecture with BIO tags, BERT also with IOBES), and for the decoders imported
-as embedding models."""
+as embedding models. A module that serves its imports (a `served` fixture) gets a gRPC `stub` to it here."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.hf_checkpoints import (
@@ -23,6 +25,7 @@ from support.hf_checkpoints import (
     make_decoder_sentence_transformer,
     make_token_checkpoint,
 )
+from support.server_process import ServerProcess, stub_for
 
 from ortserve.prepare.importer import ImportResult, import_checkpoint
 
@@ -30,6 +33,14 @@ from ortserve.prepare.importer import ImportResult, import_checkpoint
 # spin-wait for each other (a tiny forward pass took 60 ms at 2 threads under that load, 1 ms at 1).
 os.environ.update(OFFLINE)
 Key = tuple[str, str]
+
+
+@pytest.fixture(scope="module")
+def stub(served: ServerProcess) -> Iterator[Any]:
+    """A gRPC stub to the module's `served` server."""
+    channel, stub = stub_for(served.address)
+    yield stub
+    channel.close()
 
 
 @pytest.fixture(scope="session")

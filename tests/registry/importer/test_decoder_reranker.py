@@ -21,7 +21,8 @@ import pytest
 import requests
 from support.batching import burst_behind_busy
 from support.hf_checkpoints import make_decoder_checkpoint
-from support.server_process import ServerProcess, infer_request, logits_of, serving_published, stub_for
+from support.importing import SMALL_BATCHES
+from support.server_process import ServerProcess, infer_request, logits_of, serving_published
 
 from ortserve.bundle import tokenizer as bundle_tokenizer
 from ortserve.prepare.importer import LOGIT_TOLERANCE, ImportResult, import_checkpoint
@@ -116,16 +117,8 @@ def card(reranker: tuple[Path, ImportResult]) -> Card:
 def served(reranker: tuple[Path, ImportResult], tmp_path_factory: pytest.TempPathFactory,
            frontend: str) -> Iterator[ServerProcess]:
     with serving_published(tmp_path_factory.mktemp("reranker-store"), {MODEL: reranker[1].path},
-                           ["--frontend", frontend, "--max-batch-size", "4", "--default-timeout-ms", "0",
-                            "--max-padding-ratio", "1.5"], http=True) as server:
+                           ["--frontend", frontend, *SMALL_BATCHES], http=True) as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def stub(served: ServerProcess) -> Iterator[Any]:
-    channel, stub = stub_for(served.address)
-    yield stub
-    channel.close()
 
 
 def pair_request(texts: Sequence[str], queries: Sequence[str], *, outputs: Sequence[str] = ()) -> pb.ModelInferRequest:

@@ -17,7 +17,8 @@ import requests
 from support.batching import burst_behind_busy
 from support.bf16 import bf16_unavailable
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN, QWEN3_EMBEDDING_PROMPTS
-from support.server_process import ServerProcess, infer_request, logits_of, serving_published, stub_for
+from support.importing import SMALL_BATCHES
+from support.server_process import ServerProcess, infer_request, logits_of, serving_published
 
 from ortserve.prepare.importer import MIN_COSINE, ImportResult
 from ortserve.proto import grpc_service_pb2 as pb
@@ -48,18 +49,9 @@ def optimised(decoder_imported: dict[str, ImportResult], tmp_path_factory: pytes
 def served(decoder_imported: dict[str, ImportResult], optimised: dict[str, Path],
            tmp_path_factory: pytest.TempPathFactory, frontend: str) -> Iterator[ServerProcess]:
     bundles = {EMBEDDER: decoder_imported["qwen3-st"].path, BASE: decoder_imported["qwen2"].path, **optimised}
-    # Small batches: the concurrent calls below get split across and merged into batches.
     with serving_published(tmp_path_factory.mktemp("decoder-store"), bundles,
-                           ["--frontend", frontend, "--max-batch-size", "4", "--default-timeout-ms", "0",
-                            "--max-padding-ratio", "1.5"], http=True) as server:
+                           ["--frontend", frontend, *SMALL_BATCHES], http=True) as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def stub(served: ServerProcess) -> Iterator[Any]:
-    channel, stub = stub_for(served.address)
-    yield stub
-    channel.close()
 
 
 def embed(stub: Any, model: str, texts: list[str], **params: Any) -> np.ndarray:

@@ -35,13 +35,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.batching import burst_behind_busy
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN, make_checkpoint
+from support.importing import SMALL_BATCHES
 from support.reference import Reference
 from support.server_process import (
     ServerProcess,
     ask_classification,
     logits_of,
     serving_published,
-    stub_for,
     write_texts,
 )
 
@@ -89,18 +89,9 @@ def bundles(tmp_path_factory: pytest.TempPathFactory, torch_one_thread: None) ->
 def served(bundles: dict[str, tuple[Path, ImportResult]], tmp_path_factory: pytest.TempPathFactory,
            frontend: str) -> Iterator[ServerProcess]:
     bundle_dirs = {name: result.path for name, (_, result) in bundles.items()}
-    # Small batches: the property's concurrent calls get split across and merged into batches.
     with serving_published(tmp_path_factory.mktemp("pairs-store"), bundle_dirs,
-                           ["--frontend", frontend, "--max-batch-size", "4", "--default-timeout-ms", "0",
-                            "--max-padding-ratio", "1.5"], http=True) as server:
+                           ["--frontend", frontend, *SMALL_BATCHES], http=True) as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def stub(served: ServerProcess) -> Iterator[Any]:
-    channel, stub = stub_for(served.address)
-    yield stub
-    channel.close()
 
 
 def pair_request(model: str, texts: Sequence[str], queries: Sequence[str], *, raw: bool = False,

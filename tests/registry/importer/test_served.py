@@ -23,7 +23,6 @@ from support.server_process import (
     infer_request,
     logits_of,
     running_server,
-    stub_for,
 )
 
 from ortserve.prepare.importer import LOGIT_TOLERANCE, MIN_COSINE, ImportResult, import_checkpoint
@@ -75,13 +74,6 @@ def served(store: Path, frontend: str) -> Iterator[ServerProcess]:
             server.wait_ready(model=model_name(key), timeout=180)
         server.wait_ready(model="multi", timeout=180)
         yield server
-
-
-@pytest.fixture(scope="module")
-def stub(served: ServerProcess) -> Iterator[Any]:
-    channel, stub = stub_for(served.address)
-    yield stub
-    channel.close()
 
 
 def pytorch_outputs(checkpoint: Path, task: str, texts: list[str]) -> np.ndarray:

@@ -35,7 +35,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.batching import burst_behind_busy
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN, make_checkpoint
-from support.server_process import ServerProcess, serving_published, stub_for
+from support.importing import SMALL_BATCHES
+from support.server_process import ServerProcess, serving_published
 
 from ortserve.prepare.importer import ImportResult, import_checkpoint
 from ortserve.proto import grpc_service_pb2 as pb
@@ -74,18 +75,9 @@ def bundles(tmp_path_factory: pytest.TempPathFactory, torch_one_thread: None) ->
 def served(bundles: dict[str, tuple[Path, ImportResult]], tmp_path_factory: pytest.TempPathFactory,
            frontend: str) -> Iterator[ServerProcess]:
     bundle_dirs = {name: result.path for name, (_, result) in bundles.items()}
-    # Small batches: the concurrent calls below get split across and merged into batches.
     with serving_published(tmp_path_factory.mktemp("tokens-store"), bundle_dirs,
-                           ["--frontend", frontend, "--max-batch-size", "4", "--default-timeout-ms", "0",
-                            "--max-padding-ratio", "1.5"], http=True) as server:
+                           ["--frontend", frontend, *SMALL_BATCHES], http=True) as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def stub(served: ServerProcess) -> Iterator[Any]:
-    channel, stub = stub_for(served.address)
-    yield stub
-    channel.close()
 
 
 @pytest.fixture(scope="session")  # not per front end: built once, kept across the frontend reorder
