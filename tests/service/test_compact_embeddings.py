@@ -24,9 +24,10 @@ import pytest
 import requests
 from ortserve_devtools.bert_bundle import build_tiny_embedding_bundle
 from sentence_transformers.util.quantization import quantize_embeddings
+from support.bad_calls import assert_parameters_refused
 from support.compact import assert_quantized
 from support.reference import Reference
-from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for
+from support.server_process import ServerProcess, infer_request, logits_of, running_server, set_parameters, stub_for
 
 from ortserve import engine_ext
 from ortserve.prepare.accuracy import load_eval_set
@@ -70,14 +71,9 @@ def ranges_of(bundle: Path, width: int) -> np.ndarray:
 
 def grpc_infer(served: ServerProcess, texts: list[str], *, raw: bool = True, request_id: str = "",
                **params: Any) -> pb.ModelInferResponse:
-    request = infer_request(texts, model=MODEL)
+    request = set_parameters(infer_request(texts, model=MODEL), params)
     out = request.outputs.add(name="EMBEDDING")
     out.parameters["binary_data"].bool_param = raw
-    for name, value in params.items():
-        if isinstance(value, str):
-            request.parameters[name].string_param = value
-        else:
-            request.parameters[name].int64_param = value
     channel, stub = stub_for(served.address)
     with channel:
         return stub.ModelInfer(request, metadata=(("x-request-id", request_id),) if request_id else ())
@@ -183,13 +179,7 @@ V2_BAD = {
 
 @pytest.mark.parametrize("case", V2_BAD, ids=list(V2_BAD))
 def test_bad_values_are_invalid_argument_naming_what_is_taken(served: ServerProcess, case: str) -> None:
-    params, message = V2_BAD[case]
-    with pytest.raises(grpc.RpcError) as info:
-        grpc_infer(served, TEXTS, **params)
-    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in info.value.details()
-    doc = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": ["x"]}], "parameters": params}
-    reply = requests.post(f"http://127.0.0.1:{served.http_port}/v2/models/{MODEL}/infer", json=doc, timeout=30)
-    assert reply.status_code == 400 and message in reply.json()["error"], reply.text
+    assert_parameters_refused(served, MODEL, *V2_BAD[case])
 
 
 def test_a_classifier_refuses_a_compact_type(server: ServerProcess) -> None:

@@ -25,8 +25,17 @@ import numpy as np
 import pytest
 import requests
 from ortserve_devtools.bert_bundle import build_tiny_embedding_bundle
+from support.bad_calls import assert_parameters_refused
 from support.reference import Reference
-from support.server_process import ServerProcess, infer_request, logits_of, running_server, stub_for, write_texts
+from support.server_process import (
+    ServerProcess,
+    infer_request,
+    logits_of,
+    running_server,
+    set_parameters,
+    stub_for,
+    write_texts,
+)
 
 from ortserve import engine_ext
 from ortserve.proto import grpc_service_pb2 as pb
@@ -73,14 +82,7 @@ def expected(reference: Reference, texts: list[str], prompt_name: str | None = N
 
 
 def grpc_infer(served: ServerProcess, texts: list[str], request_id: str = "", **params: Any) -> pb.ModelInferResponse:
-    request = infer_request(texts, model=MODEL)
-    for name, value in params.items():
-        if isinstance(value, str):
-            request.parameters[name].string_param = value
-        elif isinstance(value, float):
-            request.parameters[name].double_param = value
-        else:
-            request.parameters[name].int64_param = value
+    request = set_parameters(infer_request(texts, model=MODEL), params)
     channel, stub = stub_for(served.address)
     with channel:
         return stub.ModelInfer(request, metadata=(("x-request-id", request_id),) if request_id else ())
@@ -166,13 +168,7 @@ V2_BAD = {
 
 @pytest.mark.parametrize("case", V2_BAD, ids=list(V2_BAD))
 def test_bad_parameters_are_invalid_argument_naming_what_is_taken(served: ServerProcess, case: str) -> None:
-    params, message = V2_BAD[case]
-    with pytest.raises(grpc.RpcError) as info:
-        grpc_infer(served, TEXTS, **params)
-    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in info.value.details()
-    doc = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": ["x"]}], "parameters": params}
-    reply = requests.post(f"http://127.0.0.1:{served.http_port}/v2/models/{MODEL}/infer", json=doc, timeout=30)
-    assert reply.status_code == 400 and message in reply.json()["error"], reply.text
+    assert_parameters_refused(served, MODEL, *V2_BAD[case])
 
 
 def test_a_classifier_refuses_both(server: ServerProcess) -> None:

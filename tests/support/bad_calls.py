@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import grpc
-from support.server_process import infer_request
+import pytest
+import requests
+from support.server_process import ServerProcess, infer_request, set_parameters, stub_for
 
 from ortserve.proto import grpc_service_pb2 as pb
 
@@ -82,3 +87,14 @@ CASES = [
     ("unknown output", grpc.StatusCode.INVALID_ARGUMENT, "PROBS"),
     ("routing key not a string", grpc.StatusCode.INVALID_ARGUMENT, "routing_key"),
 ]
+
+
+def assert_parameters_refused(server: ServerProcess, model: str, params: Mapping[str, Any], message: str) -> None:
+    """A call of one text with `params` is INVALID_ARGUMENT over gRPC and 400 over REST, `message` in both."""
+    channel, stub = stub_for(server.address)
+    with channel, pytest.raises(grpc.RpcError) as info:
+        stub.ModelInfer(set_parameters(infer_request(["x"], model=model), params), timeout=30)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and message in info.value.details()
+    doc = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": ["x"]}], "parameters": dict(params)}
+    reply = requests.post(f"http://127.0.0.1:{server.http_port}/v2/models/{model}/infer", json=doc, timeout=30)
+    assert reply.status_code == 400 and message in reply.json()["error"], reply.text

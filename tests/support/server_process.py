@@ -52,6 +52,21 @@ def serving_published(store: Path, bundles: Mapping[str, Path], args: Sequence[s
         yield server
 
 
+def set_parameters(request: pb.ModelInferRequest, params: Mapping[str, Any]) -> pb.ModelInferRequest:
+    """V2 request parameters from Python values: str -> string_param, bool -> bool_param, float -> double_param,
+    int -> int64_param."""
+    for name, value in params.items():
+        if isinstance(value, str):
+            request.parameters[name].string_param = value
+        elif isinstance(value, bool):
+            request.parameters[name].bool_param = value
+        elif isinstance(value, float):
+            request.parameters[name].double_param = value
+        else:
+            request.parameters[name].int64_param = value
+    return request
+
+
 def infer_request(texts: Sequence[str | bytes], *, model: str = "classifier", version: str = "",
                   raw: bool = False, routing_key: str | None = None) -> pb.ModelInferRequest:
     elements = [t.encode() if isinstance(t, str) else t for t in texts]
