@@ -3,6 +3,7 @@
     make_checkpoint(dest, "roberta", task="classify", labels=("neg", "pos"))     a save_pretrained directory
     make_token_checkpoint(dest, "bert", labels=BIO_LABELS)                       a *ForTokenClassification one
     make_sentence_transformer(dest, "bert", pooling="mean", normalize=True)      a sentence-transformers directory
+    make_sparse_encoder(dest, "bert", strategy="max", activation="relu")         a SparseEncoder (SPLADE) directory
 
 Each is what a user's directory holds: config.json, model.safetensors and the tokenizer transformers saves for the
 family (tokenizer.json and tokenizer_config.json), built from transformers' own config and tokenizer classes. The
@@ -25,6 +26,8 @@ ARCHITECTURES = ("bert", "distilbert", "roberta", "xlm-roberta", "electra", "mpn
 TASKS = ("classify", "embed")
 """The tasks every architecture is imported with in the importer's session fixtures (tokens: TOKEN_TASK)."""
 TOKEN_TASK = "tokens"
+MASKED_LM_TASK = "masked-lm"
+"""make_checkpoint's task for a *ForMaskedLM (a SPLADE model's body and head)."""
 BIO_LABELS = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
 """Named-entity tags, BIO (CoNLL's shape): O outside, B- begins an entity, I- continues it."""
 IOBES_LABELS = ("O", "B-PER", "I-PER", "E-PER", "S-PER", "B-ORG", "I-ORG", "E-ORG", "S-ORG")
@@ -73,7 +76,9 @@ def make_checkpoint(dest: Path, architecture: str, *, task: str = "classify",
                     labels: Sequence[str] = ("negative", "positive"), seed: int = 0,
                     multi_label: bool = False, config_overrides: dict[str, Any] | None = None) -> Path:
     """A save_pretrained directory: `task` classify (…ForSequenceClassification with `labels` as id2label), tokens
-    (…ForTokenClassification, likewise) or embed (the base model). Returns `dest`."""
+    (…ForTokenClassification, likewise), masked-lm (…ForMaskedLM, its vocabulary biases lowered by 1.5 so that most
+    logits are negative: a SPLADE vector then has tens of non-zeros, not the whole vocabulary) or embed (the base
+    model). Returns `dest`."""
     import torch
     import transformers
 
@@ -88,7 +93,8 @@ def make_checkpoint(dest: Path, architecture: str, *, task: str = "classify",
             config.problem_type = "multi_label_classification"
     torch.manual_seed(seed)
     auto = {"classify": transformers.AutoModelForSequenceClassification,
-            TOKEN_TASK: transformers.AutoModelForTokenClassification}.get(task, transformers.AutoModel)
+            TOKEN_TASK: transformers.AutoModelForTokenClassification,
+            MASKED_LM_TASK: transformers.AutoModelForMaskedLM}.get(task, transformers.AutoModel)
     model = auto.from_config(config).eval()
     # Random init leaves LayerNorms at 1/0 and tiny logits; spread the weights so the logits span a few units.
     with torch.no_grad():
@@ -97,6 +103,8 @@ def make_checkpoint(dest: Path, architecture: str, *, task: str = "classify",
                 param.normal_(0.0, 0.1 if "classifier" not in name else 0.5)
             elif "bias" in name:
                 param.normal_(0.0, 0.1)
+        if task == MASKED_LM_TASK:
+            model.get_output_embeddings().bias -= 1.5
     dest.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(dest)
     tokenizer.save_pretrained(dest)
@@ -123,6 +131,20 @@ def make_sentence_transformer(dest: Path, architecture: str, *, pooling: str = "
     if normalize:
         modules.append(Normalize())
     SentenceTransformer(modules=modules, device="cpu").save(str(dest))
+    return dest
+
+
+def make_sparse_encoder(dest: Path, architecture: str, *, strategy: str = "max", activation: str = "relu",
+                        max_seq_length: int = 64, seed: int = 0) -> Path:
+    """A sentence-transformers SparseEncoder directory (modules.json: MLMTransformer, SpladePooling with `strategy`
+    and `activation`) around a masked-LM checkpoint of `architecture`, as SPLADE models are saved."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
+
+    base = make_checkpoint(dest.parent / f".{dest.name}-base", architecture, task=MASKED_LM_TASK, seed=seed)
+    modules = [MLMTransformer(str(base), max_seq_length=max_seq_length),
+               SpladePooling(strategy, activation_function=activation)]
+    SparseEncoder(modules=modules, device="cpu").save(str(dest))
     return dest
 
 

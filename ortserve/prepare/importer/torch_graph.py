@@ -3,6 +3,8 @@
     Logits(model, takes_token_types)                    model(...).logits as float32 [batch, labels] (a token
                                                         classifier's [batch, sequence, labels])
     SentenceVector(encoder, modes, normalize, ...)      last_hidden_state -> pooling -> optional L2 norm [batch, dim]
+    SparseVector(masked_lm, strategy, activation, ...)  SPLADE: MLM logits -> relu -> log1p (twice for log1p_relu),
+                                                        padding zeroed, max or sum over tokens [batch, vocab]
     YesNoLogit(causal_lm, no_id, yes_id)                a decoder reranker's logit(yes) - logit(no) at the last
                                                         token the mask keeps [batch, 1] (yes_no_reranker.py)
 
@@ -83,6 +85,30 @@ def last_token(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tens
     last = hidden.shape[1] - 1 - from_end  # the sequence axis stays symbolic in the trace
     index = torch.where(values == 0, torch.zeros_like(last), last).view(-1, 1, 1).expand(-1, 1, hidden.shape[-1])
     return torch.gather(hidden, 1, index).squeeze(1)
+
+
+class SparseVector(torch.nn.Module):
+    """sentence-transformers' SpladePooling over a masked LM's logits (its padded-batch path): logits times the
+    attention mask, relu, log1p (a second log1p for activation "log1p_relu"), then the max or the sum over tokens:
+    [batch, vocab], every value >= 0, a padded position 0 (it never wins a max of values >= 0 nor adds to a sum)."""
+
+    def __init__(self, masked_lm: Any, *, strategy: str, activation: str, takes_token_types: bool) -> None:
+        super().__init__()
+        if strategy not in ("max", "sum") or activation not in ("relu", "log1p_relu"):
+            raise ValueError(f"SPLADE pooling is max or sum of relu or log1p_relu, got {strategy}, {activation}")
+        self.masked_lm = masked_lm
+        self.strategy = strategy
+        self.activation = activation
+        self.takes_token_types = takes_token_types
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        inputs = model_inputs(input_ids, attention_mask, token_type_ids, self.takes_token_types)
+        logits = self.masked_lm(**inputs).logits.float()
+        weights = torch.log1p(torch.relu(logits * attention_mask.unsqueeze(-1).to(logits.dtype)))
+        if self.activation == "log1p_relu":
+            weights = torch.log1p(weights)
+        return weights.max(dim=1).values if self.strategy == "max" else weights.sum(dim=1)
 
 
 class YesNoLogit(torch.nn.Module):
