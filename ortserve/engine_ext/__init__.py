@@ -18,7 +18,8 @@ A version at precision ``bf16`` (``EngineOptions(precision="bf16")``) runs on Op
 ``route_bucket`` and ``Split`` choose a call's version (the canary bucket and the weights' layout over it), for both
 front ends. The wire rules of a ModelInfer (``prepare_call``: request id, trace context, ``decode_call``
 and routing key in one order; ``check_outputs``, ``prompted_texts``, ``encode_outputs``, ``pushback_ms``,
-``parse_trace_context``, ``quantize_embeddings``: an embedding's compact types; ``WireError``) are the C++ ones
+``parse_trace_context``, ``quantize_embeddings``: an embedding's compact types; ``sparse_entries``: a sparse
+embedding's kept weights; ``WireError``) are the C++ ones
 both front ends and both transports use;
 ``classification_top_k`` is the classification extension's top-k (a softmax, or for a multi-label classifier a
 sigmoid per label).
@@ -125,6 +126,7 @@ check_outputs = _engine.check_outputs
 prompted_texts = _engine.prompted_texts
 encode_outputs = _engine.encode_outputs
 quantize_embeddings = _engine.quantize_embeddings
+sparse_entries = _engine.sparse_entries
 pushback_ms = _engine.pushback_ms
 parse_trace_context = _engine.parse_trace_context
 Routes = _engine.Routes
@@ -248,6 +250,7 @@ __all__ = [
     "pushback_ms",
     "quantize_embeddings",
     "route_bucket",
+    "sparse_entries",
     "split_rows",
     "start_call",
     "wordpiece_tables_version",

@@ -844,6 +844,11 @@ def quantize_embeddings(values: Annotated[NDArray[numpy.float32], dict(shape=(No
     The wire rules' compact embedding (embedding_types.h) of float32 [rows, columns]: (bytes, datatype, columns of the reply), one byte a value; ranges: starts then ends (int8, uint8).
     """
 
+def sparse_entries(values: Annotated[NDArray[numpy.float32], dict(shape=(None, None), order='C', device='cpu', writable=False)], top_k: int = 0, threshold: float = 0.0) -> tuple:
+    """
+    The wire rules' sparse embedding entries (sparse_entries.h) of float32 [rows, columns] weights: (int64 [entries, 2] of (row, column), float32 [entries]), each row's weights above threshold, at most top_k of them (0: no bound), the largest, a tie to the lower column; ascending columns within a row. ValueError for top_k < 0 or a threshold not finite and >= 0.
+    """
+
 class WireError(ValueError):
     pass
 

@@ -21,6 +21,7 @@
 #include "infer_wire.h"
 #include "py_wire.h"
 #include "route.h"
+#include "sparse_entries.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -136,6 +137,32 @@ void BindWire(nb::module_& m) {
       "values"_a, "type"_a, "ranges"_a.none() = nb::none(),
       "The wire rules' compact embedding (embedding_types.h) of float32 [rows, columns]: (bytes, datatype, "
       "columns of the reply), one byte a value; ranges: starts then ends (int8, uint8).");
+  m.def(
+      "sparse_entries",
+      [](nb::ndarray<const float, nb::ndim<2>, nb::c_contig, nb::device::cpu> values, int64_t top_k,
+         double threshold) {
+        ortserve::SparseRows rows;
+        try {
+          rows = ortserve::SparseEntries(values.data(), static_cast<int>(values.shape(0)),
+                                         static_cast<int>(values.shape(1)), top_k, threshold);
+        } catch (const std::invalid_argument& e) {
+          throw nb::value_error(e.what());
+        }
+        auto* coordinates = new std::vector<int64_t>(std::move(rows.coordinates));
+        nb::capsule coordinates_owner(
+            coordinates, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
+        auto* weights = new std::vector<float>(std::move(rows.weights));
+        nb::capsule weights_owner(weights, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+        const size_t pairs[2] = {weights->size(), 2}, entries[1] = {weights->size()};
+        return nb::make_tuple(
+            nb::ndarray<nb::numpy, int64_t, nb::ndim<2>>(coordinates->data(), 2, pairs, coordinates_owner),
+            nb::ndarray<nb::numpy, float, nb::ndim<1>>(weights->data(), 1, entries, weights_owner));
+      },
+      "values"_a, "top_k"_a = 0, "threshold"_a = 0.0,
+      "The wire rules' sparse embedding entries (sparse_entries.h) of float32 [rows, columns] weights: (int64 "
+      "[entries, 2] of (row, column), float32 [entries]), each row's weights above threshold, at most top_k of them "
+      "(0: no bound), the largest, a tie to the lower column; ascending columns within a row. ValueError for top_k "
+      "< 0 or a threshold not finite and >= 0.");
   nb::exception<WireRefusal> wire_error(m, "WireError", PyExc_ValueError);
   nb::exception<WireTooManyTexts>(m, "WireTooManyTexts", wire_error);
 
