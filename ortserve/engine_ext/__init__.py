@@ -141,6 +141,11 @@ ENTITIES_OUTPUT: str = _engine.ENTITIES_OUTPUT
 TOKEN_LOGITS_OUTPUT: str = _engine.TOKEN_LOGITS_OUTPUT
 TOKEN_OFFSETS_OUTPUT: str = _engine.TOKEN_OFFSETS_OUTPUT
 CHARS_READ_OUTPUT: str = _engine.CHARS_READ_OUTPUT
+SPARSE_INDICES_OUTPUT: str = _engine.SPARSE_INDICES_OUTPUT
+SPARSE_VALUES_OUTPUT: str = _engine.SPARSE_VALUES_OUTPUT
+SPARSE_COUNTS_OUTPUT: str = _engine.SPARSE_COUNTS_OUTPUT
+TOP_K_PARAM: str = _engine.TOP_K_PARAM  # a sparse embedding's most entries per text
+THRESHOLD_PARAM: str = _engine.THRESHOLD_PARAM  # a sparse embedding's least weight kept (exclusive)
 MAX_REQUEST_ID_BYTES: int = _engine.MAX_REQUEST_ID_BYTES
 EventSink = _engine.EventSink
 Lanes = _engine.Lanes
@@ -188,9 +193,14 @@ __all__ = [
     "PAIR_INPUT",
     "ROUTE_BUCKETS",
     "SCORE_OUTPUT",
+    "SPARSE_COUNTS_OUTPUT",
+    "SPARSE_INDICES_OUTPUT",
+    "SPARSE_VALUES_OUTPUT",
     "TEXT_INPUT",
+    "THRESHOLD_PARAM",
     "TOKEN_LOGITS_OUTPUT",
     "TOKEN_OFFSETS_OUTPUT",
+    "TOP_K_PARAM",
     "BatchEvent",
     "BatchPolicy",
     "BatcherSettings",

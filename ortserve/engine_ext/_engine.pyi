@@ -792,9 +792,9 @@ class VersionOutput:
     What a loaded version takes and answers, as the wire rules read it (route.h): built once per version from its kind's spec and manifest (service/served_output.py), read by both front ends.
     """
 
-    def __init__(self, kind: str, output: str, *, labels: Sequence[str] = [], multi_label: bool = False, pairs: bool = False, score: str = '', prompts: Mapping[str, str] = {}, widths: Sequence[int] = [], also: Sequence[str] = [], per_token: bool = False, ranges: Mapping[int, Sequence[float]] = {}) -> None:
+    def __init__(self, kind: str, output: str, *, labels: Sequence[str] = [], multi_label: bool = False, pairs: bool = False, score: str = '', prompts: Mapping[str, str] = {}, widths: Sequence[int] = [], also: Sequence[str] = [], per_token: bool = False, ranges: Mapping[int, Sequence[float]] = {}, sparse: bool = False) -> None:
         """
-        kind (for messages), output (the default reply output's name), labels, multi_label, pairs (takes TEXT_PAIR), score (a reranker's activation), prompts {name: text}, widths (an embedding's, its own first), also (the outputs a call may ask for besides output), per_token (a row per token), ranges {width: starts then ends, 2 x width floats} (an embedding's calibrated ranges, for int8 and uint8).
+        kind (for messages), output (the default reply output's name), labels, multi_label, pairs (takes TEXT_PAIR), score (a reranker's activation), prompts {name: text}, widths (an embedding's, its own first), also (the outputs a call may ask for besides output), per_token (a row per token), ranges {width: starts then ends, 2 x width floats} (an embedding's calibrated ranges, for int8 and uint8), sparse (a sparse embedding's vocabulary weights: replies carry the kept entries).
         """
 
     @property
@@ -811,6 +811,9 @@ class VersionOutput:
 
     @property
     def per_token(self) -> bool: ...
+
+    @property
+    def sparse(self) -> bool: ...
 
     @property
     def ranges(self) -> dict[int, list[float]]: ...
@@ -832,6 +835,16 @@ TOKEN_LOGITS_OUTPUT: str = 'TOKEN_LOGITS'
 TOKEN_OFFSETS_OUTPUT: str = 'TOKEN_OFFSETS'
 
 CHARS_READ_OUTPUT: str = 'CHARS_READ'
+
+SPARSE_INDICES_OUTPUT: str = 'SPARSE_INDICES'
+
+SPARSE_VALUES_OUTPUT: str = 'SPARSE_VALUES'
+
+SPARSE_COUNTS_OUTPUT: str = 'SPARSE_COUNTS'
+
+TOP_K_PARAM: str = 'top_k'
+
+THRESHOLD_PARAM: str = 'threshold'
 
 MAX_REQUEST_ID_BYTES: int = 256
 
@@ -903,7 +916,17 @@ class DecodedCall:
     def embedding_type(self) -> str:
         """the embedding_type parameter ('float' when absent)"""
 
-def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None = None, priority: object | None = None, prompt_name: object | None = None, dimensions: object | None = None, embedding_type: object | None = None) -> DecodedCall:
+    @property
+    def top_k(self) -> int:
+        """the top_k parameter (a sparse embedding's most entries); 0 when absent"""
+
+    @property
+    def threshold(self) -> float:
+        """
+        the threshold parameter (a sparse embedding's least weight kept, exclusive); 0 when absent
+        """
+
+def decode_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None = None, priority: object | None = None, prompt_name: object | None = None, dimensions: object | None = None, embedding_type: object | None = None, top_k: object | None = None, threshold: object | None = None) -> DecodedCall:
     """
     The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: [(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a parameter: None when absent, else (WhichOneof('parameter_choice'), value).
     """
@@ -936,7 +959,7 @@ class PreparedCall:
     def too_many_texts(self) -> bool:
         """refused for more texts than max_texts_per_request (HTTP answers 413)"""
 
-def prepare_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None, priority: object | None, prompt_name: object | None, dimensions: object | None, embedding_type: object | None, headers: tuple) -> PreparedCall:
+def prepare_call(inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None, priority: object | None, prompt_name: object | None, dimensions: object | None, embedding_type: object | None, headers: tuple, top_k: object | None = None, threshold: object | None = None) -> PreparedCall:
     """
     A ModelInfer's first steps in one call, as the native front end takes them: the request id, the trace context, decode_call's call and the routing key; headers: (x-request-id, x-routing-key, traceparent, tracestate, b3, x-b3-traceid, x-b3-spanid, x-b3-sampled, x-b3-flags), '' when absent.
     """
@@ -991,7 +1014,7 @@ class StartedCall:
         The caller went away: its queued texts leave the queue and it is answered CANCELLED unless done already; one never submitted gives its lease back.
         """
 
-def start_call(routes: Routes, model: str, version: str, inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None, priority: object | None, prompt_name: object | None, dimensions: object | None, embedding_type: object | None, headers: tuple, timeout_s: float | None, completions: Completions, token: int, inline_chars: int | None) -> tuple:
+def start_call(routes: Routes, model: str, version: str, inputs: list, outputs: list, raw_input_contents: list, scores: object | None, routing_key: object | None, max_texts_per_request: int, aggregation: object | None, priority: object | None, prompt_name: object | None, dimensions: object | None, embedding_type: object | None, headers: tuple, timeout_s: float | None, completions: Completions, token: int, inline_chars: int | None, top_k: object | None = None, threshold: object | None = None) -> tuple:
     """
     A ModelInfer in one crossing (call_path.h): prepare_call's steps, the version (pin, else the split), check_outputs, its lease, the prompt, and the batcher (tokenized here, GIL released). Returns (request_id, trace, error, too_many_texts, passed, version, route, texts, StartedCall | None, tokenize): error the rules' refusal, passed why the data plane left the call to Python (a passthrough reason, or 'long_texts': its texts pass inline_chars characters, None: any, so start it again off the event loop), tokenize the (texts, pairs | None) a version on HF tokenizers needs as ids (StartedCall.submit_ids), else None. A routed call's answer arrives in `completions` under `token` as (code, message, the reply's tensors as encode_outputs gives them | None, timings).
     """

@@ -160,9 +160,11 @@ nb::tuple StartCall(PyRoutes& routes, nb::str model, nb::str version, nb::list i
                     long long max_texts_per_request, nb::handle aggregation, nb::handle priority,
                     nb::handle prompt_name, nb::handle dimensions, nb::handle embedding_type, nb::tuple headers,
                     std::optional<double> timeout_s,
-                    PyCompletions& completions, uint64_t token, std::optional<long long> inline_chars) {
+                    PyCompletions& completions, uint64_t token, std::optional<long long> inline_chars,
+                    nb::handle top_k, nb::handle threshold) {
   PreparedCall prepared = PrepareCall(RequestOf(inputs, outputs, raw_input_contents, scores, routing_key,
-                                                aggregation, priority, prompt_name, dimensions, embedding_type),
+                                                aggregation, priority, prompt_name, dimensions, embedding_type,
+                                                top_k, threshold),
                                       CallHeadersOf(headers), max_texts_per_request);
   const std::string& id = prepared.request_id;
   if (const auto* error = std::get_if<WireError>(&prepared.call)) {
@@ -273,7 +275,8 @@ void BindCallPath(nb::module_& m) {
         "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(), "max_texts_per_request"_a,
         "aggregation"_a.none(), "priority"_a.none(), "prompt_name"_a.none(), "dimensions"_a.none(),
         "embedding_type"_a.none(), "headers"_a,
-        "timeout_s"_a.none(), "completions"_a, "token"_a, "inline_chars"_a.none(),
+        "timeout_s"_a.none(), "completions"_a, "token"_a, "inline_chars"_a.none(), "top_k"_a.none() = nb::none(),
+        "threshold"_a.none() = nb::none(),
         "A ModelInfer in one crossing (call_path.h): prepare_call's steps, the version (pin, else the split), "
         "check_outputs, its lease, the prompt, and the batcher (tokenized here, GIL released). Returns (request_id, "
         "trace, error, too_many_texts, passed, version, route, texts, StartedCall | None, tokenize): error the "

@@ -68,6 +68,8 @@ WireRequest ToWire(const inference::ModelInferRequest& request) {
   wire.prompt_name = Param(request.parameters(), kPromptNameParam);
   wire.dimensions = Param(request.parameters(), kDimensionsParam);
   wire.embedding_type = Param(request.parameters(), kEmbeddingTypeParam);
+  wire.top_k = Param(request.parameters(), kTopKParam);
+  wire.threshold = Param(request.parameters(), kThresholdParam);
   return wire;
 }
 

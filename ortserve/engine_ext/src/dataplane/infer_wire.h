@@ -44,6 +44,12 @@ constexpr const char* kEntitiesOutput = "ENTITIES";
 constexpr const char* kTokenLogitsOutput = "TOKEN_LOGITS";
 constexpr const char* kTokenOffsetsOutput = "TOKEN_OFFSETS";
 constexpr const char* kCharsReadOutput = "CHARS_READ";
+// A sparse embedding model (VersionOutput::sparse) answers each text's kept weights (sparse_entries.h) as three
+// outputs: SPARSE_INDICES INT64 [E] (the vocabulary columns, ascending within a text), SPARSE_VALUES FP32 [E] (their
+// weights) and SPARSE_COUNTS INT64 [N] (how many of the E entries are each text's, texts in order).
+constexpr const char* kSparseIndicesOutput = "SPARSE_INDICES";
+constexpr const char* kSparseValuesOutput = "SPARSE_VALUES";
+constexpr const char* kSparseCountsOutput = "SPARSE_COUNTS";
 constexpr const char* kPriorityParam = "priority";  // "interactive" or "bulk"; absent: by size (bulk_min_texts)
 constexpr const char* kAggregationParam = "aggregation";  // how ENTITIES groups tokens (entities.h), default simple
 constexpr const char* kClassificationParam = "classification";  // a requested output's top-k
@@ -52,6 +58,8 @@ constexpr const char* kRoutingKeyParam = "routing_key";
 constexpr const char* kPromptNameParam = "prompt_name";  // one of the version's prompts, put before each text
 constexpr const char* kDimensionsParam = "dimensions";   // an embedding's width to truncate to (Matryoshka)
 constexpr const char* kEmbeddingTypeParam = "embedding_type";  // float, int8, uint8, binary, ubinary (embedding_types.h)
+constexpr const char* kTopKParam = "top_k";          // a sparse embedding's most entries per text (>= 1)
+constexpr const char* kThresholdParam = "threshold";  // a sparse embedding's least weight kept (exclusive, >= 0)
 constexpr const char* kBinaryDataParam = "binary_data";
 // The longest x-request-id a caller may send: it is echoed in the reply's trailers (a gRPC client refuses trailers
 // past 16 KiB) and logged.
@@ -89,7 +97,7 @@ struct WireRequest {
   std::vector<WireInput> inputs;
   std::vector<WireOutput> outputs;
   std::vector<std::string_view> raw_input_contents;
-  WireParam scores, routing_key, aggregation, priority, prompt_name, dimensions, embedding_type;
+  WireParam scores, routing_key, aggregation, priority, prompt_name, dimensions, embedding_type, top_k, threshold;
 };
 
 struct RequestedOutput {
@@ -113,6 +121,9 @@ struct DecodedCall {
   std::optional<std::string_view> prompt_name;  // the prompt_name parameter; nullopt when absent
   int64_t dimensions = 0;                       // the dimensions parameter (>= 1); 0 when absent: the full width
   EmbeddingType embedding_type = EmbeddingType::kFloat;  // the embedding_type parameter; float when absent
+  int64_t top_k = 0;         // the top_k parameter (>= 1); 0 when absent: every weight above the threshold
+  double threshold = 0;      // the threshold parameter (finite, >= 0); 0 when absent: every non-zero weight
+  bool sparse_bound = false;  // top_k or threshold was sent (CheckOutputs: a sparse embedding model's only)
 };
 
 struct WireError {
@@ -128,7 +139,7 @@ struct WireError {
 // once, a classification parameter an integer >= 1; scores "logits" or "probabilities", with a classification
 // output; routing_key a string; aggregation a string naming one of entities.h's strategies; priority "interactive"
 // or "bulk"; prompt_name a string; dimensions an integer >= 1; embedding_type a string naming one of
-// embedding_types.h's types.
+// embedding_types.h's types; top_k an integer >= 1; threshold a finite number >= 0.
 std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long long max_texts_per_request);
 
 // What a loaded version takes and answers (route.h VersionOutput): TEXT_PAIR exactly when it takes pairs; every
@@ -137,7 +148,8 @@ std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long lon
 // token classifier; prompt_name one of the version's prompts (the message lists them); dimensions only for an
 // embedding model, one of its widths (its own, or one it was trained to be truncated to: the message lists them);
 // embedding_type other than float only for an embedding model, int8 and uint8 only at a width whose ranges its
-// manifest recorded (VersionOutput::ranges).
+// manifest recorded (VersionOutput::ranges); top_k and threshold only for a sparse embedding model (which refuses
+// dimensions and every embedding_type but float: its width is its vocabulary).
 // `model` names the model in the message.
 std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutput& version, std::string_view model);
 
@@ -172,6 +184,8 @@ struct ReplyTensor {
 // in code points of the caller's text; CHARS_READ INT64 [rows]; TOKEN_LOGITS FP32 [rows, T, labels], T the call's
 // most tokens, zeros past a text's own; TOKEN_OFFSETS INT64 [rows, T, 2], each token's start and end (a special
 // token's (0, 0)), -1 past a text's own. None requested: ENTITIES and CHARS_READ.
+// A sparse embedding model: each row's entries by SparseEntries (sparse_entries.h) with the call's top_k and
+// threshold, as SPARSE_INDICES, SPARSE_VALUES and SPARSE_COUNTS (each requested one, else all three, in that order).
 std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOutput& version, const float* values,
                                         int rows, int columns, const TokenRows* tokens = nullptr);
 

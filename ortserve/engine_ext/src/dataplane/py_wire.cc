@@ -98,7 +98,8 @@ nb::list Strs(const std::vector<std::string>& texts) {
 
 WireRequest RequestOf(nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores,
                       nb::handle routing_key, nb::handle aggregation, nb::handle priority,
-                      nb::handle prompt_name, nb::handle dimensions, nb::handle embedding_type) {
+                      nb::handle prompt_name, nb::handle dimensions, nb::handle embedding_type, nb::handle top_k,
+                      nb::handle threshold) {
   WireRequest request;
   for (nb::handle item : inputs) {
     nb::tuple t = nb::cast<nb::tuple>(item);
@@ -126,6 +127,8 @@ WireRequest RequestOf(nb::list inputs, nb::list outputs, nb::list raw_input_cont
   request.prompt_name = ParamOf(prompt_name);
   request.dimensions = ParamOf(dimensions);
   request.embedding_type = ParamOf(embedding_type);
+  request.top_k = ParamOf(top_k);
+  request.threshold = ParamOf(threshold);
   return request;
 }
 
@@ -144,6 +147,9 @@ OwnedWireCall Own(const DecodedCall& call) {
   if (call.prompt_name) owned.prompt_name = std::string(*call.prompt_name);
   owned.dimensions = call.dimensions;
   owned.embedding_type = call.embedding_type;
+  owned.top_k = call.top_k;
+  owned.threshold = call.threshold;
+  owned.sparse_bound = call.sparse_bound;
   return owned;
 }
 

@@ -30,6 +30,9 @@ struct OwnedWireCall {
   std::optional<std::string> prompt_name;
   int64_t dimensions = 0;
   EmbeddingType embedding_type = EmbeddingType::kFloat;
+  int64_t top_k = 0;
+  double threshold = 0;
+  bool sparse_bound = false;
 
   DecodedCall View() const {
     DecodedCall call;
@@ -44,6 +47,9 @@ struct OwnedWireCall {
     if (prompt_name) call.prompt_name = *prompt_name;
     call.dimensions = dimensions;
     call.embedding_type = embedding_type;
+    call.top_k = top_k;
+    call.threshold = threshold;
+    call.sparse_bound = sparse_bound;
     return call;
   }
 };
@@ -61,7 +67,7 @@ nanobind::list Strs(const std::vector<std::string>& texts);
 WireRequest RequestOf(nanobind::list inputs, nanobind::list outputs, nanobind::list raw_input_contents,
                       nanobind::handle scores, nanobind::handle routing_key, nanobind::handle aggregation,
                       nanobind::handle priority, nanobind::handle prompt_name, nanobind::handle dimensions,
-                      nanobind::handle embedding_type);
+                      nanobind::handle embedding_type, nanobind::handle top_k, nanobind::handle threshold);
 // The headers PrepareCall reads, from the 9 strs of inference.CALL_HEADERS' order.
 CallHeaders CallHeadersOf(nanobind::tuple headers);
 OwnedWireCall Own(const DecodedCall& call);

@@ -59,6 +59,9 @@ struct VersionOutput {
   std::vector<std::string> also;  // the outputs a call may ask for besides `name`
   // Its values hold a row per token (a token classifier): replies are built from its token rows (EncodeOutputs).
   bool per_token = false;
+  // Its values are a sparse embedding's weights, a row of the vocabulary per text (a SPLADE model): replies carry
+  // the kept entries (sparse_entries.h), not the row.
+  bool sparse = false;
 };
 
 struct ModelRoute {

@@ -45,6 +45,7 @@ std::shared_ptr<ShadowCopy> ShadowCopy::Of(const RoutedCall& routed, const std::
   const VersionOutput& served = route.OutputOf(route.shadow);
   // A token classifier's copy is judged on entities: the live version must answer them too, with labels.
   if (served.per_token != routed.served->per_token || (served.per_token && served.labels.empty())) return nullptr;
+  if (served.sparse != routed.served->sparse) return nullptr;  // a dense copy of a sparse call, or back: no judge
   if (CheckOutputs(call, served, model)) return nullptr;
   if (!version->second->Acquire()) return nullptr;
   auto lease = std::make_unique<Lease>();

@@ -70,7 +70,7 @@ void BindWire(nb::module_& m) {
           [](ortserve::VersionOutput* self, std::string kind, std::string output, std::vector<std::string> labels,
              bool multi_label, bool pairs, std::string score, std::map<std::string, std::string> prompts,
              std::vector<int64_t> widths, std::vector<std::string> also, bool per_token,
-             std::map<int64_t, std::vector<float>> ranges) {
+             std::map<int64_t, std::vector<float>> ranges, bool sparse) {
             auto* v = new (self) ortserve::VersionOutput();
             v->kind = std::move(kind);
             v->name = std::move(output);
@@ -83,20 +83,23 @@ void BindWire(nb::module_& m) {
             v->ranges = std::move(ranges);
             v->also = std::move(also);
             v->per_token = per_token;
+            v->sparse = sparse;
           },
           "kind"_a, "output"_a, nb::kw_only(), "labels"_a = std::vector<std::string>(), "multi_label"_a = false,
           "pairs"_a = false, "score"_a = "", "prompts"_a = std::map<std::string, std::string>(),
           "widths"_a = std::vector<int64_t>(), "also"_a = std::vector<std::string>(), "per_token"_a = false,
-          "ranges"_a = std::map<int64_t, std::vector<float>>(),
+          "ranges"_a = std::map<int64_t, std::vector<float>>(), "sparse"_a = false,
           "kind (for messages), output (the default reply output's name), labels, multi_label, pairs (takes "
           "TEXT_PAIR), score (a reranker's activation), prompts {name: text}, widths (an embedding's, its own "
           "first), also (the outputs a call may ask for besides output), per_token (a row per token), ranges {width: "
-          "starts then ends, 2 x width floats} (an embedding's calibrated ranges, for int8 and uint8).")
+          "starts then ends, 2 x width floats} (an embedding's calibrated ranges, for int8 and uint8), sparse (a sparse "
+          "embedding's vocabulary weights: replies carry the kept entries).")
       .def_ro("kind", &ortserve::VersionOutput::kind)
       .def_ro("output", &ortserve::VersionOutput::name)
       .def_ro("labels", &ortserve::VersionOutput::labels)
       .def_ro("also", &ortserve::VersionOutput::also)
       .def_ro("per_token", &ortserve::VersionOutput::per_token)
+      .def_ro("sparse", &ortserve::VersionOutput::sparse)
       .def_ro("ranges", &ortserve::VersionOutput::ranges);
   m.attr("TEXT_INPUT") = ortserve::kTextInput;
   m.attr("PAIR_INPUT") = ortserve::kPairInput;
@@ -107,6 +110,11 @@ void BindWire(nb::module_& m) {
   m.attr("TOKEN_LOGITS_OUTPUT") = ortserve::kTokenLogitsOutput;
   m.attr("TOKEN_OFFSETS_OUTPUT") = ortserve::kTokenOffsetsOutput;
   m.attr("CHARS_READ_OUTPUT") = ortserve::kCharsReadOutput;
+  m.attr("SPARSE_INDICES_OUTPUT") = ortserve::kSparseIndicesOutput;
+  m.attr("SPARSE_VALUES_OUTPUT") = ortserve::kSparseValuesOutput;
+  m.attr("SPARSE_COUNTS_OUTPUT") = ortserve::kSparseCountsOutput;
+  m.attr("TOP_K_PARAM") = ortserve::kTopKParam;
+  m.attr("THRESHOLD_PARAM") = ortserve::kThresholdParam;
   m.attr("MAX_REQUEST_ID_BYTES") = ortserve::kMaxRequestIdBytes;
   m.attr("EMBEDDING_TYPE_PARAM") = ortserve::kEmbeddingTypeParam;
   {
@@ -186,22 +194,27 @@ void BindWire(nb::module_& m) {
       .def_prop_ro(
           "embedding_type",
           [](const OwnedWireCall& self) { return std::string(ortserve::EmbeddingTypeName(self.embedding_type)); },
-          "the embedding_type parameter ('float' when absent)");
+          "the embedding_type parameter ('float' when absent)")
+      .def_ro("top_k", &OwnedWireCall::top_k, "the top_k parameter (a sparse embedding's most entries); 0 when absent")
+      .def_ro("threshold", &OwnedWireCall::threshold,
+              "the threshold parameter (a sparse embedding's least weight kept, exclusive); 0 when absent");
 
   m.def(
       "decode_call",
       [](nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores, nb::handle routing_key,
          long long max_texts_per_request, nb::handle aggregation, nb::handle priority, nb::handle prompt_name,
-         nb::handle dimensions, nb::handle embedding_type) {
+         nb::handle dimensions, nb::handle embedding_type, nb::handle top_k, nb::handle threshold) {
         auto decoded = ortserve::Decode(RequestOf(inputs, outputs, raw_input_contents, scores, routing_key,
-                                                  aggregation, priority, prompt_name, dimensions, embedding_type),
+                                                  aggregation, priority, prompt_name, dimensions, embedding_type,
+                                                  top_k, threshold),
                                         max_texts_per_request);
         if (auto* error = std::get_if<ortserve::WireError>(&decoded)) Raise(*error);
         return Own(std::get<ortserve::DecodedCall>(decoded));
       },
       "inputs"_a, "outputs"_a, "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(), "max_texts_per_request"_a,
       "aggregation"_a.none() = nb::none(), "priority"_a.none() = nb::none(), "prompt_name"_a.none() = nb::none(),
-      "dimensions"_a.none() = nb::none(), "embedding_type"_a.none() = nb::none(),
+      "dimensions"_a.none() = nb::none(), "embedding_type"_a.none() = nb::none(), "top_k"_a.none() = nb::none(),
+      "threshold"_a.none() = nb::none(),
       "The call's texts and outputs by the wire rules, or WireError naming the first rule it breaks. inputs: "
       "[(name, datatype, shape, has_contents, [bytes])]; outputs: [(name, classification, binary_data)]; a "
       "parameter: None when absent, else (WhichOneof('parameter_choice'), value).");
@@ -219,10 +232,11 @@ void BindWire(nb::module_& m) {
       "prepare_call",
       [](nb::list inputs, nb::list outputs, nb::list raw_input_contents, nb::handle scores, nb::handle routing_key,
          long long max_texts_per_request, nb::handle aggregation, nb::handle priority, nb::handle prompt_name,
-         nb::handle dimensions, nb::handle embedding_type, nb::tuple headers) {
+         nb::handle dimensions, nb::handle embedding_type, nb::tuple headers, nb::handle top_k,
+         nb::handle threshold) {
         ortserve::PreparedCall prepared = ortserve::PrepareCall(
             RequestOf(inputs, outputs, raw_input_contents, scores, routing_key, aggregation, priority, prompt_name,
-                      dimensions, embedding_type),
+                      dimensions, embedding_type, top_k, threshold),
             ortserve::CallHeadersOf(headers), max_texts_per_request);
         OwnedPreparedCall owned;
         owned.request_id = std::move(prepared.request_id);
@@ -238,7 +252,8 @@ void BindWire(nb::module_& m) {
       },
       "inputs"_a, "outputs"_a, "raw_input_contents"_a, "scores"_a.none(), "routing_key"_a.none(),
       "max_texts_per_request"_a, "aggregation"_a.none(), "priority"_a.none(), "prompt_name"_a.none(),
-      "dimensions"_a.none(), "embedding_type"_a.none(), "headers"_a,
+      "dimensions"_a.none(), "embedding_type"_a.none(), "headers"_a, "top_k"_a.none() = nb::none(),
+      "threshold"_a.none() = nb::none(),
       "A ModelInfer's first steps in one call, as the native front end takes them: the request id, the trace "
       "context, decode_call's call and the routing key; headers: (x-request-id, x-routing-key, traceparent, "
       "tracestate, b3, x-b3-traceid, x-b3-spanid, x-b3-sampled, x-b3-flags), '' when absent.");

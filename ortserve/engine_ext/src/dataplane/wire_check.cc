@@ -24,6 +24,23 @@ std::optional<WireError> CheckPrompt(const DecodedCall& call, const VersionOutpu
                                 : " (its prompts: " + known + ")"));
 }
 
+// What a sparse embedding model answers instead of a dense one's widths and compact types; "" for any other.
+std::string SparseHint(const VersionOutput& version) {
+  if (!version.sparse) return "";
+  return " (a sparse embedding's width is its vocabulary, answered as " + Quote(kSparseIndicesOutput) + " and " +
+         Quote(kSparseValuesOutput) + " in float; bound its entries with " + Quote(kTopKParam) + " or " +
+         Quote(kThresholdParam) + ")";
+}
+
+// top_k and threshold: a sparse embedding model's only.
+std::optional<WireError> CheckSparseBounds(const DecodedCall& call, const VersionOutput& version,
+                                           std::string_view model) {
+  if (!call.sparse_bound || version.sparse) return std::nullopt;
+  return Invalid("request parameters " + Quote(kTopKParam) + " and " + Quote(kThresholdParam) + " apply to a sparse "
+                 "embedding model's " + Quote(kSparseValuesOutput) + "; model " + Quote(model) + " is " +
+                 Article(version.kind));
+}
+
 // dimensions: an embedding model's width, its own or one it was trained to be truncated to (the message lists them).
 std::optional<WireError> CheckDimensions(const DecodedCall& call, const VersionOutput& version,
                                          std::string_view model) {
@@ -31,7 +48,7 @@ std::optional<WireError> CheckDimensions(const DecodedCall& call, const VersionO
   const std::string what = "request parameter " + Quote(kDimensionsParam);
   if (version.widths.empty()) {
     return Invalid(what + " applies to an embedding model's " + Quote(kEmbeddingOutput) + "; model " + Quote(model) +
-                   " is " + Article(version.kind));
+                   " is " + Article(version.kind) + SparseHint(version));
   }
   if (std::find(version.widths.begin(), version.widths.end(), call.dimensions) != version.widths.end()) {
     return std::nullopt;
@@ -59,7 +76,7 @@ std::optional<WireError> CheckEmbeddingType(const DecodedCall& call, const Versi
                            PyRepr(EmbeddingTypeName(call.embedding_type));
   if (version.widths.empty()) {
     return Invalid(what + " applies to an embedding model's " + Quote(kEmbeddingOutput) + "; model " + Quote(model) +
-                   " is " + Article(version.kind));
+                   " is " + Article(version.kind) + SparseHint(version));
   }
   if (!NeedsRanges(call.embedding_type)) return std::nullopt;
   const int64_t width = call.dimensions > 0 ? call.dimensions : version.widths.front();
@@ -114,7 +131,8 @@ std::optional<WireError> CheckOutputs(const DecodedCall& call, const VersionOutp
   }
   if (auto error = CheckPrompt(call, version, model)) return error;
   if (auto error = CheckDimensions(call, version, model)) return error;
-  return CheckEmbeddingType(call, version, model);
+  if (auto error = CheckEmbeddingType(call, version, model)) return error;
+  return CheckSparseBounds(call, version, model);
 }
 
 }  // namespace ortserve

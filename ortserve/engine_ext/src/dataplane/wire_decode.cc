@@ -1,5 +1,7 @@
 // Decode: a ModelInfer's texts, pairs, outputs and parameters, or the first wire rule it breaks (infer_wire.h).
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -171,6 +173,43 @@ std::optional<WireError> DecodeDimensions(const WireParam& param, int64_t& dimen
                          "the embedding width to truncate to", dimensions);
 }
 
+// The shortest decimal that reads back as `value` (a finite double).
+std::string ShortestDouble(double value) {
+  char buffer[32];
+  const auto [end, error] = std::to_chars(buffer, buffer + sizeof(buffer), value);
+  return std::string(buffer, error == std::errc() ? end : buffer);
+}
+
+// top_k: an integer >= 1; threshold: a finite number >= 0 (double_param, or an integer one); absent: no bound.
+std::optional<WireError> DecodeSparseBounds(const WireRequest& request, DecodedCall& call) {
+  if (request.top_k.present) {
+    if (auto error = PositiveInteger(request.top_k, "request parameter " + Quote(kTopKParam),
+                                     "the most weights kept per text", call.top_k)) {
+      return error;
+    }
+  }
+  const WireParam& t = request.threshold;
+  if (t.present) {
+    const std::string what = "request parameter " + Quote(kThresholdParam);
+    if (t.kind == WireParam::Kind::kDouble) {
+      call.threshold = t.double_value;
+    } else if (t.kind == WireParam::Kind::kInt64) {
+      call.threshold = static_cast<double>(t.int64_value);
+    } else if (t.kind == WireParam::Kind::kUint64) {
+      call.threshold = static_cast<double>(t.uint64_value);
+    } else {
+      return Invalid(what + " must be a number (double_param), got " + t.KindName());
+    }
+    if (!std::isfinite(call.threshold) || call.threshold < 0) {
+      const bool finite = std::isfinite(call.threshold);
+      return Invalid(what + " must be a finite number >= 0 (the least weight kept, exclusive), got " +
+                     (finite ? ShortestDouble(call.threshold) : std::string("a non-finite one")));
+    }
+  }
+  call.sparse_bound = request.top_k.present || t.present;
+  return std::nullopt;
+}
+
 }  // namespace
 
 const char* WireParam::KindName() const {
@@ -253,6 +292,7 @@ std::variant<DecodedCall, WireError> Decode(const WireRequest& request, long lon
     }
     call.embedding_type = *type;
   }
+  if (auto error = DecodeSparseBounds(request, call)) return *error;
   for (const WireOutput& out : request.outputs) {
     if (out.binary_data.kind == WireParam::Kind::kBool) {
       call.raw_output = out.binary_data.bool_value;

@@ -9,6 +9,7 @@
 
 #include "classification.h"
 #include "infer_wire.h"
+#include "sparse_entries.h"
 
 namespace ortserve {
 namespace {
@@ -240,6 +241,31 @@ std::vector<ReplyTensor> EncodeTokens(const DecodedCall& call, const VersionOutp
   return tensors;
 }
 
+// A sparse embedding model's reply: each row's kept entries (sparse_entries.h) as SPARSE_INDICES, SPARSE_VALUES and
+// SPARSE_COUNTS, each requested one in the call's order, else all three.
+std::vector<ReplyTensor> EncodeSparse(const DecodedCall& call, const float* values, int rows, int columns) {
+  const SparseRows kept = SparseEntries(values, rows, columns, call.top_k, call.threshold);
+  std::vector<int64_t> indices, counts(static_cast<size_t>(std::max(rows, 0)), 0);
+  indices.reserve(kept.weights.size());
+  for (size_t e = 0; e < kept.weights.size(); ++e) {
+    counts[static_cast<size_t>(kept.coordinates[2 * e])] += 1;
+    indices.push_back(kept.coordinates[2 * e + 1]);
+  }
+  std::vector<std::string_view> wanted;
+  for (const RequestedOutput& out : call.outputs) wanted.push_back(out.name);
+  if (wanted.empty()) wanted = {kSparseIndicesOutput, kSparseValuesOutput, kSparseCountsOutput};
+  std::vector<ReplyTensor> tensors;
+  for (std::string_view name : wanted) {
+    if (name == kSparseValuesOutput) {
+      tensors.push_back(Fp32Tensor(kSparseValuesOutput, kept.weights.data(),
+                                   std::vector<int64_t>{static_cast<int64_t>(kept.weights.size())}, call.raw_output));
+    } else {
+      tensors.push_back(Int64Tensor(name, name == kSparseIndicesOutput ? indices : counts, call.raw_output));
+    }
+  }
+  return tensors;
+}
+
 // Each row's first `k` values, renormalised to unit L2 length (a zero row stays zero): a Matryoshka embedding
 // truncated, as sentence-transformers' truncate_dim with normalize_embeddings gives it.
 std::vector<float> Truncated(const float* values, int rows, int columns, int k) {
@@ -284,6 +310,7 @@ std::vector<ReplyTensor> EncodeOutputs(const DecodedCall& call, const VersionOut
     if (tokens == nullptr) throw std::invalid_argument("a token classifier's reply needs its token rows");
     return EncodeTokens(call, version, values, rows, columns, *tokens);
   }
+  if (version.sparse) return EncodeSparse(call, values, rows, columns);
   if (call.dimensions > 0 && call.dimensions < columns) {  // CheckOutputs let only an embedding's widths through
     const int k = static_cast<int>(call.dimensions);
     const std::vector<float> truncated = Truncated(values, rows, columns, k);
