@@ -1,10 +1,11 @@
 """The kinds of model a bundle holds: one spec each, the one place a kind's facts are written.
 
 A kind is the manifest's "format" and everything that follows from it: the graph output the server reads and its
-rank, whether that output's columns are the manifest's labels (else its `dim`), what a call's reply holds by default
-and what else it may ask for (ModelMetadata lists them), and which manifest keys only it may carry. Code asks the
-spec (`manifest.spec.per_token`, `spec.labelled`), never a kind's name; the C++ data plane gets a version's facts
-through the route table (`service/served_output.ServedOutput`), so it names no kind either.
+rank, whether that output's columns are the manifest's labels (else its `dim`), whether its rows are dense vectors or
+a vocabulary's sparse weights (SPLADE: `sparse`), what a call's reply holds by default and what else it may ask for
+(ModelMetadata lists them), and which manifest keys only it may carry. Code asks the spec (`manifest.spec.per_token`,
+`spec.labelled`, `spec.dense`, `spec.sparse`), never a kind's name; the C++ data plane gets a version's facts through
+the route table (`service/served_output.ServedOutput`), so it names no kind either.
 
 The variants of a classifier (independent labels, pairs of texts, a reranker's activated score) are manifest keys of
 the classifier kind (`manifest.py`), not kinds: the graph, the batcher's row and the judges are the classifier's.
@@ -53,6 +54,17 @@ class Kind:
     none gets)."""
     keys: tuple[str, ...]
     """The manifest keys only this kind may carry (beside format, max_seq_len, notes and the provenance keys)."""
+    sparse: bool = False
+    """Its rows are a vocabulary's weights, mostly zero (a SPLADE model): a reply carries each text's kept entries
+    (the wire rules' sparse_entries.h, VersionOutput.sparse), not the row; it has no narrower widths and no compact
+    types, its reference answers keep the non-zero weights (references.py), and its answers are judged weight by
+    weight as a classifier's logits are (the import's parity, the load-time check), not by cosine."""
+
+    @property
+    def dense(self) -> bool:
+        """Its rows are dense vectors (an embedding model's): judged by cosine; widths (Matryoshka), calibrated
+        ranges and compact types apply."""
+        return not self.labelled and not self.sparse
 
     @property
     def per_token(self) -> bool:
@@ -82,7 +94,16 @@ TOKEN_CLASSIFIER = Kind(
              ReplyOutput("TOKEN_OFFSETS", "INT64", (-1, -1, 2))),
     keys=("labels",))
 
-KINDS: tuple[Kind, ...] = (CLASSIFIER, EMBEDDING, TOKEN_CLASSIFIER)
+SPARSE_EMBEDDING = Kind(
+    name="sparse-embedding", format="onnx-sparse-embedding", noun="a sparse embedding model", graph_output="sparse",
+    output_rank=2, labelled=False, sparse=True,
+    # Each text's kept weights (above `threshold`, at most `top_k`): their vocabulary columns, the weights, and how
+    # many entries each text has; all three by default. `dim` is the vocabulary's size.
+    replies=(ReplyOutput("SPARSE_INDICES", "INT64", (-1,)), ReplyOutput("SPARSE_VALUES", "FP32", (-1,)),
+             ReplyOutput("SPARSE_COUNTS", "INT64", (-1,))),
+    keys=("dim",))
+
+KINDS: tuple[Kind, ...] = (CLASSIFIER, EMBEDDING, TOKEN_CLASSIFIER, SPARSE_EMBEDDING)
 """Every kind; a new kind adds its spec here (docs/architecture.md lists what else it touches)."""
 BY_FORMAT: dict[str, Kind] = {k.format: k for k in KINDS}
 BY_NAME: dict[str, Kind] = {k.name: k for k in KINDS}

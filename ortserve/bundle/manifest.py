@@ -1,6 +1,6 @@
 """The model bundle format: a directory with model.onnx, tokenizer.json and manifest.json.
 
-Three kinds, told apart by the manifest's "format" (kinds.py holds each kind's spec):
+Four kinds, told apart by the manifest's "format" (kinds.py holds each kind's spec):
 
     {"format": "onnx-text-classifier", "labels": ["negative", "positive"], "max_seq_len": 128, "notes": "..."}
         model.onnx outputs `logits` float32 [batch, len(labels)]
@@ -8,6 +8,9 @@ Three kinds, told apart by the manifest's "format" (kinds.py holds each kind's s
         model.onnx outputs `embedding` float32 [batch, dim] (pooling and normalisation inside the graph)
     {"format": "onnx-token-classifier", "labels": ["O", "B-PER", "I-PER"], "max_seq_len": 128, "notes": "..."}
         model.onnx outputs `logits` float32 [batch, seq, len(labels)]: a label per token (named entities)
+    {"format": "onnx-sparse-embedding", "dim": 30522, "max_seq_len": 128, "notes": "..."}
+        model.onnx outputs `sparse` float32 [batch, dim]: a weight >= 0 per vocabulary entry, mostly zero (SPLADE:
+        the masked LM's logits pooled inside the graph); dim is the vocabulary's size
 
 All take the same inputs (`input_ids`, `attention_mask`, optional `token_type_ids`, int64 [batch, seq]).
 
@@ -174,7 +177,7 @@ class BundleManifest:
     precision: str = DEFAULT_PRECISION
     optimization: Optimization | None = None
     dim: int | None = None
-    """An embedding bundle's `embedding` width; None for a classifier."""
+    """An embedding bundle's `embedding` width (a sparse one's: its vocabulary's size); None for a classifier."""
     references: References | None = None
     """Where the bundle's reference answers are; None for a bundle without them (served, but unverified)."""
     multi_label: bool = False
@@ -236,8 +239,9 @@ class BundleManifest:
     @property
     def widths(self) -> tuple[int, ...]:
         """The embedding widths a call may ask for (`dimensions`), descending: its own dim, then the narrower ones it
-        was trained to be truncated to; () for a classifier."""
-        if self.dim is None:
+        was trained to be truncated to; () for a classifier and a sparse embedding model (its width is its
+        vocabulary)."""
+        if self.dim is None or not self.spec.dense:
             return ()
         return (self.dim, *(d for d in self.matryoshka_dims if d != self.dim))
 
@@ -291,8 +295,8 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
     else:
         dim = data.get("dim")
         if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_EMBEDDING_DIM:
-            raise BundleError(f"{where}: dim (the embedding width) must be an integer in 1..{MAX_EMBEDDING_DIM}, "
-                              f"got {dim!r}")
+            width = "the vocabulary's size" if spec.sparse else "the embedding width"
+            raise BundleError(f"{where}: dim ({width}) must be an integer in 1..{MAX_EMBEDDING_DIM}, got {dim!r}")
     max_seq_len = data.get("max_seq_len")
     if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int):
         raise BundleError(f"{where}: max_seq_len must be an integer, got {max_seq_len!r}")
@@ -327,9 +331,9 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
         if not pairs or len(labels) != 1:
             raise BundleError(f"{where}: score_activation applies to a bundle of pairs with one label (a reranker), "
                               f"not to one with pairs={str(pairs).lower()} and {len(labels)} labels")
-    matryoshka_dims = _parse_matryoshka_dims(data.get("matryoshka_dims"), dim, where)
+    matryoshka_dims = _parse_matryoshka_dims(data.get("matryoshka_dims"), dim if spec.dense else None, where)
     embedding_ranges = None
-    if data.get(RANGES_KEY) is not None and dim is not None:
+    if data.get(RANGES_KEY) is not None and dim is not None and spec.dense:
         widths = (dim, *(d for d in matryoshka_dims if d != dim))
         try:
             embedding_ranges = parse_ranges(data[RANGES_KEY], widths, where)

@@ -23,6 +23,13 @@ max_seq_len has T = max_seq_len). 1 <= T <= max_seq_len. `decisive` is true when
 decisive as above (and the same in every candidate run). In memory (ReferenceSet) the rows of all texts are
 concatenated into `outputs` [sum of T, labels], `tokens` giving each text's T; `token_rows()` splits them back.
 
+A sparse embedding model's row (format onnx-sparse-embedding; Kind.sparse) keeps its vector's non-zero weights
+only, their vocabulary columns ascending (its `dim` is the vocabulary's size, tens of thousands of columns):
+
+    {"text": "...", "output": {"indices": [1012, 2023, ...], "values": [0.8125, 1.5, ...]}, "decisive": false}
+
+In memory its `outputs` are the dense rows [texts, dim] as for an embedding model.
+
 Read by the server (service/verify.py checks a version against them) and by `registry publish`; written by
 every bundle writer through `ReferenceSet.encode` and `manifest_entry` (which texts: prepare/reference_choice.py).
 `tokenizers` is imported only by `token_counts`.
@@ -31,6 +38,7 @@ every bundle writer through `ReferenceSet.encode` and `manifest_entry` (which te
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,6 +64,8 @@ class ReferenceSet:
     """A bundle of pairs: each text's second text (its row's "pair"); None for one text a row."""
     tokens: tuple[int, ...] | None = None
     """A token classifier's: each text's token count T (its rows in `outputs`); None for one output row a text."""
+    sparse: bool = False
+    """A sparse embedding model's: each row is written as its non-zero weights (the module docstring)."""
 
     def __post_init__(self) -> None:
         rows = len(self.texts) if self.tokens is None else sum(self.tokens)
@@ -85,7 +95,9 @@ class ReferenceSet:
         lines = []
         per_text = self.token_rows() if self.tokens is not None else self.outputs
         for n, (text, row, decisive) in enumerate(zip(self.texts, per_text, self.decisive, strict=True)):
-            output: list[Any] = (_numbers(row) if self.tokens is None else [_numbers(token) for token in row])
+            output: list[Any] | dict[str, Any] = (
+                _sparse_row(row) if self.sparse else _numbers(row) if self.tokens is None
+                else [_numbers(token) for token in row])
             pair = {} if self.pairs is None else {"pair": self.pairs[n]}
             lines.append(json.dumps({"text": text, **pair, "output": output, "decisive": bool(decisive)},
                                     ensure_ascii=False, separators=(",", ":")))
@@ -95,6 +107,11 @@ class ReferenceSet:
 def _numbers(row: np.ndarray) -> list[float]:
     # 9 significant digits: exact for float32, and the same text for the same value everywhere.
     return [float(f"{float(v):.9g}") for v in row]
+
+
+def _sparse_row(row: np.ndarray) -> dict[str, Any]:
+    columns = np.flatnonzero(row)
+    return {"indices": [int(c) for c in columns], "values": _numbers(row[columns])}
 
 
 def manifest_entry(data: bytes, refs: ReferenceSet, outputs_from: str) -> dict[str, Any]:
@@ -107,11 +124,12 @@ def manifest_entry(data: bytes, refs: ReferenceSet, outputs_from: str) -> dict[s
 
 
 def read_references(bundle_dir: str | Path, entry: References, columns: int, *, per_token: bool = False,
-                    max_seq_len: int | None = None) -> ReferenceSet:
+                    max_seq_len: int | None = None, sparse: bool = False) -> ReferenceSet:
     """The bundle's reference set, checked against its manifest entry; BundleError names the file and the fault.
 
     `per_token` (a token classifier's bundle, BundleManifest.per_token): each row's output must be 1..max_seq_len
-    token rows of `columns` numbers (module docstring); the ReferenceSet then has `tokens`."""
+    token rows of `columns` numbers (module docstring); the ReferenceSet then has `tokens`. `sparse` (a sparse
+    embedding model's, Kind.sparse): each row's output is its non-zero weights by column."""
     path = Path(bundle_dir) / entry.file
     try:
         if path.is_symlink() or not path.is_file():
@@ -141,8 +159,11 @@ def read_references(bundle_dir: str | Path, entry: References, columns: int, *, 
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise BundleError(f"{where}: not JSON ({e.msg})") from None
+        if sparse and isinstance(row, dict) and isinstance(row.get("output"), dict):
+            row = {**row, "output": _dense_row(row["output"], columns, where)}
         if not isinstance(row, dict) or not isinstance(row.get("text"), str) or not isinstance(row.get("output"), list):
-            raise BundleError(f'{where}: expected {{"text": "...", "output": [numbers], "decisive": true|false}}')
+            shape = '{"indices": [columns], "values": [numbers]}' if sparse else "[numbers]"
+            raise BundleError(f'{where}: expected {{"text": "...", "output": {shape}, "decisive": true|false}}')
         output = row["output"]
         if per_token:
             limit = max_seq_len if max_seq_len is not None else len(output)
@@ -181,7 +202,24 @@ def read_references(bundle_dir: str | Path, entry: References, columns: int, *, 
     if not np.isfinite(values).all():
         raise BundleError(f"{path}: outputs must be finite numbers")
     return ReferenceSet(texts=tuple(texts), outputs=values, decisive=tuple(decisive),
-                        pairs=tuple(pairs) if pairs else None, tokens=tuple(tokens) if per_token else None)
+                        pairs=tuple(pairs) if pairs else None, tokens=tuple(tokens) if per_token else None,
+                        sparse=sparse)
+
+
+def _dense_row(output: dict[str, Any], columns: int, where: str) -> list[float]:
+    """A sparse row ({"indices", "values"}) as its `columns` numbers; BundleError unless the indices are distinct
+    columns ascending and as many as the values."""
+    indices, values = output.get("indices"), output.get("values")
+    if (not isinstance(indices, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in indices)
+            or not _is_numbers(values, len(indices))):
+        raise BundleError(f"{where}: a sparse output must be {{\"indices\": [columns], \"values\": [numbers]}}, as "
+                          "many of each")
+    if any(not 0 <= i < columns for i in indices) or any(a >= b for a, b in itertools.pairwise(indices)):
+        raise BundleError(f"{where}: a sparse output's indices must be ascending columns in 0..{columns - 1}")
+    row = [0.0] * columns
+    for i, v in zip(indices, values, strict=True):
+        row[i] = float(v)
+    return row
 
 
 def _is_numbers(values: Any, count: int) -> bool:

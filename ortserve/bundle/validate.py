@@ -37,7 +37,7 @@ def validate_bundle(bundle_dir: str | Path) -> BundleManifest:
     _check_tokenizer(root / TOKENIZER_FILE)
     if manifest.references is not None:
         refs = read_references(root, manifest.references, manifest.columns, per_token=manifest.per_token,
-                               max_seq_len=manifest.max_seq_len)
+                               max_seq_len=manifest.max_seq_len, sparse=manifest.spec.sparse)
         if manifest.per_token:
             check_token_rows(root, refs, manifest.max_seq_len)
     return manifest

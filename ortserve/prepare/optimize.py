@@ -94,6 +94,10 @@ TOKEN_CLASSIFIER_REFUSAL = ("a token classifier (onnx-token-classifier); the acc
                             "text, so it cannot judge an optimised copy's labels per token yet: publish it without "
                             "--optimize")
 """Why a token classifier is not optimised (`optimize_bundle`, and `publish --from-hf` before it imports one)."""
+SPARSE_REFUSAL = ("a sparse embedding model (onnx-sparse-embedding); the accuracy gate judges labels or dense vectors, "
+                  "so it cannot judge an optimised copy's vocabulary weights (which ones are kept) yet: publish it "
+                  "without --optimize")
+"""Why a sparse embedding model is not optimised (as TOKEN_CLASSIFIER_REFUSAL)."""
 
 
 class OptimizeError(Exception):
@@ -187,6 +191,8 @@ def optimize_bundle(source: str | Path, dest: str | Path, level: str, progress: 
     manifest = validate_bundle(src)
     if manifest.per_token:
         raise OptimizeError(f"{src}: {TOKEN_CLASSIFIER_REFUSAL}")
+    if manifest.spec.sparse:
+        raise OptimizeError(f"{src}: {SPARSE_REFUSAL}")
     if manifest.pairs:
         raise OptimizeError(f"{src}: a classifier of pairs; the accuracy gate reads single texts, so it cannot judge "
                             "an optimised copy yet: publish it without --optimize")

@@ -159,10 +159,11 @@ def choose(texts: Sequence[str], token_counts: Sequence[int], source: np.ndarray
 def build(texts: Sequence[str], token_counts: Sequence[int], source: np.ndarray | Sequence[np.ndarray], *,
           max_seq_len: int, classifier: bool, candidates: Sequence[np.ndarray | Sequence[np.ndarray]] = (),
           min_margin: float = MIN_MARGIN, count: int = COUNT, pairs: Sequence[str] | None = None,
-          per_token: bool = False, eligible: Sequence[bool] | np.ndarray | None = None) -> ReferenceSet:
+          per_token: bool = False, eligible: Sequence[bool] | np.ndarray | None = None,
+          sparse: bool = False) -> ReferenceSet:
     """The reference set: `choose`'s texts (with their second texts, `pairs`) with the source's outputs for them.
     `per_token`: `source` is a token classifier's, float32 [T, labels] per text, T its tokens as the server reads
-    them (truncated at max_seq_len)."""
+    them (truncated at max_seq_len). `sparse`: a sparse embedding model's (its file keeps the non-zero weights)."""
     picked = choose(texts, token_counts, source, max_seq_len=max_seq_len, classifier=classifier,
                     candidates=candidates, min_margin=min_margin, count=count, per_token=per_token,
                     eligible=eligible)
@@ -177,7 +178,7 @@ def build(texts: Sequence[str], token_counts: Sequence[int], source: np.ndarray 
         return ReferenceSet(texts=chosen, outputs=np.concatenate(per_text), decisive=picked.decisive, pairs=second,
                             tokens=tuple(len(r) for r in per_text))
     return ReferenceSet(texts=chosen, outputs=np.asarray(np.asarray(source)[rows], dtype=np.float32),
-                        decisive=picked.decisive, pairs=second)
+                        decisive=picked.decisive, pairs=second, sparse=sparse)
 
 
 
@@ -198,7 +199,7 @@ def attach(bundle_dir: str | Path, *, outputs_from: str = "") -> ReferenceSet:
     outputs = run(open_session(root / MODEL_FILE, 2), batches, len(evals.texts), manifest.output_name)
     refs = build(evals.texts, token_counts(root / TOKENIZER_FILE, evals.texts), outputs,
                  max_seq_len=manifest.max_seq_len, classifier=manifest.spec.labelled,
-                 per_token=manifest.per_token)
+                 per_token=manifest.per_token, sparse=manifest.spec.sparse)
     data = refs.encode()
     model_sha = hashlib.sha256((root / MODEL_FILE).read_bytes()).hexdigest()
     source = outputs_from or (f"this bundle's model.onnx (sha256 {model_sha[:12]}) in FP32, ONNX Runtime "

@@ -26,6 +26,7 @@ from ortserve.prepare.importer.checkpoint import read_checkpoint
 from ortserve.prepare.optimize import (
     FUSED_OPS,
     QUANTIZED_OPS,
+    SPARSE_REFUSAL,
     TOKEN_CLASSIFIER_REFUSAL,
     GateRefused,
     OptimizeError,
@@ -186,9 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _import_flags(s: argparse.ArgumentParser) -> None:
     # Defaults are None: what the checkpoint says (and `publish` can tell them given without --from-hf).
     s.add_argument("--task", choices=importer.TASKS,
-                   help="classify, embed, rerank or tokens, instead of what the checkpoint is (a "
+                   help="classify, embed, rerank, tokens or sparse, instead of what the checkpoint is (a "
                         "*ForSequenceClassification classifies, a *ForTokenClassification labels each token, a "
-                        "sentence-transformers CrossEncoder reranks pairs, others embed)")
+                        "sentence-transformers CrossEncoder reranks pairs, a SparseEncoder is sparse (SPLADE), "
+                        "others embed; sparse imports a *ForMaskedLM as SPLADE)")
     s.add_argument("--pairs", action="store_true", default=None,
                    help="the classifier reads pairs of texts (TEXT and TEXT_PAIR; a cross-encoder); --task rerank "
                         "is the same")
@@ -384,7 +386,8 @@ def _import(source: str, dest: str, args: argparse.Namespace, *, as_json: bool,
             print(json.dumps(result.summary(), indent=2, sort_keys=True))
         return result
     m = result.manifest
-    what = f"labels {', '.join(m.labels)}" if m.spec.labelled else f"dim {m.dim}"
+    what = (f"labels {', '.join(m.labels)}" if m.spec.labelled else f"vocabulary {m.dim}" if m.spec.sparse
+            else f"dim {m.dim}")
     if m.per_token:
         what += ", one per token"
     print(f"imported {source} -> {dest}: {result.checkpoint.class_name}, {m.format} ({what}), max_seq_len "
@@ -398,6 +401,8 @@ def _check_optimizable(args: argparse.Namespace) -> None:
     checkpoint = read_checkpoint(args.from_hf, task=args.task, pooling=args.pooling, pairs=args.pairs)
     if checkpoint.per_token:
         raise OptimizeError(f"{args.from_hf}: {TOKEN_CLASSIFIER_REFUSAL}")
+    if checkpoint.kind.sparse:
+        raise OptimizeError(f"{args.from_hf}: {SPARSE_REFUSAL}")
 
 
 def _print_now(line: str) -> None:
@@ -612,6 +617,8 @@ def _labels(record: VersionRecord) -> str:
     manifest = record.manifest
     if manifest.per_token:
         return f"{','.join(manifest.labels)} (per token)"
+    if manifest.spec.sparse:
+        return f"(sparse embedding, vocabulary {manifest.dim})"
     return ",".join(manifest.labels) if manifest.spec.labelled else f"(embedding, dim {manifest.dim})"
 
 

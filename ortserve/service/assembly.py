@@ -114,7 +114,8 @@ class VersionFactory:
             refs = await asyncio.get_running_loop().run_in_executor(
                 None, functools.partial(read_references, instance.bundle_dir, entry, instance.manifest.columns,
                                         per_token=instance.manifest.per_token,
-                                        max_seq_len=instance.manifest.max_seq_len))
+                                        max_seq_len=instance.manifest.max_seq_len,
+                                        sparse=instance.manifest.spec.sparse))
         except BundleError as e:
             verdict = verify.unreadable(str(e))
         else:

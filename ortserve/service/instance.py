@@ -157,9 +157,11 @@ class ModelInstance:
     @property
     def kind_shown(self) -> str:
         """"classifier", "embedding", "classifier of pairs" (TEXT + TEXT_PAIR -> LOGITS), "reranker" (-> SCORE) or
-        "token classifier" (-> ENTITIES)."""
+        "token classifier" (-> ENTITIES), "sparse embedding model" (-> SPARSE_INDICES, SPARSE_VALUES)."""
         if self.manifest.per_token:
             return "token classifier"
+        if self.manifest.spec.sparse:
+            return "sparse embedding model"
         if self.manifest.score_activation:
             return "reranker"
         return "classifier of pairs" if self.manifest.pairs else self.kind

@@ -46,7 +46,8 @@ class ServedOutput:
         wire = engine_ext.VersionOutput(
             self.kind.name, self.name, labels=list(self.labels), multi_label=self.multi_label, pairs=self.pairs,
             score=self.score, prompts=dict(self.prompts), widths=list(self.widths), also=also,
-            per_token=self.kind.per_token, ranges={width: list(bounds) for width, bounds in self.ranges})
+            per_token=self.kind.per_token, ranges={width: list(bounds) for width, bounds in self.ranges},
+            sparse=self.kind.sparse)
         object.__setattr__(self, "wire", wire)
 
     @classmethod
@@ -86,5 +87,8 @@ class ServedOutput:
                 [t for t in engine_ext.EMBEDDING_TYPES if ranged or t not in ("int8", "uint8")])
         if self.kind.per_token:  # how ENTITIES groups tokens, the default first
             parameters["aggregation"] = json.dumps(list(engine_ext.AGGREGATIONS))
+        if self.kind.sparse:  # the vocabulary's size, and what bounds a text's entries
+            parameters["vocabulary"] = str(self.columns)
+            parameters["sparse_bounds"] = json.dumps([engine_ext.TOP_K_PARAM, engine_ext.THRESHOLD_PARAM])
         return inputs, outputs, parameters
 

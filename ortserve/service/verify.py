@@ -21,6 +21,9 @@ rounding may flip, see prepare/reference_choice.py):
                        the runner-up of more than two bounds); every output finite
     token classifier   each token as a classifier's text above (its logits, its bound), and a decisive text keeps
                        every token's label
+    sparse embedding   each vocabulary weight as a logit above (1e-3 x max(1, the text's largest weight) on a CPU,
+                       2e-2 on a GPU), a weight absent on one side being 0: so the kept columns are the reference's
+                       but for weights within the bound of 0 (`registry optimize` refuses sparse bundles: fp32 only)
 
 An int8 graph scales its activations per batch, so the same text's logits move with the texts batched beside it
 (up to about one logit for the MiniLM demo): the gate records the largest move it saw, in batches and alone, and
@@ -55,6 +58,8 @@ class Rule:
     relative: float | None = None
     min_cosine: float | None = None
     """Embedding: the least cosine similarity to the reference vector."""
+    value: str = "logit"
+    """What a bound is relative to, in `describe`: a classifier's "logit", a sparse embedding's "weight"."""
 
     def bound(self, reference: np.ndarray) -> float:
         """The largest |delta| allowed on one text's outputs (inf when the rule bounds none)."""
@@ -68,14 +73,18 @@ class Rule:
         if self.relative is None:
             return f"{self.name}: decisive labels kept (no gate recorded, so no bound on the logits)"
         gate = f"{self.gate_delta:.3g} + " if self.gate_delta else ""
-        return f"{self.name}: |delta| <= {gate}{self.relative:g} x max(1, |logit|); decisive labels kept"
+        kept = "; decisive labels kept" if self.value == "logit" else ""
+        return f"{self.name}: |delta| <= {gate}{self.relative:g} x max(1, |{self.value}|){kept}"
 
 
 def rule_for(manifest: BundleManifest, device: str) -> Rule:
     on_gpu = device.startswith("cuda")
     precision = manifest.precision
-    if not manifest.spec.labelled:  # vectors: judged by cosine
+    if manifest.spec.dense:  # vectors: judged by cosine
         return Rule(name=f"{precision} embedding on {device}", min_cosine=min_cosine(precision, on_gpu=on_gpu))
+    if manifest.spec.sparse:  # weight by weight, as logits (no gate: a sparse bundle is not optimised)
+        relative = FP32_CPU_RELATIVE if precision == "fp32" and not on_gpu else FP32_GPU_RELATIVE
+        return Rule(name=f"{precision} sparse embedding on {device}", relative=relative, value="weight")
     if precision == "fp32":
         return Rule(name=f"fp32 on {device}", relative=FP32_GPU_RELATIVE if on_gpu else FP32_CPU_RELATIVE)
     gate = manifest.optimization.gate_max_abs_delta if manifest.optimization is not None else None

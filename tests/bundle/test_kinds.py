@@ -8,12 +8,22 @@ from typing import Any
 import pytest
 
 from ortserve import engine_ext
-from ortserve.bundle.kinds import BY_FORMAT, BY_NAME, CLASSIFIER, EMBEDDING, KINDS, TOKEN_CLASSIFIER, Kind
+from ortserve.bundle.kinds import (
+    BY_FORMAT,
+    BY_NAME,
+    CLASSIFIER,
+    EMBEDDING,
+    KINDS,
+    SPARSE_EMBEDDING,
+    TOKEN_CLASSIFIER,
+    Kind,
+)
 from ortserve.bundle.manifest import BundleError, parse_manifest
 from ortserve.service.served_output import ServedOutput
 
 WIRE_NAMES = {engine_ext.CLASSIFIER_OUTPUT, engine_ext.EMBEDDING_OUTPUT, engine_ext.ENTITIES_OUTPUT,
-              engine_ext.CHARS_READ_OUTPUT, engine_ext.TOKEN_LOGITS_OUTPUT, engine_ext.TOKEN_OFFSETS_OUTPUT}
+              engine_ext.CHARS_READ_OUTPUT, engine_ext.TOKEN_LOGITS_OUTPUT, engine_ext.TOKEN_OFFSETS_OUTPUT,
+              engine_ext.SPARSE_INDICES_OUTPUT, engine_ext.SPARSE_VALUES_OUTPUT, engine_ext.SPARSE_COUNTS_OUTPUT}
 
 
 def manifest_of(kind: Kind, **extra: Any) -> dict[str, Any]:
@@ -30,6 +40,9 @@ def test_every_kind_is_found_by_format_and_name_and_names_outputs_the_wire_rules
     assert CLASSIFIER.wire_output == engine_ext.CLASSIFIER_OUTPUT
     assert EMBEDDING.wire_output == engine_ext.EMBEDDING_OUTPUT
     assert TOKEN_CLASSIFIER.wire_output == engine_ext.ENTITIES_OUTPUT
+    assert SPARSE_EMBEDDING.wire_output == engine_ext.SPARSE_INDICES_OUTPUT
+    assert [k.name for k in KINDS if k.dense] == ["embedding"] and [k.name for k in KINDS if k.sparse] == [
+        "sparse-embedding"]
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.name)
@@ -69,3 +82,19 @@ def test_the_served_facts_follow_the_spec() -> None:
     assert outputs == [("ENTITIES", "BYTES", [-1]), ("CHARS_READ", "INT64", [-1]),
                        ("TOKEN_LOGITS", "FP32", [-1, -1, 2]), ("TOKEN_OFFSETS", "INT64", [-1, -1, 2])]
     assert parameters["kind"] == "token-classifier" and "aggregation" in parameters
+
+
+def test_a_sparse_kind_is_served_as_its_entries_with_no_widths() -> None:
+    """A sparse embedding model: its vocabulary is its dim, no widths or compact types (so the wire rules refuse
+    dimensions and embedding_type), its three outputs listed, the wire rules told it is sparse."""
+    manifest = parse_manifest(manifest_of(SPARSE_EMBEDDING, dim=30522))
+    assert (manifest.columns, manifest.widths, manifest.spec.dense) == (30522, (), False)
+    served = ServedOutput.of(manifest)
+    assert (served.wire.output, served.wire.also, served.wire.sparse) == (
+        "SPARSE_INDICES", ["SPARSE_VALUES", "SPARSE_COUNTS"], True)
+    _, outputs, parameters = served.metadata()
+    assert outputs == [("SPARSE_INDICES", "INT64", [-1]), ("SPARSE_VALUES", "FP32", [-1]),
+                       ("SPARSE_COUNTS", "INT64", [-1])]
+    assert parameters == {"kind": "sparse-embedding", "vocabulary": "30522", "sparse_bounds": '["top_k", "threshold"]'}
+    embedding = ServedOutput.of(parse_manifest(manifest_of(EMBEDDING)))
+    assert not embedding.wire.sparse

@@ -174,7 +174,7 @@ def test_a_classifier_graph_under_the_token_format_is_refused_and_the_reverse(tm
 @pytest.mark.parametrize(("extra", "message"), [
     ({"labels": None}, "labels must be a non-empty list of strings"),
     ({"labels": ["O", "O"]}, "labels must be unique"),
-    ({"dim": 3}, "dim applies to 'onnx-text-embedding' bundles"),
+    ({"dim": 3}, "dim applies to 'onnx-text-embedding' and 'onnx-sparse-embedding' bundles"),
     ({"multi_label": True}, "multi_label applies to 'onnx-text-classifier' bundles"),
     ({"pairs": True}, "pairs applies to 'onnx-text-classifier' bundles"),
 ])
@@ -198,10 +198,11 @@ EMBEDDING_BREAKAGES: dict[str, tuple[dict[str, object], str]] = {
     "labels on an embedding": ({"labels": ["a"]},
                                r"labels apply to 'onnx-text-classifier' and 'onnx-token-classifier' bundles"),
     "dim on a classifier": ({"format": "onnx-text-classifier", "labels": ["a", "b", "c", "d"]},
-                            r"dim applies to 'onnx-text-embedding' bundles"),
+                            r"dim applies to 'onnx-text-embedding' and 'onnx-sparse-embedding' bundles"),
     "dim disagrees with the graph": ({"dim": 5}, r"output 'embedding' is 4 wide but manifest\.json declares dim 5"),
     "other format": ({"format": "onnx-text-regression"}, r"format must be one of 'onnx-text-classifier', "
-                     r"'onnx-text-embedding', 'onnx-token-classifier', got 'onnx-text-regression'"),
+                     r"'onnx-text-embedding', 'onnx-token-classifier', 'onnx-sparse-embedding', got "
+                     r"'onnx-text-regression'"),
 }
 
 

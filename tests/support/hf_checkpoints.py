@@ -135,17 +135,38 @@ def make_sentence_transformer(dest: Path, architecture: str, *, pooling: str = "
 
 
 def make_sparse_encoder(dest: Path, architecture: str, *, strategy: str = "max", activation: str = "relu",
-                        max_seq_length: int = 64, seed: int = 0) -> Path:
-    """A sentence-transformers SparseEncoder directory (modules.json: MLMTransformer, SpladePooling with `strategy`
+                        max_seq_length: int = 64, seed: int = 0, fill_mask: bool = False) -> Path:
+    """A sentence-transformers SparseEncoder directory (modules.json: MLMTransformer, or with `fill_mask` a
+    Transformer of transformer_task fill-mask, as sentence-transformers 6 prefers; then SpladePooling with `strategy`
     and `activation`) around a masked-LM checkpoint of `architecture`, as SPLADE models are saved."""
     from sentence_transformers import SparseEncoder
+    from sentence_transformers.models import Transformer
     from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
 
     base = make_checkpoint(dest.parent / f".{dest.name}-base", architecture, task=MASKED_LM_TASK, seed=seed)
-    modules = [MLMTransformer(str(base), max_seq_length=max_seq_length),
+    first = (Transformer(str(base), transformer_task="fill-mask", max_seq_length=max_seq_length) if fill_mask
+             else MLMTransformer(str(base), max_seq_length=max_seq_length))
+    modules = [first,
                SpladePooling(strategy, activation_function=activation)]
     SparseEncoder(modules=modules, device="cpu").save(str(dest))
     return dest
+
+
+def sparse_encoder_of(path: Path, *, bare: bool = False) -> Any:
+    """sentence-transformers' SparseEncoder of a make_sparse_encoder directory at IMPORT_MAX_SEQ_LEN; `bare`: the
+    SparseEncoder SPLADE makes of a bare masked LM (a fill-mask Transformer, then SpladePooling's max of relu), as
+    `registry import --task sparse` reads one."""
+    from sentence_transformers import SparseEncoder
+    from sentence_transformers.models import Transformer
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+
+    if bare:
+        modules = [Transformer(str(path), transformer_task="fill-mask", max_seq_length=IMPORT_MAX_SEQ_LEN),
+                   SpladePooling("max")]
+        return SparseEncoder(modules=modules, device="cpu")
+    model = SparseEncoder(str(path), device="cpu")
+    model.max_seq_length = IMPORT_MAX_SEQ_LEN
+    return model
 
 
 def make_tokenizer(architecture: str) -> Any:

@@ -1,11 +1,11 @@
 """`registry import`: a Hugging Face checkpoint directory in, a bundle proven against PyTorch out.
 
     checkpoint.py      the directory read without torch: layout, architecture, task (classify, embed, rerank,
-                       tokens), labels, pooling; refusals
+                       tokens, sparse), labels, pooling; refusals
     architectures.py   the encoders it takes, and the decoders it names when it refuses them
     torch_side.py      the checkpoint loaded with PyTorch: the module to export and PyTorch's answers
-    torch_graph.py     the exported modules: logits (per text, or per token), or pooling + normalisation inside the
-                       graph
+    torch_graph.py     the exported modules: logits (per text, or per token), pooling + normalisation inside the
+                       graph, or SPLADE's pooling of a masked LM's logits
     tokenizer_file.py  the bundle's tokenizer.json from the checkpoint's tokenizer
     export.py          torch.onnx.export and the wire check
     parity.py          the parity gate: ONNX Runtime against PyTorch (pure), per text or per token
@@ -20,6 +20,7 @@ from ortserve.prepare.importer.checkpoint import (
     EMBED,
     POOLING_CHOICES,
     POOLING_MODES,
+    SPARSE,
     TASKS,
     TOKENS,
     CheckpointError,
@@ -36,6 +37,7 @@ __all__ = [
     "MIN_COSINE",
     "POOLING_CHOICES",
     "POOLING_MODES",
+    "SPARSE",
     "TASKS",
     "TOKENS",
     "CheckpointError",

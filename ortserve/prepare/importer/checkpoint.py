@@ -14,6 +14,13 @@ sentence-transformers directory becomes an embedding model, pooled as 1_Pooling/
 encoder, or `--pooling`) and normalised where a Normalize module is listed (always for a plain encoder: cosine
 similarity is then a dot product).
 
+A sparse embedding model (SPLADE) is a masked LM whose logits are pooled over the tokens into one weight per
+vocabulary entry: a sentence-transformers SparseEncoder directory (modules.json: MLMTransformer, or a Transformer
+whose sentence_bert_config.json says transformer_task fill-mask, then SpladePooling with its strategy and activation),
+or a bare `*ForMaskedLM` asked for with `--task sparse` (SPLADE's max of log(1 + relu(logits))). Without
+`--task sparse` a bare masked LM is still an embedding model of its encoder (the import warns that it could be
+sparse).
+
 A decoder the import takes (architectures.py: Qwen2, Qwen3, Llama, Mistral) is an embedding model: a
 sentence-transformers directory pools as it says (Qwen3-Embedding's is lasttoken + Normalize, with its prompts), a
 base model (`*Model`) at its last token, normalised; a `*ForCausalLM` in the transformers layout needs `--task embed`
@@ -42,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ortserve.bundle.kinds import CLASSIFIER, EMBEDDING, TOKEN_CLASSIFIER, Kind
+from ortserve.bundle.kinds import CLASSIFIER, EMBEDDING, SPARSE_EMBEDDING, TOKEN_CLASSIFIER, Kind
 from ortserve.prepare.importer.architectures import (
     DECODER_NAMES,
     DECODER_TYPES,
@@ -54,9 +61,14 @@ from ortserve.prepare.importer.architectures import (
 )
 
 TRANSFORMERS, SENTENCE_TRANSFORMERS = "transformers", "sentence-transformers"
-CLASSIFY, EMBED, RERANK, TOKENS = "classify", "embed", "rerank", "tokens"
-TASKS = (CLASSIFY, EMBED, RERANK, TOKENS)
-"""rerank: a classifier of pairs of texts (CLASSIFY with pairs); tokens: a token classifier (a label per token)."""
+CLASSIFY, EMBED, RERANK, TOKENS, SPARSE = "classify", "embed", "rerank", "tokens", "sparse"
+TASKS = (CLASSIFY, EMBED, RERANK, TOKENS, SPARSE)
+"""rerank: a classifier of pairs of texts (CLASSIFY with pairs); tokens: a token classifier (a label per token);
+sparse: a sparse embedding model (SPLADE: a masked LM's logits pooled into vocabulary weights)."""
+SPLADE_STRATEGIES = ("max", "sum")
+SPLADE_ACTIVATIONS = ("relu", "log1p_relu")
+"""sentence-transformers' SpladePooling choices the graph reproduces (torch_graph.SparseVector)."""
+MASKED_LM_SUFFIX = "ForMaskedLM"
 ACTIVATIONS = {"torch.nn.modules.activation.Sigmoid": "sigmoid", "torch.nn.Sigmoid": "sigmoid",
                "torch.nn.modules.linear.Identity": "identity", "torch.nn.Identity": "identity"}
 """CrossEncoder activation_fn paths a reranker's SCORE reproduces, and the bundle's name for each."""
@@ -95,6 +107,19 @@ class Pooling:
 
 
 @dataclass(frozen=True)
+class Splade:
+    """How a masked LM's logits become a sparse vector, inside the graph (sentence-transformers' SpladePooling):
+    log1p(relu(logits)) (`activation` relu; log1p_relu takes a second log1p), then the max or the sum over tokens."""
+
+    strategy: str = "max"
+    activation: str = "relu"
+
+    def describe(self) -> str:
+        weight = "log(1 + relu(logit))" if self.activation == "relu" else "log(1 + log(1 + relu(logit)))"
+        return f"SPLADE: {self.strategy} over tokens of {weight}"
+
+
+@dataclass(frozen=True)
 class Checkpoint:
     path: Path
     """The directory given."""
@@ -127,11 +152,13 @@ class Checkpoint:
     prompts: tuple[tuple[str, str], ...] = ()
     """(name, text) per prompt a sentence-transformers directory names (config_sentence_transformers.json's
     `prompts`): kept in the bundle, and put before a text whose call asks for it by name (`prompt_name`)."""
+    splade: Splade | None = None
+    """A sparse embedding model's pooling; None for every other kind."""
 
     @property
     def kind(self) -> Kind:
         """The kind of bundle its task makes."""
-        return {CLASSIFY: CLASSIFIER, TOKENS: TOKEN_CLASSIFIER}.get(self.task, EMBEDDING)
+        return {CLASSIFY: CLASSIFIER, TOKENS: TOKEN_CLASSIFIER, SPARSE: SPARSE_EMBEDDING}.get(self.task, EMBEDDING)
 
     @property
     def classifier(self) -> bool:
@@ -156,7 +183,7 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
     root = Path(path)
     if task is not None and task not in TASKS:
         raise CheckpointError(f"--task must be {', '.join(TASKS[:-1])} or {TASKS[-1]}, got {task!r}")
-    if pairs and task == EMBED:
+    if pairs and task in (EMBED, SPARSE):
         raise CheckpointError("--pairs applies to classifiers (a cross-encoder); an embedding model reads one text")
     if pairs and task == TOKENS:
         raise CheckpointError("--pairs applies to sequence classifiers (a cross-encoder); a token classifier "
@@ -174,8 +201,11 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
     lowercase = False
     prompts: tuple[tuple[str, str], ...] = ()
     model_dir = root
+    splade: Splade | None = None
     if cross_encoder is not None:
         _check_cross_encoder_modules(root)
+    elif (root / "modules.json").is_file() and _names_splade(root):
+        model_dir, splade, lowercase, prompts = _sparse_encoder(root)
     elif (root / "modules.json").is_file():
         model_dir, st_pooling, lowercase, prompts = _sentence_transformers(root)
     config = _config(model_dir)
@@ -190,10 +220,17 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
     names = config.get("architectures") or []
     class_name = names[0] if names and isinstance(names[0], str) else str(model_type)
     architecture = _architecture(model_dir, model_type, class_name, config)
-    layout = SENTENCE_TRANSFORMERS if st_pooling is not None else TRANSFORMERS
-    detected = (EMBED if layout == SENTENCE_TRANSFORMERS else CLASSIFY if class_name.endswith(CLASSIFIER_SUFFIX)
+    layout = SENTENCE_TRANSFORMERS if st_pooling is not None or splade is not None else TRANSFORMERS
+    detected = (SPARSE if splade is not None else EMBED if layout == SENTENCE_TRANSFORMERS
+                else CLASSIFY if class_name.endswith(CLASSIFIER_SUFFIX)
                 else TOKENS if class_name.endswith(TOKEN_CLASSIFIER_SUFFIX) else EMBED)
     chosen = task or detected
+    if SPARSE in (chosen, detected):
+        if wants_pairs:
+            raise CheckpointError("--pairs applies to classifiers (a cross-encoder); a sparse embedding model reads "
+                                  "one text")
+        return _sparse_checkpoint(root, model_dir, layout, config, architecture, class_name, weights, chosen,
+                                  splade, pooling, lowercase, prompts)
     if architecture.decoder and rerank:
         if layout != TRANSFORMERS or not class_name.endswith("ForCausalLM"):
             raise CheckpointError(f"{model_dir}: --task rerank takes a decoder as a causal LM asked yes or no "
@@ -253,10 +290,77 @@ def read_checkpoint(path: str | Path, *, task: str | None = None, pooling: str |
         chosen_pooling = st_pooling
     else:
         chosen_pooling = Pooling(modes=(pooling or ("lasttoken" if architecture.decoder else "mean"),), normalize=True)
+    warnings = ((f"{model_dir}: {class_name} is imported as a dense embedding model of its encoder "
+                 f"({chosen_pooling.describe()}); --task sparse imports a masked LM as a sparse one (SPLADE)",)
+                if task is None and layout == TRANSFORMERS and class_name.endswith(MASKED_LM_SUFFIX) else ())
     return Checkpoint(path=root, model_dir=model_dir, layout=layout, config=config, architecture=architecture,
                       class_name=class_name, task=EMBED, pooling=chosen_pooling, lowercase=lowercase,
-                      prompts=prompts,
-                      weights=weights)
+                      prompts=prompts, weights=weights, warnings=warnings)
+
+
+def _sparse_checkpoint(root: Path, model_dir: Path, layout: str, config: Mapping[str, Any],
+                       architecture: Architecture, class_name: str, weights: tuple[Path, ...], chosen: str,
+                       splade: Splade | None, pooling: str | None, lowercase: bool,
+                       prompts: tuple[tuple[str, str], ...]) -> Checkpoint:
+    """A sparse embedding model: a SparseEncoder directory (`splade` its pooling), or a bare *ForMaskedLM asked for
+    with --task sparse (SPLADE's max of log(1 + relu))."""
+    if chosen != SPARSE:
+        raise CheckpointError(f"{root}: a sentence-transformers SparseEncoder (SPLADE) imports as a sparse embedding "
+                              f"model; leave --task out (or --task sparse), not --task {chosen}")
+    if pooling is not None:
+        raise CheckpointError("--pooling applies to dense embedding models; a sparse one pools as its SpladePooling "
+                              "says (max of log(1 + relu(logit)) for a bare masked LM)")
+    if architecture.decoder:
+        raise CheckpointError(f"{model_dir}: {class_name} is a decoder; a sparse embedding model (--task sparse) is "
+                              "a masked-LM encoder (BERT, DistilBERT, ...)")
+    if splade is None and not class_name.endswith(MASKED_LM_SUFFIX):
+        raise CheckpointError(f"{model_dir}: {class_name} has no masked-LM head, so it cannot be imported as a sparse "
+                              f"embedding model (--task sparse takes a *{MASKED_LM_SUFFIX}: its vocabulary logits are "
+                              "the weights)")
+    return Checkpoint(path=root, model_dir=model_dir, layout=layout, config=config, architecture=architecture,
+                      class_name=class_name, task=SPARSE, lowercase=lowercase, prompts=prompts, weights=weights,
+                      splade=splade or Splade())
+
+
+def _module_kinds(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    modules = _json_list(root / "modules.json")
+    return modules, [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+
+
+def _names_splade(root: Path) -> bool:
+    """modules.json names a SPLADE module (a SparseEncoder directory)."""
+    return any(k in ("SpladePooling", "SparseStaticEmbedding", "SparseAutoEncoder") for k in _module_kinds(root)[1])
+
+
+def _sparse_encoder(root: Path) -> tuple[Path, Splade, bool, tuple[tuple[str, str], ...]]:
+    """A SparseEncoder directory: its masked LM's directory, its SpladePooling, whether texts are lowercased first,
+    and the prompts by name."""
+    modules, kinds = _module_kinds(root)
+    masked_lm = kinds[:1] == ["MLMTransformer"] or (
+        kinds[:1] == ["Transformer"] and _transformer_task(_module_dir(root, modules[0])) == "fill-mask")
+    if len(kinds) != 2 or not masked_lm or kinds[1] != "SpladePooling":
+        raise CheckpointError(f"{root / 'modules.json'}: a SparseEncoder of {' -> '.join(kinds)}; the import takes "
+                              "MLMTransformer (or a fill-mask Transformer) -> SpladePooling (SPLADE), not "
+                              "inference-free or sparse-autoencoder ones")
+    model_dir = _module_dir(root, modules[0])
+    pooling_dir = _module_dir(root, modules[1])
+    pool = _json(pooling_dir / "config.json") if (pooling_dir / "config.json").is_file() else {}
+    strategy = pool.get("pooling_strategy", "max")
+    activation = pool.get("activation_function", "relu")
+    if strategy not in SPLADE_STRATEGIES or activation not in SPLADE_ACTIVATIONS:
+        raise CheckpointError(f"{pooling_dir / 'config.json'}: SpladePooling {strategy!r} of {activation!r} is not "
+                              f"supported (strategies {', '.join(SPLADE_STRATEGIES)}; activations "
+                              f"{', '.join(SPLADE_ACTIVATIONS)})")
+    st_config = model_dir / "sentence_bert_config.json"
+    lowercase = bool(_json(st_config).get("do_lower_case", False)) if st_config.is_file() else False
+    return model_dir, Splade(strategy=strategy, activation=activation), lowercase, _prompts(root)
+
+
+def _transformer_task(model_dir: Path) -> str | None:
+    """A Transformer module's transformer_task (sentence_bert_config.json), None when it names none."""
+    st_config = model_dir / "sentence_bert_config.json"
+    task = _json(st_config).get("transformer_task") if st_config.is_file() else None
+    return task if isinstance(task, str) else None
 
 
 def _score_activation(root: Path, found: str | None, labels: tuple[str, ...]) -> str | None:
@@ -394,22 +498,31 @@ def _sentence_transformers(root: Path) -> tuple[Path, Pooling, bool, tuple[tuple
     modes = _pooling_modes(pool, pooling_dir / "config.json")
     st_config = model_dir / "sentence_bert_config.json"
     lowercase = bool(_json(st_config).get("do_lower_case", False)) if st_config.is_file() else False
+    return model_dir, Pooling(modes=modes, normalize=rest == ["Normalize"]), lowercase, _prompts(root)
+
+
+def _prompts(root: Path) -> tuple[tuple[str, str], ...]:
+    """The prompts a sentence-transformers directory names (config_sentence_transformers.json), sorted by name;
+    CheckpointError for a default prompt (every call would have to carry it, V2 ones too) or, a SparseEncoder's,
+    max_active_dims (the bound is the call's: top_k)."""
     st_file = root / "config_sentence_transformers.json"
-    prompts: dict[str, str] = {}
-    if st_file.is_file():
-        data = _json(st_file)
-        named = data.get("prompts") or {}
-        if not isinstance(named, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in named.items()):
-            raise CheckpointError(f"{st_file}: prompts must be an object of strings (a prompt's name: its text)")
-        prompts = dict(named)
-        name = data.get("default_prompt_name")
-        prompt = prompts.get(name) if name else None
-        if prompt:
-            # Every call would have to carry it, V2 ones too: the bundle keeps the prompts, chosen per call by name.
-            raise CheckpointError(f"{st_file}: sentence-transformers puts the default prompt {prompt!r} before every "
-                                  "text, which a bundle cannot do: unset default_prompt_name, and ask for the prompt "
-                                  "by name (prompt_name) or send it with the text")
-    return model_dir, Pooling(modes=modes, normalize=rest == ["Normalize"]), lowercase, tuple(sorted(prompts.items()))
+    if not st_file.is_file():
+        return ()
+    data = _json(st_file)
+    named = data.get("prompts") or {}
+    if not isinstance(named, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in named.items()):
+        raise CheckpointError(f"{st_file}: prompts must be an object of strings (a prompt's name: its text)")
+    name = data.get("default_prompt_name")
+    prompt = named.get(name) if name else None
+    if prompt:
+        # The bundle keeps the prompts, chosen per call by name.
+        raise CheckpointError(f"{st_file}: sentence-transformers puts the default prompt {prompt!r} before every "
+                              "text, which a bundle cannot do: unset default_prompt_name, and ask for the prompt "
+                              "by name (prompt_name) or send it with the text")
+    if data.get("max_active_dims") is not None:
+        raise CheckpointError(f"{st_file}: max_active_dims {data['max_active_dims']!r} bounds every text's "
+                              "entries, which a bundle leaves to each call: unset it, and send top_k per call")
+    return tuple(sorted(named.items()))
 
 
 def _json_list(path: Path) -> list[dict[str, Any]]:

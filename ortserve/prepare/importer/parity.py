@@ -15,6 +15,9 @@ eval.txt, else the built-in corpus, plus a few made longer than max_seq_len, so 
                  is a tie no float arithmetic orders the same way everywhere: either of the tied labels agrees, and
                  the report counts such texts
     embedding    every text's cosine similarity to PyTorch's vector >= MIN_COSINE
+    sparse-embedding   every vocabulary weight within LOGIT_TOLERANCE x max(1, the text's largest weight) of
+                 SparseEncoder.encode's (a weight one side leaves out being 0), so the columns kept are PyTorch's but
+                 for weights within that bound of 0; the report counts texts whose non-zero columns are identical
     token-classifier   the classifier's rule for every token of every text: its argmax identical (ties alike) and
                  every logit within LOGIT_TOLERANCE x max(1, the token's largest |logit|); and every text as many
                  tokens as PyTorch's (its rows only line up then)
@@ -90,6 +93,8 @@ class RunVerdict:
                        max_relative_delta=_sig(self.max_relative_delta))
             if self.length_mismatches:
                 out["token_count_mismatches"] = self.length_mismatches
+        elif kind.sparse:
+            out.update(columns_identical=f"{self.agree}/{self.texts}", max_relative_delta=_sig(self.max_relative_delta))
         else:
             out["min_cosine"] = None if self.min_cosine is None else round(self.min_cosine, 7)
         if self.non_finite:
@@ -138,6 +143,11 @@ class ParityReport:
                     reasons.append(f"{where}{run.over_tolerance} of {run.tokens} tokens have a logit further than "
                                    f"{LOGIT_TOLERANCE:g} x max(1, |logit|) from PyTorch's (worst |delta| "
                                    f"{run.max_abs_delta:.3g}, in {_quote(self.texts[run.worst_text])})")
+            elif self.kind.sparse:
+                if run.over_tolerance:
+                    reasons.append(f"{where}{run.over_tolerance} of {run.texts} texts have a weight further than "
+                                   f"{LOGIT_TOLERANCE:g} x max(1, |weight|) from SparseEncoder's (worst |delta| "
+                                   f"{run.max_abs_delta:.3g}, {_quote(self.texts[run.worst_text])})")
             elif self.kind is CLASSIFIER:
                 if run.agree < run.texts:
                     first = run.first_disagreement if run.first_disagreement is not None else 0
@@ -164,6 +174,8 @@ class ParityReport:
         if self.kind is TOKEN_CLASSIFIER:
             return (f"every token (mask=1): argmax identical; |delta logit| <= {LOGIT_TOLERANCE:g} x max(1, "
                     "|logit|)")
+        if self.kind.sparse:
+            return f"every vocabulary weight: |delta| <= {LOGIT_TOLERANCE:g} x max(1, |weight|)"
         return f"cosine >= {MIN_COSINE:g}"
 
     def manifest_entry(self) -> dict[str, Any]:
@@ -200,6 +212,11 @@ class ParityReport:
                 rows.append((f"{run.name}: argmax identical per token", f"{run.agree}/{run.tokens}{ties}{counts}",
                              "all"))
                 rows.append((f"{run.name}: |delta logit| max (relative)",
+                             f"{run.max_abs_delta:.3g} ({run.max_relative_delta:.3g})",
+                             f"<= {LOGIT_TOLERANCE:g} relative"))
+            elif self.kind.sparse:
+                rows.append((f"{run.name}: non-zero columns identical", f"{run.agree}/{run.texts}", ""))
+                rows.append((f"{run.name}: |delta weight| max (relative)",
                              f"{run.max_abs_delta:.3g} ({run.max_relative_delta:.3g})",
                              f"<= {LOGIT_TOLERANCE:g} relative"))
             elif self.kind is CLASSIFIER:
@@ -300,10 +317,27 @@ def judge_run(kind: Kind, reference: np.ndarray | TokenOutputs, run: Run) -> Run
                           over_tolerance=int((relative > LOGIT_TOLERANCE).sum()),
                           max_relative_delta=float(relative.max()),
                           first_disagreement=int(disagree[0]) if disagree.size else None)
+    if kind.sparse:
+        return _judge_sparse(want, got, finite, delta, run.name)
     cosine = cosines(want, got)
     return RunVerdict(name=run.name, texts=len(got), non_finite=int((~finite).sum()), max_abs_delta=worst_abs,
                       worst_text=int(np.argmin(cosine)), min_cosine=float(cosine.min()),
                       below_cosine=int((cosine < MIN_COSINE).sum()))
+
+
+def _judge_sparse(want: np.ndarray, got: np.ndarray, finite: np.ndarray, delta: np.ndarray, name: str) -> RunVerdict:
+    """A sparse embedding model's run: every weight within the tolerance relative to the text's largest weight
+    (float64 [texts, vocabulary] each); `agree` counts texts whose non-zero columns are PyTorch's."""
+    scale = np.maximum(1.0, np.abs(want).max(axis=1)) if want.size else np.ones(len(want))
+    relative = (delta.max(axis=1) if delta.size else np.zeros(len(want))) / scale
+    same = finite & ((want > 0) == (np.nan_to_num(got) > 0)).all(axis=1)
+    differ = np.flatnonzero(~same)
+    return RunVerdict(name=name, texts=len(got), non_finite=int((~finite).sum()),
+                      max_abs_delta=float(delta.max()) if delta.size else 0.0,
+                      worst_text=int(np.argmax(relative)) if relative.size else 0, agree=int(same.sum()),
+                      over_tolerance=int((relative > LOGIT_TOLERANCE).sum()),
+                      max_relative_delta=float(relative.max(initial=0.0)),
+                      first_disagreement=int(differ[0]) if differ.size else None)
 
 
 def judge(kind: Kind, texts: Sequence[str], reference: np.ndarray | TokenOutputs, runs: Sequence[Run], *,

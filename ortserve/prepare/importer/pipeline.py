@@ -13,6 +13,11 @@ answer for a text is its logits [T, labels] (T its tokens, truncated at max_seq_
 at the text's mask=1 positions, and the gate holds every token to the classifier's rule; its reference answers are a
 row of logits per token (references.py).
 
+A sparse embedding model (SPLADE; checkpoint.py) is exported with `sparse` [batch, vocabulary], the masked LM's
+logits pooled inside the graph (torch_graph.SparseVector), so the server's engine never holds [batch, sequence,
+vocabulary]; PyTorch's answer is SparseEncoder.encode's vector, and the gate holds every weight (parity.py); its
+reference answers keep each text's non-zero weights (references.py).
+
 A classifier of pairs (a cross-encoder; checkpoint.py) is judged on pairs: each evaluation text with another one as
 its second text (PAIR_STEP texts on), the long ones among them, tokenized as the checkpoint's tokenizer makes a pair
 (token types included) on both sides; its reference answers are pairs too.
@@ -29,7 +34,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -125,16 +130,17 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
     if problem := dest_problem(out):
         raise DestinationError(problem)
     checkpoint = read_checkpoint(source, task=task, pooling=pooling, pairs=pairs)
-    if matryoshka_dims is not None and checkpoint.labelled:
-        raise CheckpointError(f"{checkpoint.path}: matryoshka dims apply to an embedding model (the widths it was "
-                              f"trained to be truncated to); {checkpoint.class_name} is imported as a "
-                              f"{'token classifier' if checkpoint.per_token else 'classifier'}")
+    if matryoshka_dims is not None and not checkpoint.kind.dense:
+        raise CheckpointError(f"{checkpoint.path}: matryoshka dims apply to a dense embedding model (the widths it "
+                              f"was trained to be truncated to); {checkpoint.class_name} is imported as "
+                              f"{checkpoint.kind.noun}")
     what = (f"a classifier{' of pairs' if checkpoint.pairs else ''} of {len(checkpoint.labels)} labels "
             f"({', '.join(checkpoint.labels)})" + (", multi-label" if checkpoint.multi_label else "")
             + (f", SCORE through a {checkpoint.score_activation}" if checkpoint.score_activation else "")
             if checkpoint.classifier
             else f"a token classifier of {len(checkpoint.labels)} labels ({', '.join(checkpoint.labels)})"
             if checkpoint.per_token
+            else f"a sparse embedding model ({checkpoint.splade.describe()})" if checkpoint.splade is not None
             else f"an embedding model ({checkpoint.pooling.describe() if checkpoint.pooling else ''})")
     report(f"read {checkpoint.path}: {checkpoint.class_name} ({checkpoint.architecture.name}, {checkpoint.layout} "
            f"layout), imported as {what}")
@@ -195,11 +201,11 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
 
     refs = reference_choice.build(texts, counts, reference, max_seq_len=limit, classifier=checkpoint.classifier,
                             candidates=[run.outputs for run in runs] if checkpoint.labelled else (), pairs=seconds,
-                            per_token=checkpoint.per_token)
+                            per_token=checkpoint.per_token, sparse=checkpoint.kind.sparse)
     refs_bytes = refs.encode()
     outputs_from = f"PyTorch {model.tools['torch']} (eval, FP32, CPU): {model.reference_name}, {evals.name}"
     ranges = None
-    if not checkpoint.labelled:  # int8 and uint8 answers read these (calibrated on PyTorch's, evaluation texts only)
+    if checkpoint.kind.dense:  # int8 and uint8 answers read these (calibrated on PyTorch's, evaluation texts only)
         assert isinstance(reference, np.ndarray)
         every_width = (model.columns, *(w for w in widths if w != model.columns))
         ranges = embedding_calibration.calibrate(reference[: len(evals.texts)], every_width, source=evals.name)
@@ -291,6 +297,11 @@ def _manifest(checkpoint: Checkpoint, model: torch_side.TorchModel, parity: Pari
         if checkpoint.yes_no:  # the server puts each (query, document) into this text before its tokenizer
             task = {**task, "pair_template": model.pair_template.text_parts(), "answers": ["no", "yes"],
                     "score": "P(yes) = sigmoid(logit yes - logit no) at the last token"}
+    elif checkpoint.splade is not None:  # dim: the vocabulary, one weight per entry
+        kind = {"format": checkpoint.kind.format, "dim": model.columns}
+        task = {"task": "sparse", "pooling": "splade", "splade": asdict(checkpoint.splade)}
+        if checkpoint.prompts:
+            task["prompts"] = dict(checkpoint.prompts)
     else:
         assert checkpoint.pooling is not None
         kind = {"format": checkpoint.kind.format, "dim": model.columns}
@@ -308,6 +319,8 @@ def _manifest(checkpoint: Checkpoint, model: torch_side.TorchModel, parity: Pari
               f"{verdict.agree}/{verdict.texts}" if checkpoint.classifier
               else f"max |delta logit| {max(r.max_abs_delta for r in parity.runs):.2g}, argmax identical on "
               f"{verdict.agree}/{verdict.tokens} tokens" if checkpoint.per_token
+              else f"max |delta weight| {max(r.max_abs_delta for r in parity.runs):.2g}, kept columns identical on "
+              f"{verdict.agree}/{verdict.texts}" if checkpoint.kind.sparse
               else f"cosine >= {min(r.min_cosine or 0.0 for r in parity.runs):.7f}")
     notes = (f"{checkpoint.class_name} ({checkpoint.architecture.name}) imported from {checkpoint.path.name} "
              f"({checkpoint.layout}); PyTorch parity on {len(parity.texts)} texts: {figure}")

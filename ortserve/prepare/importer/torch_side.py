@@ -3,7 +3,8 @@
     model = load(checkpoint, max_seq_len=None)
     model.graph                    the torch module to export (eval, FP32, eager attention; torch_graph.py)
     model.reference_outputs(texts) what transformers (the model as users load it, one text at a time) or
-                                   sentence-transformers' encode gives: logits or sentence vectors, float32
+                                   sentence-transformers' encode gives: logits or sentence vectors, float32 (a
+                                   sparse embedding model's: SparseEncoder.encode's vectors, dense [texts, vocab])
     model.reference_token_outputs(texts)   a token classifier's: its logits [T, labels] per text, T its tokens
     model.reference_ids(texts)     the checkpoint's own tokenizer's ids, truncated at max_seq_len
 
@@ -96,8 +97,10 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
     """The checkpoint loaded as users run it (the reference: transformers' default attention, or sentence-transformers)
     and once more with eager attention (the graph to export, whose attention ONNX Runtime's fusions recognise)."""
     torch, transformers = _require("torch"), _require("transformers")
-    st = _require("sentence_transformers") if checkpoint.layout == SENTENCE_TRANSFORMERS else None
+    sparse = checkpoint.splade is not None
+    st = _require("sentence_transformers") if checkpoint.layout == SENTENCE_TRANSFORMERS or sparse else None
     auto = (transformers.AutoModelForCausalLM if checkpoint.yes_no
+            else transformers.AutoModelForMaskedLM if sparse
             else transformers.AutoModelForSequenceClassification if checkpoint.classifier
             else transformers.AutoModelForTokenClassification if checkpoint.per_token else transformers.AutoModel)
     with _quiet():
@@ -105,7 +108,8 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
         exported = _model(checkpoint, auto, attn_implementation="eager")
         _check_vocabulary(checkpoint, tokenizer, exported)
         # sentence-transformers loads its modules itself; transformers' reference is the same weights, loaded again.
-        reference = _load_sentence_transformer(checkpoint, st) if st is not None else _model(checkpoint, auto)
+        reference = (_load_sparse_encoder(checkpoint, st, max_seq_len) if sparse
+                     else _load_sentence_transformer(checkpoint, st) if st is not None else _model(checkpoint, auto))
     limit = _max_seq_len(checkpoint, tokenizer, max_seq_len, reference if st is not None else None)
     takes_token_types = _takes_token_types(exported, checkpoint)
     names = ("input_ids", "attention_mask", *(("token_type_ids",) if takes_token_types else ()))
@@ -117,6 +121,9 @@ def load(checkpoint: Checkpoint, *, max_seq_len: int | None = None) -> TorchMode
     token_outputs: Callable[[Sequence[str]], list[np.ndarray]] | None = None
     if checkpoint.yes_no:
         return _yes_no(checkpoint, tokenizer, exported, reference, limit, names, tools)
+    if sparse:
+        return _sparse(checkpoint, tokenizer, exported, reference, limit, names, takes_token_types,
+                       {**tools, "sentence-transformers": st.__version__})
     if checkpoint.per_token:
         graph = Logits(exported, takes_token_types=takes_token_types).eval()
         columns = len(checkpoint.labels)
@@ -204,6 +211,62 @@ def _yes_no(checkpoint: Checkpoint, tokenizer: Any, exported: Any, reference: An
     model._pair_outputs = pair_outputs
     model._pair_ids = lambda texts, pairs: card.reference_ids(tokenizer, template, texts, pairs, limit)
     return model
+
+
+def _sparse(checkpoint: Checkpoint, tokenizer: Any, exported: Any, reference: Any, limit: int,
+            names: tuple[str, ...], takes_token_types: bool, tools: dict[str, str]) -> TorchModel:
+    """A sparse embedding model (SPLADE): the graph pools the masked LM's logits as SpladePooling does
+    (torch_graph.SparseVector); the reference is sentence-transformers' SparseEncoder.encode, its vectors dense."""
+    import sentence_transformers
+
+    from ortserve.prepare.importer.torch_graph import SparseVector  # imports torch
+
+    splade = checkpoint.splade
+    assert splade is not None
+    columns = int(exported.get_output_embeddings().out_features)
+    graph = SparseVector(exported, strategy=splade.strategy, activation=splade.activation,
+                         takes_token_types=takes_token_types).eval()
+    reference.max_seq_length = limit
+
+    def outputs(texts: Sequence[str]) -> np.ndarray:
+        vectors = reference.encode(list(texts), convert_to_tensor=True, convert_to_sparse_tensor=False,
+                                   show_progress_bar=False)
+        return np.asarray(vectors.float().cpu().numpy(), dtype=np.float32)
+
+    def ids(texts: Sequence[str]) -> list[list[int]]:
+        out = []
+        for text in texts:
+            features = reference.tokenize([text])
+            row, mask = features["input_ids"][0].tolist(), features["attention_mask"][0].tolist()
+            out.append([int(i) for i, m in zip(row, mask, strict=True) if m])
+        return out
+
+    made = "" if checkpoint.layout == SENTENCE_TRANSFORMERS else f" of {checkpoint.class_name} + {splade.describe()}"
+    return TorchModel(checkpoint=checkpoint, tokenizer=tokenizer, graph=graph, input_names=names, columns=columns,
+                      max_seq_len=limit,
+                      reference_name=f"sentence-transformers {sentence_transformers.__version__} SparseEncoder.encode"
+                                     f"{made}",
+                      tools=tools, _outputs=outputs, _ids=ids)
+
+
+def _load_sparse_encoder(checkpoint: Checkpoint, st: Any, max_seq_len: int | None) -> Any:
+    """The SparseEncoder directory as sentence-transformers loads it; a bare masked LM as the SparseEncoder SPLADE
+    makes of it (a fill-mask Transformer, then SpladePooling)."""
+    splade = checkpoint.splade
+    assert splade is not None
+    try:
+        if checkpoint.layout == SENTENCE_TRANSFORMERS:
+            return st.SparseEncoder(str(checkpoint.path), device="cpu").eval()
+        from sentence_transformers.models import Transformer
+        from sentence_transformers.sparse_encoder.modules import SpladePooling
+
+        kwargs = {} if max_seq_len is None else {"max_seq_length": max_seq_len}
+        modules = [Transformer(str(checkpoint.model_dir), transformer_task="fill-mask", **kwargs),
+                   SpladePooling(splade.strategy, activation_function=splade.activation)]
+        return st.SparseEncoder(modules=modules, device="cpu").eval()
+    except Exception as e:  # as _model
+        raise CheckpointError(f"{checkpoint.path}: sentence-transformers' SparseEncoder does not load it "
+                              f"({type(e).__name__}: {_first_line(e)})") from None
 
 
 # -- loading --------------------------------------------------------------------------------------------------

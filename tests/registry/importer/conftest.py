@@ -1,7 +1,8 @@
 """Importer fixtures: tiny random checkpoints of every architecture, both tasks, made offline in the session, and
 their imports (real PyTorch, real torch.onnx export, real ONNX Runtime), made once and shared read-only; and the
-same for token classifiers (every architecture with BIO tags, BERT also with IOBES), and for the decoders imported
-as embedding models. A module that serves its imports (a `served` fixture) gets a gRPC `stub` to it here."""
+same for token classifiers (every architecture with BIO tags, BERT also with IOBES), for the decoders imported
+as embedding models, and for SPLADE-shaped sparse embedding models. A module that serves its imports (a `served`
+fixture) gets a gRPC `stub` to it here."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from support.hf_checkpoints import (
     DECODER_MATRYOSHKA_DIMS,
     DECODERS,
     IMPORT_MAX_SEQ_LEN,
+    MASKED_LM_TASK,
     OFFLINE,
     TASKS,
     TOKEN_CASES,
@@ -23,6 +25,7 @@ from support.hf_checkpoints import (
     make_checkpoint,
     make_decoder_checkpoint,
     make_decoder_sentence_transformer,
+    make_sparse_encoder,
     make_token_checkpoint,
 )
 from support.server_process import ServerProcess, stub_for
@@ -105,3 +108,26 @@ def decoder_imported(decoder_checkpoints: dict[str, Path],
                                     task="embed" if name == "qwen3-lm" else None,
                                     matryoshka_dims=DECODER_MATRYOSHKA_DIMS if name == "qwen3-st" else None)
             for name, path in decoder_checkpoints.items()}
+
+
+@pytest.fixture(scope="session")
+def sparse_checkpoints(tmp_path_factory: pytest.TempPathFactory, torch_one_thread: None) -> dict[str, Path]:
+    """SPLADE-shaped directories: "bert-st" a SparseEncoder (MLMTransformer, SpladePooling max of relu),
+    "distilbert-st" one of a fill-mask Transformer pooled by sum of log1p_relu, "bert-mlm" a bare BertForMaskedLM
+    (imported with --task sparse). Read-only."""
+    root = tmp_path_factory.mktemp("sparse-checkpoints")
+    return {"bert-st": make_sparse_encoder(root / "bert-st", "bert", max_seq_length=IMPORT_MAX_SEQ_LEN, seed=70),
+            "distilbert-st": make_sparse_encoder(root / "distilbert-st", "distilbert", strategy="sum",
+                                                 activation="log1p_relu", max_seq_length=IMPORT_MAX_SEQ_LEN,
+                                                 seed=71, fill_mask=True),
+            "bert-mlm": make_checkpoint(root / "bert-mlm", "bert", task=MASKED_LM_TASK, seed=72)}
+
+
+@pytest.fixture(scope="session")
+def sparse_imported(sparse_checkpoints: dict[str, Path],
+                    tmp_path_factory: pytest.TempPathFactory) -> dict[str, ImportResult]:
+    """Each sparse checkpoint imported at IMPORT_MAX_SEQ_LEN (the bare masked LM with --task sparse); read-only."""
+    root = tmp_path_factory.mktemp("sparse-imported")
+    return {name: import_checkpoint(path, root / name, max_seq_len=IMPORT_MAX_SEQ_LEN,
+                                    task="sparse" if name == "bert-mlm" else None)
+            for name, path in sparse_checkpoints.items()}

@@ -109,8 +109,9 @@ NO_WEIGHTS_NEEDED = {
     "id2label keys not columns": (_edit_config(id2label={"0": "a", "2": "b"}), [],
                                   "id2label keys must be the column indices 0..1, got [0, 2]"),
     "matryoshka dims of a classifier": (_without(), ["--matryoshka-dims", "16,8"],
-                                        "matryoshka dims apply to an embedding model (the widths it was trained to "
-                                        "be truncated to); BertForSequenceClassification is imported as a classifier"),
+                                        "matryoshka dims apply to a dense embedding model (the widths it was trained "
+                                        "to be truncated to); BertForSequenceClassification is imported as a "
+                                        "classifier"),
     "matryoshka dims not numbers": (_without(), ["--matryoshka-dims", "16,eight"],
                                     "--matryoshka-dims: expected widths separated by commas, e.g. 256,128,64; got "
                                     "'16,eight'"),
