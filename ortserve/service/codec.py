@@ -24,8 +24,8 @@ def call_from(request: pb.ModelInferRequest, headers: Mapping[str, str], deadlin
         scores=param(request.parameters, "scores"), routing_key=param(request.parameters, "routing_key"),
         aggregation=param(request.parameters, "aggregation"), priority=param(request.parameters, "priority"),
         prompt_name=param(request.parameters, "prompt_name"), dimensions=param(request.parameters, "dimensions"),
-        embedding_type=param(request.parameters, "embedding_type"),
-        headers=headers, deadline=deadline, transport="grpc")
+        embedding_type=param(request.parameters, "embedding_type"), top_k=param(request.parameters, "top_k"),
+        threshold=param(request.parameters, "threshold"), headers=headers, deadline=deadline, transport="grpc")
 
 
 def reply_message(reply: InferReply) -> pb.ModelInferResponse:

@@ -125,7 +125,9 @@ class CohereApi:
         served = self._calls.choose(doc.get("model"))
         if served.output.kind is not EMBEDDING:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not an embedding "
-                                   "model: embed serves embedding models")
+                                   "model: embed serves embedding models"
+                                   + ("; its sparse vectors are at /embed_sparse" if served.output.kind.sparse
+                                      else ""))
         prompt = prompt_for(doc.get("input_type"), served)
         if truncate == "NONE":
             await self._refuse_past_max_seq_len(served, texts, prompt)

@@ -68,6 +68,10 @@ class InferCall:
     """An embedding's width to truncate to (one the version was trained for); None: its full width."""
     embedding_type: Param = None
     """An embedding's compact type ("int8", "uint8", "binary", "ubinary"); None: float."""
+    top_k: Param = None
+    """A sparse embedding's most entries per text; None: no bound."""
+    threshold: Param = None
+    """A sparse embedding's least weight kept (exclusive); None: every non-zero weight."""
     headers: Mapping[str, str] = field(default_factory=dict)
     """Lower-case names: x-request-id, x-routing-key and the trace headers (TRACE_HEADERS)."""
     deadline: float | None = None
@@ -221,7 +225,7 @@ class Inference:
             call.scores, call.routing_key, self._max_texts, call.aggregation, call.priority, call.prompt_name,
             call.dimensions, call.embedding_type, call_headers(call, request_id),
             None if call.deadline is None else call.deadline - time.monotonic(), self._plane.completions, token,
-            inline_chars))
+            inline_chars, call.top_k, call.threshold))
 
     async def _on_the_python_path(self, call: InferCall, record: CallRecord) -> InferReply:
         """A call the data plane did not route: a model or version the route table does not hold, which the
@@ -277,7 +281,7 @@ def prepare(call: InferCall, *, max_texts_per_request: int, request_id: str = ""
     return engine_ext.prepare_call(call.inputs, call.outputs, call.raw_input_contents, call.scores,
                                    call.routing_key, max_texts_per_request, call.aggregation, call.priority,
                                    call.prompt_name, call.dimensions, call.embedding_type,
-                                   call_headers(call, request_id))
+                                   call_headers(call, request_id), call.top_k, call.threshold)
 
 
 def decoded_call(prepared: Any) -> Any:

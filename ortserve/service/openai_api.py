@@ -68,7 +68,9 @@ class OpenAiApi:
         served = self._calls.choose(doc.get("model"))
         if served.output.kind is not EMBEDDING:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not an embedding "
-                                   "model: /v1/embeddings serves embedding models", "model")
+                                   "model: /v1/embeddings serves embedding models"
+                                   + ("; its sparse vectors are at /embed_sparse" if served.output.kind.sparse
+                                      else ""), "model")
         encoding = doc.get("encoding_format") or "float"
         if encoding not in ("float", "base64"):
             raise ApiError.invalid(f"'encoding_format' must be 'float' or 'base64', got {encoding!r}",

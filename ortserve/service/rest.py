@@ -342,7 +342,8 @@ def parse_infer(model: str, version: str, body: bytes, headers: Mapping[str, str
                      routing_key=_param(parameters, "routing_key"), aggregation=_param(parameters, "aggregation"),
                      priority=_param(parameters, "priority"), prompt_name=_param(parameters, "prompt_name"),
                      dimensions=_param(parameters, "dimensions"),
-                     embedding_type=_param(parameters, "embedding_type"), headers=headers,
+                     embedding_type=_param(parameters, "embedding_type"), top_k=_param(parameters, "top_k"),
+                     threshold=_param(parameters, "threshold"), headers=headers,
                      deadline=started + min(budgets) if budgets else None, transport="http")
     return call, binary_outputs
 

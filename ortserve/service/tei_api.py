@@ -2,6 +2,8 @@
 clients and `huggingface_hub.InferenceClient`:
 
     POST /embed      {"inputs": str | [str], "normalize": true, "truncate", "prompt_name", "dimensions"} -> [[float]]
+    POST /embed_sparse  {"inputs": str | [str], "truncate", "prompt_name", "top_k", "threshold"}
+                                                              -> [[{"index", "value"}]] (a sparse embedding model's)
     POST /rerank     {"query", "texts": [str], "raw_scores": false, "return_text"}    -> [{"index", "score", "text"}]
     POST /predict    {"inputs": str | [a, b] | [[str] | [a, b]], "raw_scores": false}  -> [{"score", "label"}] (a batch:
                                                                                           one such list per input)
@@ -10,12 +12,14 @@ clients and `huggingface_hub.InferenceClient`:
     GET  /info[?model=]                                                              the model, the server's limits
     POST /models/{model}[/pipeline/feature-extraction]   the HF Inference API's task shapes (InferenceClient with
                                                          base_url=that URL): text-classification, feature-extraction
-    POST /           by the model's kind, as TEI's root: /embed (an embedding model), /rerank (a re-ranker),
-                     /predict (a classifier); InferenceClient(base_url=the server) posts here
+    POST /           by the model's kind, as TEI's root: /embed (an embedding model), /embed_sparse (a sparse one),
+                     /rerank (a re-ranker), /predict (a classifier); InferenceClient(base_url=the server) posts here
 
 TEI serves one model; here a body (or /info's query) may name one in "model", which is required only where several
-are served. Every inference route is one V2 ModelInfer (`text_calls.TextCalls.run`); /tokenize runs the bundle's own
-tokenizer. Errors: {"error", "error_type"} with the V2 REST status (docs/client_apis.md).
+are served. /embed_sparse's `top_k` and `threshold` (ortserve's, beside TEI's fields) bound each text's entries as the
+V2 parameters of those names do. Every inference route is one V2 ModelInfer (`text_calls.TextCalls.run`, a sparse
+model's `run_sparse`); /tokenize runs the bundle's own tokenizer. Errors: {"error", "error_type"} with the V2 REST
+status (docs/client_apis.md).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from ortserve.service.text_calls import (
     ApiError,
     EmbeddingParams,
     ServedModel,
+    SparseBounds,
     TextCalls,
     api_route,
     boolean,
@@ -59,6 +64,7 @@ def error_body(e: ApiError) -> dict[str, Any]:
 def add_routes(app: web.Application, calls: TextCalls) -> None:
     api = TeiApi(calls)
     app.router.add_post("/embed", api.embed)
+    app.router.add_post("/embed_sparse", api.embed_sparse)
     app.router.add_post("/rerank", api.rerank)
     app.router.add_post("/predict", api.predict)
     app.router.add_post("/tokenize", api.tokenize)
@@ -83,10 +89,28 @@ class TeiApi:
         normalize = boolean(doc, "normalize", True)
         if served.output.kind is not EMBEDDING:
             raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not an embedding "
-                                   "model", "model")
+                                   "model" + (": use /embed_sparse" if served.output.kind.sparse else ""), "model")
         answer = await self._calls.run(request, served, texts, embedding=EmbeddingParams.of(doc))
         values = normalized(answer.values) if normalize else answer.values
         return json_response(values, headers=_headers(answer.request_id, answer.version))
+
+    @api_route(error_body)
+    async def embed_sparse(self, request: web.Request) -> web.Response:
+        doc = await self._calls.read_json(request)
+        return await self._embed_sparse(request, doc, self._calls.choose(doc.get("model")))
+
+    async def _embed_sparse(self, request: web.Request, doc: dict[str, Any], served: ServedModel) -> web.Response:
+        texts, _ = texts_of(doc.get("inputs"), "inputs")
+        boolean(doc, "truncate", False)  # taken: every text is read up to max_seq_len tokens (TEI's auto-truncate)
+        bounds, prompt = SparseBounds.of(doc), EmbeddingParams.of(doc).prompt_name
+        if not served.output.kind.sparse:
+            raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}, not a sparse embedding "
+                                   "model (SPLADE)" + (": use /embed" if served.output.kind is EMBEDDING else ""),
+                                   "model")
+        answer = await self._calls.run_sparse(request, served, texts, bounds=bounds, prompt_name=prompt)
+        rows = [[{"index": int(i), "value": float(v)} for i, v in zip(indices, values, strict=True)]
+                for indices, values in answer.entries]
+        return json_response(rows, headers=_headers(answer.request_id, answer.version))
 
     @api_route(error_body)
     async def root(self, request: web.Request) -> web.Response:
@@ -95,12 +119,15 @@ class TeiApi:
         served = self._calls.choose(doc.get("model"))
         if served.output.kind is EMBEDDING:
             return await self._embed(request, doc, served)
+        if served.output.kind.sparse:
+            return await self._embed_sparse(request, doc, served)
         if served.reranker:
             return await self._rerank(request, doc, served)
         if served.output.kind is CLASSIFIER:
             return await self._predict(request, doc, served)
         raise ApiError.invalid(f"model '{served.name}' is a {served.instance.kind_shown}: POST / answers an "
-                               "embedding model (/embed), a re-ranker (/rerank) or a classifier (/predict)", "model")
+                               "embedding model (/embed), a sparse one (/embed_sparse), a re-ranker (/rerank) or a "
+                               "classifier (/predict)", "model")
 
     @api_route(error_body)
     async def rerank(self, request: web.Request) -> web.Response:
@@ -178,6 +205,8 @@ class TeiApi:
             names = [TEI_POOLING.get(str(mode), str(mode)) for mode in pooling] if isinstance(pooling, list) else [
                 str(pooling)]
             model_type: dict[str, Any] = {"embedding": {"pooling": "+".join(names)}}
+        elif output.kind.sparse:  # TEI names a SPLADE model's pooling "splade"
+            model_type = {"embedding": {"pooling": "splade"}}
         else:
             labels = {"id2label": {str(i): label for i, label in enumerate(output.labels)},
                       "label2id": {label: i for i, label in enumerate(output.labels)}}

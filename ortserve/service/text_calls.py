@@ -27,6 +27,7 @@ import structlog
 from aiohttp import web
 from tokenizers import Tokenizer
 
+from ortserve import engine_ext
 from ortserve.bundle import tokenizer as bundle_tokenizer
 from ortserve.service.api_keys import REFUSAL
 from ortserve.service.config import Settings
@@ -37,6 +38,7 @@ from ortserve.service.inference import (
     CallFailed,
     InferCall,
     Inference,
+    InferReply,
     Param,
 )
 from ortserve.service.instance import ModelInstance
@@ -55,8 +57,9 @@ BODY_KINDS = {413: "too_large", 408: "body_timeout", 499: "client_gone"}
 """The kind of a body that did not arrive (rest.BodyNotRead), by its status."""
 
 
-REPLY_DTYPES = {"FP32": "<f4", "INT8": "i1", "UINT8": "u1"}
-"""A reply tensor's datatype as numpy reads its raw bytes or its contents."""
+REPLY_DTYPES = {"FP32": "<f4", "INT8": "i1", "UINT8": "u1", "INT64": "<i8"}
+"""A reply tensor's datatype as numpy reads its raw bytes or its contents (INT64: a sparse embedding's indices and
+counts)."""
 
 
 class ApiError(Exception):
@@ -160,6 +163,17 @@ class Answer:
     token_count: int
 
 
+@dataclass(frozen=True)
+class SparseAnswer:
+    """A sparse embedding model's V2 answer: each text's kept entries, (vocabulary columns int64 ascending, weights
+    float32), who answered and the request id."""
+
+    entries: list[tuple[np.ndarray, np.ndarray]]
+    model: str
+    version: str
+    request_id: str
+
+
 class TextCalls:
     """Texts to a served model through `Inference.infer`; owned by the event loop (every method runs on it)."""
 
@@ -247,29 +261,56 @@ class TextCalls:
         dimensions and embedding_type as its request parameters (the wire rules check and apply them, as for any V2
         call); its `output` (else the model's default one) as float32 [texts, columns] (a compact embedding_type's as
         int8 or uint8)."""
+        inputs = [(INPUT_NAME, "BYTES", [len(texts)], True, _utf8(texts))]
+        if pairs is not None:
+            inputs.append((PAIR_INPUT, "BYTES", [len(pairs)], True, _utf8(pairs)))
+        wanted = embedding or EmbeddingParams()
+        reply = await self._infer(request, served, inputs, outputs=[] if output is None else [(output, None, None)],
+                                  prompt_name=wanted.prompt_param(), dimensions=wanted.dimensions_param(),
+                                  embedding_type=wanted.embedding_type_param())
+        _, _, shape, _, _ = reply.tensors[0]
+        return Answer(values=_values(reply.tensors[0]).reshape(shape[0], -1), model=reply.model,
+                      version=reply.version, request_id=reply.request_id, token_count=reply.token_count)
+
+    async def run_sparse(self, request: web.Request, served: ServedModel, texts: Sequence[str], *,
+                         bounds: SparseBounds, prompt_name: str | None = None) -> SparseAnswer:
+        """`texts` as one V2 call to a sparse embedding model with `bounds` (top_k, threshold) and `prompt_name` as
+        its request parameters (the wire rules check and apply them, sparse_entries.h): each text's entries, split
+        by SPARSE_COUNTS."""
+        reply = await self._infer(request, served, [(INPUT_NAME, "BYTES", [len(texts)], True, _utf8(texts))],
+                                  prompt_name=EmbeddingParams(prompt_name=prompt_name).prompt_param(),
+                                  top_k=bounds.top_k_param(), threshold=bounds.threshold_param())
+        tensors = {tensor[0]: _values(tensor) for tensor in reply.tensors}
+        ends = np.cumsum(tensors[engine_ext.SPARSE_COUNTS_OUTPUT])
+        starts = ends - tensors[engine_ext.SPARSE_COUNTS_OUTPUT]
+        indices, values = tensors[engine_ext.SPARSE_INDICES_OUTPUT], tensors[engine_ext.SPARSE_VALUES_OUTPUT]
+        return SparseAnswer(entries=[(indices[a:b], values[a:b]) for a, b in zip(starts, ends, strict=True)],
+                            model=reply.model, version=reply.version, request_id=reply.request_id)
+
+    async def _infer(self, request: web.Request, served: ServedModel, inputs: list[Any], **params: Any) -> InferReply:
+        """One V2 call of `inputs` to the model with `params` (InferCall's fields), with the request's
+        x-request-id, x-routing-key, trace headers and x-request-timeout-ms; its InferReply, or ApiError naming the
+        body field a wire rule refused."""
         started = time.monotonic()
         headers = {k.lower(): v for k, v in request.headers.items()}
         try:
             budgets = header_timeout_s(headers)
         except ServiceError as e:
             raise ApiError.of(e) from None
-        inputs = [(INPUT_NAME, "BYTES", [len(texts)], True, _utf8(texts))]
-        if pairs is not None:
-            inputs.append((PAIR_INPUT, "BYTES", [len(pairs)], True, _utf8(pairs)))
-        wanted = embedding or EmbeddingParams()
-        call = InferCall(model=served.name, inputs=inputs, outputs=[] if output is None else [(output, None, None)],
-                         prompt_name=wanted.prompt_param(), dimensions=wanted.dimensions_param(),
-                         embedding_type=wanted.embedding_type_param(), headers=headers,
-                         deadline=started + min(budgets) if budgets else None, transport="http")
+        call = InferCall(model=served.name, inputs=inputs, headers=headers,
+                         deadline=started + min(budgets) if budgets else None, transport="http", **params)
         try:
-            reply = await self._inference.infer(call)
+            return await self._inference.infer(call)
         except CallFailed as failed:
             raise ApiError.of(failed.error, failed.request_id, param=named_param(failed.error.message)) from None
-        _, datatype, shape, raw, payload = reply.tensors[0]
-        dtype = REPLY_DTYPES.get(datatype, "<f4")
-        values = np.frombuffer(payload, dtype=dtype) if raw else np.asarray(payload, dtype=dtype)
-        return Answer(values=values.reshape(shape[0], -1), model=reply.model, version=reply.version,
-                      request_id=reply.request_id, token_count=reply.token_count)
+
+
+
+def _values(tensor: tuple[str, str, Any, bool, Any]) -> np.ndarray:
+    """A reply tensor's values, flat: its raw bytes or its contents, as its datatype reads."""
+    _, datatype, _, raw, payload = tensor
+    dtype = REPLY_DTYPES.get(datatype, "<f4")
+    return np.frombuffer(payload, dtype=dtype) if raw else np.asarray(payload, dtype=dtype)
 
 
 def texts_of(value: Any, param: str, *, allow_empty_text: bool = True) -> tuple[list[str], bool]:
@@ -343,7 +384,35 @@ class EmbeddingParams:
         return None if self.embedding_type is None else ("string_param", self.embedding_type)
 
 
-WIRE_PARAMS = ("prompt_name", "dimensions", "embedding_type")
+@dataclass(frozen=True)
+class SparseBounds:
+    """A sparse embedding call's `top_k` and `threshold` as JSON typed them; the V2 wire rules check their ranges
+    and apply them (sparse_entries.h), for every API and front end alike."""
+
+    top_k: Any = None
+    threshold: Any = None
+
+    @classmethod
+    def of(cls, doc: Mapping[str, Any]) -> SparseBounds:
+        """The body's `top_k` (an integer) and `threshold` (a number); ApiError 400 another type (the wire rules
+        judge their ranges)."""
+        top_k, threshold = doc.get("top_k"), doc.get("threshold")
+        if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool)):
+            raise ApiError.invalid(f"'top_k' must be an integer >= 1 (the most weights kept per text), got "
+                                   f"{orjson.dumps(top_k).decode()[:40]}", "top_k")
+        if threshold is not None and (not isinstance(threshold, int | float) or isinstance(threshold, bool)):
+            raise ApiError.invalid(f"'threshold' must be a number >= 0 (the least weight kept, exclusive), got "
+                                   f"{orjson.dumps(threshold).decode()[:40]}", "threshold")
+        return cls(top_k=top_k, threshold=threshold)
+
+    def top_k_param(self) -> Param:
+        return None if self.top_k is None else ("int64_param", self.top_k)
+
+    def threshold_param(self) -> Param:
+        return None if self.threshold is None else ("double_param", float(self.threshold))
+
+
+WIRE_PARAMS = ("prompt_name", "dimensions", "embedding_type", "top_k", "threshold")
 """The V2 request parameters a client API's body sets by the same name."""
 
 

@@ -24,8 +24,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-CLASSIFIER, EMBEDDING = "classifier", "embed"
-"""The models a fuzzed server serves (`serve_models`): the tiny classifier and the tiny embedding model."""
+CLASSIFIER, EMBEDDING, SPARSE = "classifier", "embed", "sparse"
+"""The models a fuzzed server serves (`serve_models`): the tiny classifier, the tiny embedding model and the tiny
+sparse embedding model."""
+MODELS = (CLASSIFIER, EMBEDDING, SPARSE)
 EDGE_INTEGERS = (0, -1, 1, 2**31, 2**53 + 1, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**63) - 1, 10**30,
                  -(10**30), 10**400)
 EDGE_FLOATS = (0.0, -0.0, 0.5, 1e308, -1e308, 5e-324, 16.0, 1e30)
@@ -53,7 +55,7 @@ _V2_FIELDS: tuple[Path_, ...] = (
     ("inputs", 0, "parameters", "binary_data_size"), ("parameters",), ("parameters", "dimensions"),
     ("parameters", "prompt_name"), ("parameters", "timeout"), ("parameters", "scores"), ("parameters", "priority"),
     ("parameters", "routing_key"), ("parameters", "aggregation"), ("parameters", "binary_data_output"),
-    ("parameters", "embedding_type"),
+    ("parameters", "embedding_type"), ("parameters", "top_k"), ("parameters", "threshold"),
     ("parameters", "classification"), ("outputs",), ("outputs", 0), ("outputs", 0, "name"),
     ("outputs", 0, "parameters"), ("outputs", 0, "parameters", "classification"),
     ("outputs", 0, "parameters", "binary_data"))
@@ -64,6 +66,7 @@ ROUTES: tuple[Route, ...] = (
           _V2_FIELDS),
     Route("v2-embed", f"/v2/models/{EMBEDDING}/infer", _v2(EMBEDDING, {"dimensions": 32, "embedding_type": "binary"},
                                                           []), _V2_FIELDS),
+    Route("v2-sparse", f"/v2/models/{SPARSE}/infer", _v2(SPARSE, {"top_k": 8, "threshold": 0.25}, []), _V2_FIELDS),
     Route("openai-embeddings", "/v1/embeddings",
           {"input": ["good movie", "bad"], "model": EMBEDDING, "encoding_format": "float", "dimensions": 32},
           (("input",), ("input", 0), ("model",), ("encoding_format",), ("dimensions",), ("prompt_name",), ("user",))),
@@ -91,6 +94,9 @@ ROUTES: tuple[Route, ...] = (
     Route("tei-embed", "/embed", {"inputs": ["good movie"], "model": EMBEDDING, "normalize": True, "dimensions": 32},
           (("inputs",), ("inputs", 0), ("model",), ("normalize",), ("truncate",), ("truncation_direction",),
            ("prompt_name",), ("dimensions",))),
+    Route("tei-embed-sparse", "/embed_sparse",
+          {"inputs": ["good movie", "bad"], "model": SPARSE, "top_k": 8, "threshold": 0.25},
+          (("inputs",), ("inputs", 0), ("model",), ("truncate",), ("prompt_name",), ("top_k",), ("threshold",))),
     Route("tei-rerank", "/rerank", {"model": CLASSIFIER, "query": "q", "texts": ["a", "b"], "raw_scores": False},
           (("model",), ("query",), ("texts",), ("texts", 0), ("raw_scores",), ("return_text",), ("truncate",))),
     Route("tei-predict", "/predict", {"inputs": "good movie", "model": CLASSIFIER, "raw_scores": False},
@@ -260,10 +266,12 @@ def check_log(lines: Sequence[str]) -> None:
 
 @contextmanager
 def serve_models(workdir: Path, args: Sequence[str] = ()) -> Iterator[Any]:
-    """A server (ortserve_devtools' ServerProcess, its log in pipes) of the tiny classifier and the tiny embedding
-    model, published to a file registry under `workdir`, with an HTTP port; both models ready."""
+    """A server (ortserve_devtools' ServerProcess, its log in pipes) of the tiny classifier, the tiny embedding model
+    and the tiny sparse embedding model, published to a file registry under `workdir`, with an HTTP port; every
+    model ready."""
     from ortserve_devtools.bert_bundle import build_tiny_bundle, build_tiny_embedding_bundle
     from ortserve_devtools.server_process import ServerProcess
+    from ortserve_devtools.sparse_bundle import build_tiny_sparse_bundle
 
     from ortserve.registry.artifacts import ArtifactStore
     from ortserve.registry.filestore import FileStore
@@ -274,12 +282,13 @@ def serve_models(workdir: Path, args: Sequence[str] = ()) -> Iterator[Any]:
         files, artifacts = FileStore(store), ArtifactStore(store / "artifacts")
         build_tiny_bundle(workdir / CLASSIFIER, seed=0)
         build_tiny_embedding_bundle(workdir / EMBEDDING, seed=0)
-        for model in (CLASSIFIER, EMBEDDING):
+        build_tiny_sparse_bundle(workdir / SPARSE, seed=0)
+        for model in MODELS:
             publish(files, artifacts, model=model, version="v1", bundle_dir=workdir / model, weight=100)
     # cwd: not the checkout, whose source tree (no compiled engine) `python -m` would put first on sys.path.
     server = ServerProcess(["--registry", store.as_uri(), "--frontend", "python", *args], http=True, cwd=workdir)
     try:
-        for model in (CLASSIFIER, EMBEDDING):
+        for model in MODELS:
             server.wait_ready(model=model, timeout=120)
         yield server
     finally:

@@ -1,4 +1,5 @@
-"""Hostile JSON on every HTTP route (issue 54), against one real server of a classifier and an embedding model: any
+"""Hostile JSON on every HTTP route (issue 54), against one real server of a classifier, an embedding model and a
+sparse embedding model (/embed_sparse, V2's top_k and threshold: issue 57): any
 JSON value in any field of any route's body (scripts/fuzz_lib/http_calls.py, also `scripts/fuzz --http`) is answered
 2xx or 4xx with a message, never 5xx and never a traceback, and the server logs no error for it. Numbers outside a
 parameter's range, of any size, are refused with each API's 400 naming the field: one rule (the C++ wire rules) for
@@ -17,6 +18,7 @@ from fuzz_lib.http_calls import (
     CLASSIFIER,
     EMBEDDING,
     ROUTES,
+    SPARSE,
     HttpFinding,
     HttpTarget,
     Reply,
@@ -70,6 +72,10 @@ def test_a_huge_integer_is_each_apis_400_naming_the_field(served: ServerProcess,
     assert shape.status_code in (400, 413) and "shape" in shape.json()["error"], shape.text
     top_k = _post(served, f"/models/{CLASSIFIER}", {"inputs": "a", "parameters": {"top_k": value}})
     assert top_k.status_code in (200, 400), top_k.text  # a top-k past every label is all of them
+    sparse = _post(served, "/embed_sparse", {"inputs": "a", "model": SPARSE, "top_k": value})
+    assert sparse.status_code in (200, 400), sparse.text  # a top_k past the vocabulary keeps every entry
+    if value < 0:
+        assert "'top_k'" in sparse.json()["error"], sparse.text
 
 
 @pytest.mark.parametrize("route", ROUTES, ids=[r.name for r in ROUTES])
@@ -100,10 +106,13 @@ def test_tei_root_answers_by_the_models_kind_and_asks_for_a_name_among_several(s
     assert embedded.status_code == 200 and len(embedded.json()[0]) == 32, embedded.text
     predicted = _post(served, "/", {"inputs": "good movie", "model": CLASSIFIER})
     assert predicted.status_code == 200 and {"score", "label"} <= set(predicted.json()[0]), predicted.text
+    sparse = _post(served, "/", {"inputs": "good movie", "model": SPARSE, "top_k": 3})
+    assert sparse.status_code == 200 and len(sparse.json()[0]) == 3, sparse.text
+    assert {"index", "value"} == set(sparse.json()[0][0])
     unnamed = _post(served, "/", {"inputs": "good movie"})
     assert unnamed.status_code == 400, unnamed.text
-    assert unnamed.json()["error"] == (f"this server serves several models ('{CLASSIFIER}', '{EMBEDDING}'): name one "
-                                       "in 'model'")
+    assert unnamed.json()["error"] == (f"this server serves several models ('{CLASSIFIER}', '{EMBEDDING}', "
+                                       f"'{SPARSE}'): name one in 'model'")
 
 
 # ---- the rules themselves, offline -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from pathlib import Path
 import onnx
 from tokenizers import Tokenizer
 
-from ortserve.bundle.kinds import BY_FORMAT, CLASSIFIER, EMBEDDING, TOKEN_CLASSIFIER
+from ortserve.bundle.kinds import BY_FORMAT, CLASSIFIER, EMBEDDING, SPARSE_EMBEDDING, TOKEN_CLASSIFIER
 from ortserve.bundle.manifest import (
     MANIFEST_FILE,
     MAX_SEQ_LEN,
@@ -74,12 +74,15 @@ def check_max_seq_len(max_seq_len: int) -> int:
 
 def write_bundle(dest: Path, *, model: onnx.ModelProto, tokenizer: Tokenizer, labels: tuple[str, ...] | None = None,
                  max_seq_len: int, notes: str, dim: int | None = None, pairs: bool = False,
-                 score_activation: str | None = None, per_token: bool = False) -> WrittenBundle:
+                 score_activation: str | None = None, per_token: bool = False, sparse: bool = False) -> WrittenBundle:
     """Create ``dest`` if needed and (over)write the bundle files in it: a classifier bundle with ``labels``,
-    an embedding bundle with ``dim`` (exactly one of the two). A classifier may read ``pairs`` (one label: a reranker,
-    with its ``score_activation``); with ``per_token`` it is a token classifier (a label per token)."""
+    an embedding bundle with ``dim`` (exactly one of the two; with ``sparse`` a sparse one, dim its vocabulary). A
+    classifier may read ``pairs`` (one label: a reranker, with its ``score_activation``); with ``per_token`` it is a
+    token classifier (a label per token)."""
     if (labels is None) == (dim is None):
         raise ValueError("a bundle has labels (a classifier) or dim (an embedding model), exactly one of them")
+    if sparse and dim is None:
+        raise ValueError("sparse applies to a bundle with dim (its vocabulary)")
     if (pairs or per_token) and labels is None:
         raise ValueError("pairs and per_token apply to a bundle with labels")
     if pairs and per_token:
@@ -92,7 +95,7 @@ def write_bundle(dest: Path, *, model: onnx.ModelProto, tokenizer: Tokenizer, la
     if dim is not None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise ValueError(f"dim must be a positive int, got {dim!r}")
-        kind_keys: dict[str, object] = {"format": EMBEDDING.format, "dim": dim}
+        kind_keys: dict[str, object] = {"format": (SPARSE_EMBEDDING if sparse else EMBEDDING).format, "dim": dim}
         labels = ()
     else:
         assert labels is not None

@@ -22,6 +22,9 @@ SHARED = {
     # The `decoder_checkpoints` and `decoder_imported` session fixtures: the Qwen decoders imported through PyTorch.
     "tests/registry/importer/test_decoders.py": "importer-decoders",
     "tests/registry/importer/test_decoders_served.py": "importer-decoders",
+    # The `sparse_checkpoints` and `sparse_imported` session fixtures: SPLADE-shaped models imported through PyTorch.
+    "tests/registry/importer/test_sparse_import.py": "importer-sparse",
+    "tests/registry/importer/test_sparse_served.py": "importer-sparse",
 }
 """test file -> the unit it shares with the other files that use the same costly session fixtures."""
 
