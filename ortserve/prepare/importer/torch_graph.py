@@ -90,7 +90,9 @@ def last_token(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tens
 class SparseVector(torch.nn.Module):
     """sentence-transformers' SpladePooling over a masked LM's logits (its padded-batch path): logits times the
     attention mask, relu, log1p (a second log1p for activation "log1p_relu"), then the max or the sum over tokens:
-    [batch, vocab], every value >= 0, a padded position 0 (it never wins a max of values >= 0 nor adds to a sum)."""
+    [batch, vocab], every value >= 0, a padded position 0 (it never wins a max of values >= 0 nor adds to a sum).
+    The max takes the masked logits' max first and activates [batch, vocab] only: relu and log1p are monotone, so
+    the same float wins and comes out, and the graph holds one [batch, seq, vocab] tensor (the logits), not four."""
 
     def __init__(self, masked_lm: Any, *, strategy: str, activation: str, takes_token_types: bool) -> None:
         super().__init__()
@@ -105,10 +107,12 @@ class SparseVector(torch.nn.Module):
                 token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         inputs = model_inputs(input_ids, attention_mask, token_type_ids, self.takes_token_types)
         logits = self.masked_lm(**inputs).logits.float()
-        weights = torch.log1p(torch.relu(logits * attention_mask.unsqueeze(-1).to(logits.dtype)))
+        masked = logits * attention_mask.unsqueeze(-1).to(logits.dtype)
+        pooled = masked.max(dim=1).values if self.strategy == "max" else masked
+        weights = torch.log1p(torch.relu(pooled))
         if self.activation == "log1p_relu":
             weights = torch.log1p(weights)
-        return weights.max(dim=1).values if self.strategy == "max" else weights.sum(dim=1)
+        return weights if self.strategy == "max" else weights.sum(dim=1)
 
 
 class YesNoLogit(torch.nn.Module):
