@@ -147,3 +147,29 @@ def test_matryoshka_dims_and_the_optimiser_refuse_a_sparse_model(sparse_checkpoi
         import_checkpoint(sparse_checkpoints["bert-st"], tmp_path / "m", matryoshka_dims=[64, 32])
     with pytest.raises(OptimizeError, match="a sparse embedding model"):
         optimize_bundle(sparse_imported["bert-st"].path, tmp_path / "o", "int8")
+
+
+def test_the_cli_imports_publishes_and_shows_a_sparse_model(sparse_checkpoints: dict[str, Path],
+                                                            sparse_imported: dict[str, ImportResult], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from ortserve.registry.cli import main as registry_main
+
+    source = sparse_checkpoints["bert-mlm"]
+    code = registry_main(["import", "--from", str(source), "--out", str(tmp_path / "b"), "--max-seq-len", "32",
+                          "--task", "sparse"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "imported as a sparse embedding model (SPLADE: max over tokens of log(1 + relu(logit)))" in out
+    assert "non-zero columns identical" in out and "verdict: pass" in out
+    vocabulary = sparse_imported["bert-mlm"].manifest.dim
+    assert f"BertForMaskedLM, onnx-sparse-embedding (vocabulary {vocabulary}), max_seq_len 32" in out.splitlines()[-1]
+    store = f"file://{tmp_path / 'store'}"
+    assert registry_main(["--registry", store, "publish", "--model", "splade", "--version", "v1", "--bundle",
+                          str(sparse_imported["bert-st"].path)]) == 0
+    assert registry_main(["--registry", store, "show", "splade"]) == 0
+    assert f"(sparse embedding, vocabulary {vocabulary})" in capsys.readouterr().out
+    code = registry_main(["--registry", store, "publish", "--model", "splade", "--version", "v2", "--from-hf",
+                          str(sparse_checkpoints["bert-st"]), "--optimize", "int8"])
+    captured = capsys.readouterr()
+    assert code == 1 and "a sparse embedding model (onnx-sparse-embedding)" in captured.err
+    assert "parity gate" not in captured.out  # refused before the import ran
