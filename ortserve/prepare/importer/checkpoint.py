@@ -323,6 +323,7 @@ def _sparse_checkpoint(root: Path, model_dir: Path, layout: str, config: Mapping
 
 
 def _module_kinds(root: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """modules.json's modules in order, and each one's class name (its type's last part)."""
     modules = _json_list(root / "modules.json")
     return modules, [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
 
@@ -380,8 +381,7 @@ def _check_cross_encoder_modules(root: Path) -> None:
     """A CrossEncoder directory's modules.json (sentence-transformers 5+) must be its one Transformer, in place."""
     if not (root / "modules.json").is_file():
         return
-    modules = _json_list(root / "modules.json")
-    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    modules, kinds = _module_kinds(root)
     if kinds != ["Transformer"] or str(modules[0].get("path", "")) not in ("", "."):
         raise CheckpointError(f"{root / 'modules.json'}: a CrossEncoder of {' -> '.join(kinds) or 'no modules'}; the "
                               "import takes one Transformer module in the directory itself")
@@ -478,8 +478,7 @@ def _labels(model_dir: Path, config: Mapping[str, Any]) -> tuple[tuple[str, ...]
 def _sentence_transformers(root: Path) -> tuple[Path, Pooling, bool, tuple[tuple[str, str], ...]]:
     """The Transformer module's directory, the pooling, whether texts are lowercased first, and the prompts by
     name."""
-    modules = _json_list(root / "modules.json")
-    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    modules, kinds = _module_kinds(root)
     if not kinds or kinds[0] != "Transformer" or "Pooling" not in kinds:
         raise CheckpointError(f"{root / 'modules.json'}: expected Transformer -> Pooling -> optional Normalize, got "
                               f"{' -> '.join(kinds) or 'no modules'}")
