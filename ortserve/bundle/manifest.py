@@ -85,6 +85,8 @@ OPTIONAL_INPUTS = ("token_type_ids",)
 MIN_SEQ_LEN = 8
 PAD_TOKENS = ("[PAD]", "<pad>")
 MAX_EMBEDDING_DIM = 65536
+MAX_VOCABULARY = 2**18
+"""A sparse embedding model's widest dim: its vocabulary (XLM-RoBERTa's 250,002 fits; a row is 1 MB of float32)."""
 MAX_SEQ_LEN = 8192
 # A manifest is a few hundred bytes; anything huge is a mistake, not a manifest.
 MAX_MANIFEST_BYTES = 64 * 1024
@@ -294,9 +296,10 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
         labels = _parse_labels(data.get("labels"), where)
     else:
         dim = data.get("dim")
-        if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_EMBEDDING_DIM:
-            width = "the vocabulary's size" if spec.sparse else "the embedding width"
-            raise BundleError(f"{where}: dim ({width}) must be an integer in 1..{MAX_EMBEDDING_DIM}, got {dim!r}")
+        width, most = ("the vocabulary's size", MAX_VOCABULARY) if spec.sparse else ("the embedding width",
+                                                                                      MAX_EMBEDDING_DIM)
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= most:
+            raise BundleError(f"{where}: dim ({width}) must be an integer in 1..{most}, got {dim!r}")
     max_seq_len = data.get("max_seq_len")
     if isinstance(max_seq_len, bool) or not isinstance(max_seq_len, int):
         raise BundleError(f"{where}: max_seq_len must be an integer, got {max_seq_len!r}")

@@ -135,6 +135,9 @@ def test_the_parity_gate_refuses_a_moved_weight() -> None:
 def test_manifest_refuses_dense_only_keys() -> None:
     shape = {"format": "onnx-sparse-embedding", "dim": 100, "max_seq_len": 16}
     assert parse_manifest(shape).widths == ()
+    assert parse_manifest({**shape, "dim": 250002}).columns == 250002  # XLM-RoBERTa's vocabulary
+    with pytest.raises(BundleError, match=r"dim \(the vocabulary's size\) must be an integer in 1..262144"):
+        parse_manifest({**shape, "dim": 2**18 + 1})
     for key, value in (("matryoshka_dims", [100, 50]), ("embedding_ranges", {"widths": {}}), ("labels", ["a"])):
         with pytest.raises(BundleError, match=f"{key} appl(y|ies) to 'onnx-text-embedding'|{key} apply to"):
             parse_manifest({**shape, key: value})
