@@ -21,8 +21,10 @@ import grpc
 import numpy as np
 import pytest
 import requests
+from support.bad_calls import assert_parameters_refused
 from support.hf_checkpoints import IMPORT_MAX_SEQ_LEN, MASKED_LM_TASK, make_checkpoint, sparse_encoder_of
-from support.server_process import ServerProcess, infer_request, serving_published, stub_for
+from support.importing import SMALL_BATCHES
+from support.server_process import ServerProcess, infer_request, serving_published, set_parameters
 
 from ortserve.prepare.importer import ImportResult, import_checkpoint
 from ortserve.proto import grpc_service_pb2 as pb
@@ -57,17 +59,9 @@ def served(sparse_imported: dict[str, ImportResult], dense_bundle: ImportResult,
            tmp_path_factory: pytest.TempPathFactory, frontend: str) -> Iterator[ServerProcess]:
     bundles = {model: sparse_imported[name].path for model, name in MODELS.items()}
     bundles[DENSE] = dense_bundle.path
-    with serving_published(tmp_path_factory.mktemp("sparse-store"), bundles,
-                           ["--frontend", frontend, "--max-batch-size", "4", "--default-timeout-ms", "0"],
+    with serving_published(tmp_path_factory.mktemp("sparse-store"), bundles, ["--frontend", frontend, *SMALL_BATCHES],
                            http=True) as server:
         yield server
-
-
-@pytest.fixture(scope="module")
-def stub(served: ServerProcess) -> Iterator[Any]:
-    channel, stub = stub_for(served.address)
-    yield stub
-    channel.close()
 
 
 @pytest.fixture(scope="module")
@@ -82,15 +76,7 @@ def references(sparse_checkpoints: dict[str, Path]) -> dict[str, np.ndarray]:
 
 def sparse_call(stub: Any, model: str, texts: list[str], **params: Any) -> list[tuple[np.ndarray, np.ndarray]]:
     """Each text's (indices, values) from a V2 gRPC call with `params` as its request parameters."""
-    request = infer_request(texts, model=model)
-    for name, value in params.items():
-        if isinstance(value, float):
-            request.parameters[name].double_param = value
-        elif isinstance(value, str):
-            request.parameters[name].string_param = value
-        else:
-            request.parameters[name].int64_param = value
-    reply = stub.ModelInfer(request)
+    reply = stub.ModelInfer(set_parameters(infer_request(texts, model=model), params))
     tensors = {}
     for n, out in enumerate(reply.outputs):
         dtype = "<f4" if out.datatype == "FP32" else "<i8"
@@ -207,17 +193,22 @@ def test_one_output_alone(stub: Any) -> None:
 @pytest.mark.parametrize(("model", "params", "message"), [
     ("splade", {"top_k": 0}, "'top_k' must be >= 1"),
     ("splade", {"threshold": -0.5}, "'threshold' must be a finite number >= 0"),
-    ("splade", {"threshold": float("nan")}, "got a non-finite one"),
     ("splade", {"threshold": "high"}, "'threshold' must be a number (double_param), got string_param"),
     ("splade", {"dimensions": 16}, "a sparse embedding's width is its vocabulary"),
     ("splade", {"embedding_type": "int8"}, "a sparse embedding's width is its vocabulary"),
     (DENSE, {"top_k": 3}, "apply to a sparse embedding model's 'SPARSE_VALUES'; model 'mlm-dense' is an embedding"),
 ])
-def test_bad_calls_name_what_they_got(stub: Any, model: str, params: dict[str, Any], message: str) -> None:
+def test_bad_calls_name_what_they_got(served: ServerProcess, model: str, params: dict[str, Any], message: str) -> None:
+    assert_parameters_refused(served, model, params, message)  # gRPC and REST
+
+
+def test_a_non_finite_threshold_is_refused(stub: Any) -> None:
+    """Over gRPC (JSON has no NaN: REST refuses the body before the rule)."""
     with pytest.raises(grpc.RpcError) as caught:
-        sparse_call(stub, model, TEXTS[:1], **params)
+        sparse_call(stub, "splade", TEXTS[:1], threshold=float("nan"))
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert message in caught.value.details(), caught.value.details()
+    assert "'threshold' must be a finite number >= 0 (the least weight kept, exclusive), got a non-finite one" in \
+        caught.value.details()
 
 
 def test_the_http_routes_refuse_the_other_kind(served: ServerProcess) -> None:
