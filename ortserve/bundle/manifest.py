@@ -53,6 +53,11 @@ ask for the first k components of its embedding (`dimensions`), renormalised to 
 
     "matryoshka_dims": [384, 256, 128, 64]
 
+A model whose weights do not fit in one model.onnx (protobuf's 2 GiB) keeps them in model.onnx.data beside it (ONNX
+external data), which the manifest names with its size and sha256 (model_files.py):
+
+    "model_data": {"file": "model.onnx.data", "bytes": 2384199680, "sha256": "..."}
+
 A bundle imported from a Hugging Face checkpoint (`registry import`, prepare/importer) says where it came from and
 the parity report that admitted it: the checkpoint, its architecture, the exporter and every tool's version, and
 PyTorch against ONNX Runtime on the same texts. Carried as written (readers that do not know a key ignore it):
@@ -76,6 +81,8 @@ from ortserve.bundle.embedding_ranges import EmbeddingRanges, parse_ranges
 from ortserve.bundle.kinds import BY_FORMAT, Kind
 
 MODEL_FILE = "model.onnx"
+MODEL_DATA_FILE = "model.onnx.data"
+"""model.onnx's weights, where they do not fit in it (ONNX external data; model_files.py)."""
 TOKENIZER_FILE = "tokenizer.json"
 MANIFEST_FILE = "manifest.json"
 REFERENCES_FILE = "references.jsonl"
@@ -88,8 +95,10 @@ MAX_EMBEDDING_DIM = 65536
 MAX_VOCABULARY = 2**18
 """A sparse embedding model's widest dim: its vocabulary (XLM-RoBERTa's 250,002 fits; a row is 1 MB of float32)."""
 MAX_SEQ_LEN = 8192
-# A manifest is a few hundred bytes; anything huge is a mistake, not a manifest.
-MAX_MANIFEST_BYTES = 64 * 1024
+# A manifest is a few KB; an embedding model's calibrated ranges add ~60 bytes a dimension per width as the writers
+# indent them (Qwen3-Embedding-0.6B's 1024 dims: ~130 KB; 8B's 4096 with Matryoshka widths: under 1 MiB). Anything
+# past 1 MiB is a mistake, not a manifest.
+MAX_MANIFEST_BYTES = 1 << 20
 SCORE_ACTIVATIONS = ("sigmoid", "identity")
 """What a reranker's one logit may go through on the way to its SCORE output."""
 # What the graph's float weights and activations are; the wire (inputs, `logits`) stays int64/float32 either way.
@@ -153,6 +162,18 @@ class References:
 
 
 @dataclass(frozen=True)
+class ModelData:
+    """The manifest's "model_data": model.onnx's weights in the file beside it (model_files.py)."""
+
+    file: str  # always MODEL_DATA_FILE
+    bytes: int
+    sha256: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "bytes": self.bytes, "sha256": self.sha256}
+
+
+@dataclass(frozen=True)
 class Imported:
     """Where an imported bundle's model came from and how it was proven (the manifest's "imported" object)."""
 
@@ -194,6 +215,8 @@ class BundleManifest:
     """An embedding bundle's widths it was trained to be truncated to, descending (as written); () for none."""
     embedding_ranges: EmbeddingRanges | None = None
     """An embedding bundle's calibrated ranges per width (int8 and uint8 answers read them); None when not recorded."""
+    model_data: ModelData | None = None
+    """model.onnx's weights in model.onnx.data (ONNX external data); None for a model in one file."""
 
     @property
     def spec(self) -> Kind:
@@ -259,7 +282,8 @@ class BundleManifest:
             shape["pairs"] = True
         if self.score_activation is not None:
             shape["score_activation"] = self.score_activation
-        return {"format": self.format, **shape, "max_seq_len": self.max_seq_len, "notes": self.notes,
+        files = {"model_data": self.model_data.to_dict()} if self.model_data is not None else {}
+        return {"format": self.format, **shape, "max_seq_len": self.max_seq_len, "notes": self.notes, **files,
                 **self.provenance()}
 
     def provenance(self) -> dict[str, Any]:
@@ -342,10 +366,11 @@ def parse_manifest(data: Any, where: str = MANIFEST_FILE) -> BundleManifest:
             embedding_ranges = parse_ranges(data[RANGES_KEY], widths, where)
         except ValueError as e:
             raise BundleError(str(e)) from None
+    model_data = _parse_model_data(data["model_data"], where) if data.get("model_data") is not None else None
     return BundleManifest(format=fmt, labels=tuple(labels), max_seq_len=max_seq_len, notes=notes,
                           precision=precision, optimization=optimization, dim=dim, references=references,
                           multi_label=multi_label, imported=imported, pairs=pairs, score_activation=score_activation,
-                          matryoshka_dims=matryoshka_dims, embedding_ranges=embedding_ranges)
+                          matryoshka_dims=matryoshka_dims, embedding_ranges=embedding_ranges, model_data=model_data)
 
 
 def check_matryoshka_dims(dims: Any, dim: int) -> tuple[int, ...]:
@@ -409,11 +434,25 @@ def _parse_imported(data: Any, where: str) -> Imported:
     return Imported(source=source, architecture=architecture, tools=tuple(sorted(tools.items())), details=details)
 
 
+def _parse_model_data(data: Any, where: str) -> ModelData:
+    if not isinstance(data, dict):
+        raise BundleError(f"{where}: model_data must be an object with file, bytes, sha256")
+    file, size, sha = data.get("file"), data.get("bytes"), data.get("sha256")
+    if file != MODEL_DATA_FILE:
+        raise BundleError(f"{where}: model_data.file must be {MODEL_DATA_FILE!r} (model.onnx's weights beside it), "
+                          f"got {file!r}")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise BundleError(f"{where}: model_data.bytes must be a positive integer, got {size!r}")
+    if not isinstance(sha, str) or not _SHA256_RE.fullmatch(sha):
+        raise BundleError(f"{where}: model_data.sha256 must be 64 lowercase hex digits, got {sha!r}")
+    return ModelData(file=file, bytes=size, sha256=sha)
+
+
 def _parse_references(data: Any, where: str) -> References:
     if not isinstance(data, dict):
         raise BundleError(f"{where}: references must be an object with file, sha256, texts, outputs_from")
     file, sha, texts, outputs_from = (data.get(k) for k in ("file", "sha256", "texts", "outputs_from"))
-    if not isinstance(file, str) or not _FILE_NAME_RE.fullmatch(file) or file in REQUIRED_FILES:
+    if not isinstance(file, str) or not _FILE_NAME_RE.fullmatch(file) or file in (*REQUIRED_FILES, MODEL_DATA_FILE):
         raise BundleError(f"{where}: references.file must be a file name beside model.onnx (e.g. "
                           f"{REFERENCES_FILE!r}), got {file!r}")
     if not isinstance(sha, str) or not _SHA256_RE.fullmatch(sha):

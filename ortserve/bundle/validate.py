@@ -1,6 +1,7 @@
 """The full check of a bundle that `registry publish` runs before anything is uploaded: files present, manifest
-valid, the ONNX graph's signature fits its kind, the tokenizer loads, the reference answers fit. `onnx` and
-`tokenizers` are imported lazily (only publish pays for them)."""
+valid, the ONNX graph's signature fits its kind, its weights beside it (model.onnx.data) where the manifest says, the
+tokenizer loads, the reference answers fit. `onnx` and `tokenizers` are imported lazily (only publish pays for
+them)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ortserve.bundle import model_files
 from ortserve.bundle.kinds import KINDS
 from ortserve.bundle.manifest import (
+    MANIFEST_FILE,
+    MODEL_DATA_FILE,
     MODEL_FILE,
     OPTIONAL_INPUTS,
     REQUIRED_FILES,
@@ -33,7 +37,9 @@ def validate_bundle(bundle_dir: str | Path) -> BundleManifest:
         if path.is_symlink() or not path.is_file():
             raise BundleError(f"{path}: missing (a bundle needs {', '.join(REQUIRED_FILES)})")
     manifest = load_manifest(root)
-    _check_onnx(root / MODEL_FILE, manifest)
+    model_files.check_present(root, manifest)
+    graph = _check_onnx(root / MODEL_FILE, manifest)
+    _check_model_data(root, graph, manifest)
     _check_tokenizer(root / TOKENIZER_FILE)
     if manifest.references is not None:
         refs = read_references(root, manifest.references, manifest.columns, per_token=manifest.per_token,
@@ -43,7 +49,44 @@ def validate_bundle(bundle_dir: str | Path) -> BundleManifest:
     return manifest
 
 
-def _check_onnx(path: Path, manifest: BundleManifest) -> None:
+def _check_model_data(root: Path, graph: Any, manifest: BundleManifest) -> None:
+    """Every initializer kept outside model.onnx is in model.onnx.data and inside it, and the file is the one the
+    manifest names (its sha256); a manifest that names one has a graph that reads it."""
+    import onnx
+
+    external = [t for t in graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    path = root / MODEL_DATA_FILE
+    if manifest.model_data is None:
+        if external:
+            raise BundleError(f"{root / MODEL_FILE}: {len(external)} weights are kept outside the file (ONNX external "
+                              f"data, e.g. {external[0].name!r}), but manifest.json names no model_data; a bundle "
+                              f"keeps them in {MODEL_DATA_FILE}, named in its manifest")
+        return
+    if not external:
+        raise BundleError(f"{root / MANIFEST_FILE}: model_data names {MODEL_DATA_FILE}, but model.onnx keeps every "
+                          f"weight inline")
+    size = manifest.model_data.bytes
+    for tensor in external:
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        location = info.get("location")
+        if location != MODEL_DATA_FILE:
+            raise BundleError(f"{root / MODEL_FILE}: weight {tensor.name!r} is kept in {location!r}; a bundle keeps "
+                              f"its weights in {MODEL_DATA_FILE} beside model.onnx")
+        try:
+            offset, length = int(info.get("offset", "0")), int(info["length"])
+        except (KeyError, ValueError):
+            raise BundleError(f"{root / MODEL_FILE}: weight {tensor.name!r} has no valid offset and length in "
+                              f"{MODEL_DATA_FILE}") from None
+        if offset < 0 or length < 0 or offset + length > size:
+            raise BundleError(f"{root / MODEL_FILE}: weight {tensor.name!r} reads bytes {offset}..{offset + length} "
+                              f"of {MODEL_DATA_FILE}, which has {size}")
+    actual = model_files.file_sha256(path)
+    if actual != manifest.model_data.sha256:
+        raise BundleError(f"{path}: sha256 {actual[:12]}, manifest.json's model_data says "
+                          f"{manifest.model_data.sha256[:12]} (another export's weights, or a damaged copy)")
+
+
+def _check_onnx(path: Path, manifest: BundleManifest) -> Any:
     import onnx  # lazy: heavy import, only `publish` needs it
 
     try:
@@ -79,6 +122,7 @@ def _check_onnx(path: Path, manifest: BundleManifest) -> None:
                               f"manifest.json lists {manifest.columns} labels")
         raise BundleError(f"{path}: output {wanted!r} is {last.dim_value} wide but manifest.json declares "
                           f"dim {manifest.columns}")
+    return graph
 
 
 def _kind_hint(manifest: BundleManifest, outputs: Mapping[str, Any]) -> str:

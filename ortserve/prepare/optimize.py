@@ -25,7 +25,6 @@ are imported inside the call, so importing this module stays cheap.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -52,6 +51,7 @@ from ortserve.bundle.manifest import (
     BundleError,
     BundleManifest,
 )
+from ortserve.bundle.model_files import model_digest, model_size
 from ortserve.bundle.outputs import cosines, min_cosine
 from ortserve.bundle.validate import validate_bundle
 from ortserve.prepare import reference_choice
@@ -67,6 +67,7 @@ from ortserve.prepare.accuracy import (
     run_gate,
     run_outputs,
 )
+from ortserve.prepare.model_writer import copy_model, model_data_entry, write_model
 from ortserve.prepare.output import dest_problem, write_atomically
 
 LEVELS = OPTIMIZATION_LEVELS
@@ -200,12 +201,14 @@ def optimize_bundle(source: str | Path, dest: str | Path, level: str, progress: 
     evals = _eval_set(src, manifest) if gate is not None else None  # a bad eval file fails before minutes of work
     raw_manifest = json.loads((src / MANIFEST_FILE).read_bytes())  # every key the source had, unknown ones too
     model_path = src / MODEL_FILE
-    source_sha = _file_sha256(model_path)
-    size_before = model_path.stat().st_size
+    source_sha = model_digest(src)
+    size_before = model_size(src)
+    external = manifest.model_data is not None  # the copy keeps its source's layout (model_writer.py)
 
     import onnx  # lazy: heavy, see module docstring
 
-    model = onnx.load(str(model_path))
+    # bf16 keeps the source's files, int8 quantizes from them: neither needs the weights read here, only the shapes.
+    model = onnx.load(str(model_path), load_external_data=level not in FROM_FILES)
     ops_before = _op_counts(model)
     shape = read_attention_shape(model, where=str(model_path))
     report(f"read {model_path}: {sum(ops_before.values())} nodes, {shape.num_heads} heads x {shape.head_dim} "
@@ -223,28 +226,38 @@ def optimize_bundle(source: str | Path, dest: str | Path, level: str, progress: 
                                     f"tooling ({type(e).__name__}: {_first_line(e)})") from e
     final = work.graph
     _check_wire(final, where=f"{level} graph", output=manifest.output_name)
-    # A level without steps (bf16) keeps the source's file byte for byte: its sha256 is the source's.
-    model_bytes = final.SerializeToString() if STEPS[level] else model_path.read_bytes()
+    ops_after = _op_counts(final)
+    with tempfile.TemporaryDirectory(prefix="ortserve-optimize-") as scratch:
+        # A level without steps (bf16) keeps the source's files byte for byte: its model digest is the source's.
+        candidate = src
+        if STEPS[level]:
+            candidate = Path(scratch)
+            write_model(final, candidate, external=external)
+        work.model = work.fused = final = None  # the written files hold it now
 
-    optimization: dict[str, Any] = {"level": level, "source_sha256": source_sha, "tools": _tool_versions(level)}
-    if level == "int8":
-        optimization["quantization"] = dict(INT8_FORM)
-    verdict = None
-    if gate is not None and evals is not None:
-        verdict = _run_gate(src, manifest, model_bytes, evals, gate, level, report)
-        optimization["accuracy"] = verdict.manifest_entry()
-        if level == "int8" and verdict.speed is not None and verdict.speed.ratio < INT8_NO_FASTER:
-            report(_no_faster(verdict, size_before, len(model_bytes)))
-    refs = _reference_answers(src, manifest, verdict, source_sha, level)
-    references_bytes = refs.set.encode()
-    precision = LEVEL_PRECISION[level]
-    new_manifest = {**raw_manifest, "precision": precision, "optimization": optimization,
-                    "references": references.manifest_entry(references_bytes, refs.set, refs.outputs_from)}
-    written = write_atomically(out, lambda tmp: _write_bundle(tmp, src, model_bytes, new_manifest, references_bytes))
-    size_after = (out / MODEL_FILE).stat().st_size
+        optimization: dict[str, Any] = {"level": level, "source_sha256": source_sha, "tools": _tool_versions(level)}
+        if level == "int8":
+            optimization["quantization"] = dict(INT8_FORM)
+        verdict = None
+        if gate is not None and evals is not None:
+            verdict = _run_gate(src, manifest, candidate / MODEL_FILE, evals, gate, level, report)
+            optimization["accuracy"] = verdict.manifest_entry()
+            if level == "int8" and verdict.speed is not None and verdict.speed.ratio < INT8_NO_FASTER:
+                report(_no_faster(verdict, size_before, model_size(candidate)))
+        refs = _reference_answers(src, manifest, verdict, source_sha, level)
+        references_bytes = refs.set.encode()
+        precision = LEVEL_PRECISION[level]
+        new_manifest = {**raw_manifest, "precision": precision, "optimization": optimization,
+                        "references": references.manifest_entry(references_bytes, refs.set, refs.outputs_from)}
+        new_manifest.pop("model_data", None)
+        if (model_data := model_data_entry(candidate)) is not None:
+            new_manifest["model_data"] = model_data
+        written = write_atomically(out, lambda tmp: _write_bundle(tmp, src, candidate, new_manifest,
+                                                                  references_bytes))
+    size_after = model_size(out)
     report(f"wrote {out} ({precision}, model.onnx {format_bytes(size_after)})")
     return OptimizeResult(path=out, manifest=written, shape=shape, ops_before=ops_before,
-                          ops_after=_op_counts(final), size_before=size_before, size_after=size_after,
+                          ops_after=ops_after, size_before=size_before, size_after=size_after,
                           seconds=time.perf_counter() - started, warnings=tuple(work.notes), gate=verdict)
 
 
@@ -297,12 +310,11 @@ def _eval_set(src: Path, manifest: BundleManifest) -> EvalSet:
         raise OptimizeError(f"{src}: evaluation texts: {e}") from None
 
 
-def _run_gate(src: Path, manifest: BundleManifest, model_bytes: bytes, evals: EvalSet, gate: GateSettings,
+def _run_gate(src: Path, manifest: BundleManifest, candidate: Path, evals: EvalSet, gate: GateSettings,
               level: str, report: Progress) -> GateReport:
     """Runs the gate and prints its table either way; raises GateRefused unless it passes (or loss is accepted)."""
     try:
         precision = LEVEL_PRECISION[level]
-        candidate = src / MODEL_FILE if precision == "bf16" else model_bytes  # bf16: the same graph, another runtime
         verdict = run_gate(src / MODEL_FILE, candidate, src / TOKENIZER_FILE, manifest.max_seq_len, evals, gate,
                            level=level, precision=precision, progress=report, kind=manifest.spec)
     except ModelRunError as e:
@@ -353,12 +365,14 @@ def _quantize(work: _Pass) -> str:
     from onnxruntime.quantization import QuantType, quantize_dynamic  # lazy, see module docstring
 
     t0 = time.perf_counter()
-    # quantize_dynamic writes only to a path; the file lives as long as this call.
+    # quantize_dynamic writes only to a path; the file lives as long as this call. It reads the source's file (int8
+    # is the level's one step), which a model past 2 GiB must be read from, weights beside it (model_writer.py).
     with tempfile.TemporaryDirectory(prefix="ortserve-int8-") as tmp:
         out = Path(tmp) / MODEL_FILE
         # Per-channel: per-tensor scales dropped the MiniLM demo's decisive agreement from 0.99 to 0.95 (600 texts).
         # reduce_range: 7-bit weights, exact on every x86 CPU (INT8_FORM).
-        quantize_dynamic(work.graph, out, per_channel=True, weight_type=QuantType.QInt8, reduce_range=True)
+        quantize_dynamic(work.source, out, per_channel=True, weight_type=QuantType.QInt8, reduce_range=True,
+                         use_external_data_format=True)
         import onnx
 
         work.model, work.fused = onnx.load(str(out)), None
@@ -370,6 +384,10 @@ def _quantize(work: _Pass) -> str:
     return (f"quantized to int8: MatMulInteger x {products}, int8 embedding tables x {tables}, per-channel "
             f"7-bit weights ({time.perf_counter() - t0:.1f}s)")
 
+
+FROM_FILES = ("int8", "bf16")
+"""Levels that read the source model from its files (bf16 copies them, int8 quantizes from them), not the weights
+loaded into the pass."""
 
 STEPS: dict[str, tuple[Callable[[_Pass], str], ...]] = {
     "fuse": (_fuse,),
@@ -485,9 +503,9 @@ def _check_wire(model: Any, *, where: str, output: str) -> None:
 # -- writing --------------------------------------------------------------------------------------------
 
 
-def _write_bundle(tmp: Path, src: Path, model_bytes: bytes, manifest: dict[str, Any],
+def _write_bundle(tmp: Path, src: Path, model_dir: Path, manifest: dict[str, Any],
                   references_bytes: bytes) -> BundleManifest:
-    (tmp / MODEL_FILE).write_bytes(model_bytes)
+    copy_model(model_dir, tmp)
     shutil.copyfile(src / TOKENIZER_FILE, tmp / TOKENIZER_FILE)
     (tmp / REFERENCES_FILE).write_bytes(references_bytes)
     (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n")
@@ -500,14 +518,6 @@ def _write_bundle(tmp: Path, src: Path, model_bytes: bytes, manifest: dict[str, 
 def _first_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return text[0][:200] if text else type(e).__name__
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1024 * 1024), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _tool_versions(level: str) -> dict[str, str]:

@@ -10,7 +10,6 @@ of each label. It is a pure function; `onnxruntime` and `tokenizers` are importe
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import unicodedata
@@ -29,6 +28,7 @@ from ortserve.bundle.manifest import (
     BundleError,
     load_manifest,
 )
+from ortserve.bundle.model_files import model_digest
 from ortserve.bundle.references import ReferenceSet, manifest_entry, token_counts
 from ortserve.prepare.accuracy import (
     load_eval_set,
@@ -201,7 +201,7 @@ def attach(bundle_dir: str | Path, *, outputs_from: str = "") -> ReferenceSet:
                  max_seq_len=manifest.max_seq_len, classifier=manifest.spec.labelled,
                  per_token=manifest.per_token, sparse=manifest.spec.sparse)
     data = refs.encode()
-    model_sha = hashlib.sha256((root / MODEL_FILE).read_bytes()).hexdigest()
+    model_sha = model_digest(root)
     source = outputs_from or (f"this bundle's model.onnx (sha256 {model_sha[:12]}) in FP32, ONNX Runtime "
                               f"{onnxruntime.__version__} on the CPU, {evals.name}")
     (root / REFERENCES_FILE).write_bytes(data)

@@ -23,6 +23,7 @@ from ortserve.bundle.manifest import MAX_SEQ_LEN, MIN_SEQ_LEN, OPTIMIZATION_LEVE
 from ortserve.prepare import importer
 from ortserve.prepare.accuracy import BOUND_METHOD, GateSettings, decisive_needed
 from ortserve.prepare.importer.checkpoint import read_checkpoint
+from ortserve.prepare.model_writer import EXTERNAL_DATA_ABOVE
 from ortserve.prepare.optimize import (
     FUSED_OPS,
     QUANTIZED_OPS,
@@ -203,6 +204,9 @@ def _import_flags(s: argparse.ArgumentParser) -> None:
                    help="an embedding model trained to be truncated (Matryoshka, e.g. sentence-transformers' "
                         "MatryoshkaLoss): the narrower widths it was trained for, descending, e.g. 256,128,64; "
                         "calls may then ask for one (`dimensions`). The checkpoint records none: say it here")
+    s.add_argument("--external-data-mb", type=_mib, metavar="MB",
+                   help=f"weights past MB MiB go in model.onnx.data beside model.onnx (ONNX external data; one "
+                        f"model.onnx holds at most 2 GiB): default {EXTERNAL_DATA_ABOVE >> 20}, 0 for any model")
 
 
 def _gate_flags(s: argparse.ArgumentParser) -> None:
@@ -259,7 +263,7 @@ def _run(argv: Sequence[str] | None) -> int:
         _import(args.source, args.out, args, as_json=args.json)
         return EXIT_OK
     if args.command == "publish" and args.from_hf is None:
-        flags = ("task", "max_seq_len", "pooling", "pairs", "matryoshka_dims")
+        flags = ("task", "max_seq_len", "pooling", "pairs", "matryoshka_dims", "external_data_mb")
         given = [flag for flag in flags if getattr(args, flag) is not None]
         if given:
             raise UsageError(f"{', '.join('--' + g.replace('_', '-') for g in given)}: import options apply with "
@@ -374,7 +378,9 @@ def _import(source: str, dest: str, args: argparse.Namespace, *, as_json: bool,
         result = importer.import_checkpoint(source, dest, task=args.task, max_seq_len=args.max_seq_len,
                                             pooling=args.pooling, pairs=args.pairs,
                                             matryoshka_dims=args.matryoshka_dims,
-                                            progress=None if as_json else _print_now)
+                                            progress=None if as_json else _print_now,
+                                            external_data_above=(EXTERNAL_DATA_ABOVE if args.external_data_mb is None
+                                                                 else args.external_data_mb << 20))
     except importer.ParityRefused as e:
         if as_json:
             print(json.dumps({"refused": str(e), "parity": e.report.to_dict()}, indent=2, sort_keys=True))
@@ -469,6 +475,16 @@ def _seq_len(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
     if not MIN_SEQ_LEN <= value <= MAX_SEQ_LEN:
         raise argparse.ArgumentTypeError(f"must be {MIN_SEQ_LEN}..{MAX_SEQ_LEN}, got {value}")
+    return value
+
+
+def _mib(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of MiB, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (0: any model keeps its weights beside it), got {value}")
     return value
 
 

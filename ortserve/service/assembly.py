@@ -17,6 +17,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 
 from ortserve.bundle.manifest import BundleError
+from ortserve.bundle.model_files import model_size
 from ortserve.bundle.references import read_references
 from ortserve.registry.desired import ArtifactRef, DesiredVersion
 from ortserve.service import verify
@@ -78,7 +79,7 @@ class VersionFactory:
         else:
             raise ValueError(f"version {spec.version} has neither an artifact nor a bundle directory")
         budget, held = self._settings.memory_budget_mb, self.held_mb()
-        weights_mb = (bundle / "model.onnx").stat().st_size / MIB  # a floor: the weights alone
+        weights_mb = model_size(bundle) / MIB  # a floor: the weights alone (model.onnx, and model.onnx.data)
         if refusal := budget_refusal(budget_mb=budget, held_mb=held, need_mb=weights_mb, what="its model file"):
             raise MemoryBudgetError(refusal)
         before = self._used_bytes()

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ortserve.bundle import model_files
 from ortserve.bundle.cpu import CpuInfo, cpu_info
 from ortserve.bundle.manifest import BundleManifest, load_manifest
 from ortserve.engine_ext import Engine, EngineOptions, TextModel
@@ -181,6 +182,7 @@ class ModelInstance:
         keeps growing the process's memory."""
         bundle = Path(bundle_dir)
         manifest = load_manifest(bundle)
+        model_files.check_present(bundle, manifest)  # ONNX Runtime reads model.onnx.data beside model.onnx by path
         bundle_tokenizer = open_tokenizer(bundle / "tokenizer.json", manifest.max_seq_len, tokenizer,
                                           pairs=manifest.pairs, tokens=manifest.per_token,
                                           pair_template=manifest.pair_template)

@@ -3,11 +3,14 @@ against its widths; what is wrong is named (the bundle is refused at publish and
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from ortserve.bundle.manifest import BundleError, parse_manifest
+from ortserve.bundle.manifest import MANIFEST_FILE, BundleError, load_manifest, parse_manifest
 
 
 def manifest(ranges: Any, **extra: Any) -> dict[str, Any]:
@@ -39,3 +42,17 @@ def test_ranges_per_width_are_read_and_given_to_the_wire_rules() -> None:
 def test_bad_ranges_are_refused_naming_what_is_wrong(ranges: Any, message: str) -> None:
     with pytest.raises(BundleError, match=message):
         parse_manifest(manifest(ranges))
+
+
+def test_a_qwen3_embedding_sized_manifest_loads(tmp_path: Path) -> None:
+    """Ranges for 1024 dims and Qwen3-Embedding's Matryoshka widths (its card: 32..1024), written as the importer
+    writes a manifest (indented), pass load_manifest's size cap: 64 KiB did not hold them."""
+    rng = np.random.default_rng(0)
+    widths = [1024, 768, 512, 256, 128, 64, 32]
+    ranges = {"source": "built-in corpus", "texts": 1669,
+              "widths": {str(w): [(-rng.random(w)).tolist(), rng.random(w).tolist()] for w in widths}}
+    (tmp_path / MANIFEST_FILE).write_text(json.dumps({**manifest(ranges, matryoshka_dims=widths), "dim": 1024},
+                                                     indent=2))
+    assert (tmp_path / MANIFEST_FILE).stat().st_size > 64 * 1024
+    loaded = load_manifest(tmp_path).embedding_ranges
+    assert loaded is not None and sorted(loaded.widths) == sorted(widths)

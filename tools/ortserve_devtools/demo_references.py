@@ -10,7 +10,6 @@ truncated as the server does it (``accuracy.make_batches``), and picks the pairs
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from ortserve.bundle.manifest import (
     TOKENIZER_FILE,
     load_manifest,
 )
+from ortserve.bundle.model_files import model_digest
 from ortserve.prepare import reference_choice
 from ortserve.prepare.accuracy import builtin_eval_set, make_batches, open_session, run_outputs
 
@@ -36,7 +36,7 @@ BATCH_SIZE = 16
 
 
 def _source(root: Path, eval_name: str) -> str:
-    model_sha = hashlib.sha256((root / MODEL_FILE).read_bytes()).hexdigest()
+    model_sha = model_digest(root)
     return (f"this bundle's model.onnx (sha256 {model_sha[:12]}) in FP32, ONNX Runtime {onnxruntime.__version__} on "
             f"the CPU, {eval_name}")
 

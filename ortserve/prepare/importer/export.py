@@ -1,8 +1,11 @@
-"""The torch module to ONNX: the bundle's inputs and output, dynamic batch and sequence axes, FP32, one file.
+"""The torch module to ONNX: the bundle's inputs and output, dynamic batch and sequence axes, FP32.
 
-    exported = export(graph, ...)     torch.onnx.export, then the wire checked: int64 [batch, sequence] inputs named
+    exported = export(graph, ..., directory)
+                                      torch.onnx.export, then the wire checked: int64 [batch, sequence] inputs named
                                       as the bundle format names them, float32 [batch, columns] out (a token
-                                      classifier's, per_token: [batch, sequence, labels], both axes dynamic)
+                                      classifier's, per_token: [batch, sequence, labels], both axes dynamic); written
+                                      into `directory` as model.onnx, its weights in model.onnx.data beside it when
+                                      they pass `external_data_above` bytes (model_writer.py: protobuf's 2 GiB)
 
 The exporter is torch.onnx's TorchScript one (`dynamo=False`), at opset 17, with the model's eager attention. Why not
 the torch.export-based default: for all-MiniLM-L6-v2 its graph ran 12-15% slower under ONNX Runtime (2 threads,
@@ -15,15 +18,19 @@ batches and alone, so a shape the trace baked in would not pass it.
 
 from __future__ import annotations
 
-import io
+import tempfile
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from ortserve.bundle.manifest import MODEL_FILE
+from ortserve.bundle.model_files import model_size
+from ortserve.prepare.model_writer import EXTERNAL_DATA_ABOVE, external_data, write_model
 
 OPSET = 17
 EXPORTER = {"name": "torch.onnx.export", "mode": "TorchScript (dynamo=False)", "opset": OPSET, "attention": "eager"}
 AXES = ("batch", "sequence")
-PROTOBUF_LIMIT = 2**31 - 1
 TRACE_LENGTH = 64
 """Tokens per row of the traced example: long enough for a padded row and windows of local attention; short enough
 that tracing a model with 8192 positions costs nothing."""
@@ -35,14 +42,19 @@ class ExportError(Exception):
 
 @dataclass(frozen=True)
 class Exported:
-    model_bytes: bytes
+    path: Path
+    """model.onnx; model.onnx.data beside it when `external`."""
     nodes: int
+    model_bytes: int
+    """Bytes of the model's files."""
+    external: bool
 
 
 def export(graph: Any, input_names: tuple[str, ...], output_name: str, *, columns: int, max_seq_len: int, pad_id: int,
-           example_id: int, per_token: bool = False) -> Exported:
+           example_id: int, directory: Path, per_token: bool = False,
+           external_data_above: int = EXTERNAL_DATA_ABOVE) -> Exported:
     """Exports `graph` (a torch module in eval mode taking `input_names`, answering [batch, `columns`], or with
-    `per_token` [batch, sequence, `columns`]); see the module docstring."""
+    `per_token` [batch, sequence, `columns`]) into `directory` (holding no model yet); see the module docstring."""
     import onnx
     import torch
 
@@ -55,22 +67,23 @@ def export(graph: Any, input_names: tuple[str, ...], output_name: str, *, column
     ids[1, half:], mask[1, half:] = pad_id, 0
     example = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
     args = tuple(example[name] for name in input_names)
-    buffer = io.BytesIO()
     try:
-        with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
-            warnings.simplefilter("ignore")  # tracer and deprecation warnings: the parity gate judges the graph
-            torch.onnx.export(graph, args, buffer, input_names=list(input_names), output_names=[output_name],
-                              dynamic_axes={**{name: dict(enumerate(AXES)) for name in input_names},
-                                            output_name: dict(enumerate(AXES if per_token else AXES[:1]))},
-                              opset_version=OPSET, dynamo=False, do_constant_folding=True)
+        # A file, not bytes: past 2 GiB the exporter writes each weight to a file of its own beside it; onnx reads
+        # them back, and write_model lays them out as a bundle keeps them.
+        with tempfile.TemporaryDirectory(prefix="ortserve-export-") as traced:
+            traced_path = Path(traced) / MODEL_FILE
+            with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
+                warnings.simplefilter("ignore")  # tracer and deprecation warnings: the parity gate judges the graph
+                torch.onnx.export(graph, args, str(traced_path), input_names=list(input_names),
+                                  output_names=[output_name],
+                                  dynamic_axes={**{name: dict(enumerate(AXES)) for name in input_names},
+                                                output_name: dict(enumerate(AXES if per_token else AXES[:1]))},
+                                  opset_version=OPSET, dynamo=False, do_constant_folding=True)
+            model = onnx.load(str(traced_path))
     except Exception as e:  # torch.onnx raises anything (RuntimeError, TypeError, its own errors...) on odd models
         raise ExportError(f"torch.onnx.export failed ({type(e).__name__}: {_first_line(e)})") from e
     if any(module.training for module in graph.modules()):  # the exporter restores modes; check it left eval
         raise ExportError("torch.onnx.export left the model in training mode")
-    data = buffer.getvalue()
-    if len(data) > PROTOBUF_LIMIT:
-        raise ExportError(f"the model is {len(data) / 2**30:.1f} GiB; one model.onnx holds at most 2 GiB")
-    model = onnx.load_from_string(data)
     _check_wire(model, input_names, output_name, rank=3 if per_token else 2)
     # The exporter names a width it could not infer (after a division, say) symbolically; the bundle declares it.
     width = model.graph.output[0].type.tensor_type.shape.dim[-1]
@@ -78,11 +91,15 @@ def export(graph: Any, input_names: tuple[str, ...], output_name: str, *, column
         raise ExportError(f"the exported graph's {output_name!r} is {width.dim_value} wide, expected {columns}")
     width.Clear()
     width.dim_value = columns
+    nodes, external = len(model.graph.node), external_data(model, external_data_above)
+    path = directory / MODEL_FILE
+    write_model(model, directory, external=external)
+    del model
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(str(path))  # by path: the checker reads a model past 2 GiB only from its file
     except Exception as e:  # onnx's ValidationError and friends
         raise ExportError(f"the exported graph is not valid ONNX ({_first_line(e)})") from e
-    return Exported(model_bytes=model.SerializeToString(), nodes=len(model.graph.node))
+    return Exported(path=path, nodes=nodes, model_bytes=model_size(directory), external=external)
 
 
 def _check_wire(model: Any, input_names: tuple[str, ...], output_name: str, *, rank: int) -> None:

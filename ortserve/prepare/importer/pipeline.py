@@ -46,6 +46,7 @@ from ortserve.bundle.cpu import cpu_info
 from ortserve.bundle.kinds import CLASSIFIER
 from ortserve.bundle.manifest import (
     MANIFEST_FILE,
+    MODEL_DATA_FILE,
     MODEL_FILE,
     REFERENCES_FILE,
     TOKENIZER_FILE,
@@ -59,6 +60,7 @@ from ortserve.prepare import embedding_calibration, reference_choice
 from ortserve.prepare.accuracy import (
     EVAL_JSONL_FILE,
     EVAL_TEXT_FILE,
+    EvalSet,
     EvalSetError,
     load_eval_set,
     make_batches,
@@ -71,6 +73,7 @@ from ortserve.prepare.importer.checkpoint import Checkpoint, CheckpointError, re
 from ortserve.prepare.importer.export import EXPORTER, ExportError, export
 from ortserve.prepare.importer.parity import ParityReport, Run, TokenOutputs, judge
 from ortserve.prepare.importer.tokenizer_file import bundle_ids, tokenizer_json
+from ortserve.prepare.model_writer import EXTERNAL_DATA_ABOVE, copy_model, model_data_entry
 from ortserve.prepare.output import dest_problem, write_atomically
 
 Progress = Callable[[str], None]
@@ -121,9 +124,11 @@ class ImportResult:
 
 def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None = None,
                       max_seq_len: int | None = None, pooling: str | None = None, pairs: bool | None = None,
-                      matryoshka_dims: Sequence[int] | None = None, progress: Progress | None = None) -> ImportResult:
+                      matryoshka_dims: Sequence[int] | None = None, progress: Progress | None = None,
+                      external_data_above: int = EXTERNAL_DATA_ABOVE) -> ImportResult:
     """Imports the checkpoint at `source` as a bundle at `dest` (absent or an empty directory); see the module
-    docstring for the steps and what each failure raises."""
+    docstring for the steps and what each failure raises. `external_data_above`: weights (bytes) past which the
+    bundle keeps them in model.onnx.data beside model.onnx (model_writer.py)."""
     report = progress or (lambda _line: None)
     started = time.perf_counter()
     out = Path(dest)
@@ -157,19 +162,37 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
     widths = _matryoshka_dims(matryoshka_dims, model.columns, checkpoint.path)
     tokenizer_text = tokenizer_json(model.tokenizer, limit, lowercase=checkpoint.lowercase,
                                     wrap=model.wrap_ids if checkpoint.yes_no else None)
-    spec = json.loads(tokenizer_text)
     texts = (*evals.texts, *_long_texts(evals.texts, tokenizer_text, limit))
     seconds = [texts[(i + PAIR_STEP) % len(texts)] for i in range(len(texts))] if checkpoint.pairs else None
     # A decoder reranker's server applies its text template to each pair, then reads one text (yes_no_reranker.py).
     served_texts, served_pairs = (([model.pair_template.format(q, d) for q, d in zip(texts, seconds, strict=True)],
                                    None) if checkpoint.yes_no and seconds is not None else (texts, seconds))
 
+    with tempfile.TemporaryDirectory(prefix="ortserve-import-") as scratch:
+        return _export_and_judge(checkpoint, model, evals=evals, texts=texts, seconds=seconds,
+                                 served_texts=served_texts, served_pairs=served_pairs, tokenizer_text=tokenizer_text,
+                                 widths=widths, out=out, scratch=Path(scratch), report=report, started=started,
+                                 external_data_above=external_data_above)
+
+
+def _export_and_judge(checkpoint: Checkpoint, model: torch_side.TorchModel, *, evals: EvalSet, texts: tuple[str, ...],
+                      seconds: list[str] | None, served_texts: Sequence[str], served_pairs: Sequence[str] | None,
+                      tokenizer_text: str, widths: tuple[int, ...], out: Path, scratch: Path, report: Progress,
+                      started: float, external_data_above: int) -> ImportResult:
+    """The export into `scratch` (model.onnx, and model.onnx.data past `external_data_above` bytes of weights), both
+    sides' answers, the gate, and the bundle written from there."""
+    limit = model.max_seq_len
+    spec = json.loads(tokenizer_text)
     t0 = time.perf_counter()
     output = checkpoint.kind.graph_output
+    exported_dir = scratch / "model"
+    exported_dir.mkdir()
     exported = export(model.graph, model.input_names, output, columns=model.columns, max_seq_len=limit,
-                      pad_id=pad_id(spec), example_id=_ordinary_id(model.tokenizer), per_token=checkpoint.per_token)
+                      pad_id=pad_id(spec), example_id=_ordinary_id(model.tokenizer), directory=exported_dir,
+                      per_token=checkpoint.per_token, external_data_above=external_data_above)
+    layout = f", weights in {MODEL_DATA_FILE}" if exported.external else ""
     report(f"exported {MODEL_FILE}: {EXPORTER['name']} ({EXPORTER['mode']}, opset {EXPORTER['opset']}), "
-           f"{exported.nodes} nodes, {len(exported.model_bytes) / 2**20:.1f} MiB ({time.perf_counter() - t0:.1f}s)")
+           f"{exported.nodes} nodes, {exported.model_bytes / 2**20:.1f} MiB{layout} ({time.perf_counter() - t0:.1f}s)")
 
     t0 = time.perf_counter()
     reference: np.ndarray | TokenOutputs
@@ -181,12 +204,11 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
         _check_shape(reference, len(texts), model.columns)
     report(f"PyTorch: {len(texts)} texts ({time.perf_counter() - t0:.1f}s)")
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="ortserve-import-") as scratch:
-        tokenizer_path = Path(scratch) / TOKENIZER_FILE
-        tokenizer_path.write_text(tokenizer_text, encoding="utf-8")
-        runs = _onnx_runs(exported.model_bytes, tokenizer_path, limit, served_texts, output, served_pairs,
-                          per_token=checkpoint.per_token)
-        counts = references.token_counts(tokenizer_path, served_texts, served_pairs)
+    tokenizer_path = scratch / TOKENIZER_FILE
+    tokenizer_path.write_text(tokenizer_text, encoding="utf-8")
+    runs = _onnx_runs(exported.path, tokenizer_path, limit, served_texts, output, served_pairs,
+                      per_token=checkpoint.per_token)
+    counts = references.token_counts(tokenizer_path, served_texts, served_pairs)
     report(f"ONNX Runtime: {len(texts)} texts in batches of {BATCH_SIZE} and alone ({time.perf_counter() - t0:.1f}s)")
     parity = judge(checkpoint.kind, texts, reference, runs,
                    reference_ids=model.reference_ids(texts, seconds),
@@ -211,24 +233,26 @@ def import_checkpoint(source: str | Path, dest: str | Path, *, task: str | None 
         ranges = embedding_calibration.calibrate(reference[: len(evals.texts)], every_width, source=evals.name)
     manifest = _manifest(checkpoint, model, parity, limit, references.manifest_entry(refs_bytes, refs, outputs_from),
                          widths, ranges)
-    files = {MODEL_FILE: exported.model_bytes, TOKENIZER_FILE: tokenizer_text.encode("utf-8"),
-             REFERENCES_FILE: refs_bytes, MANIFEST_FILE: (json.dumps(manifest, indent=2) + "\n").encode("utf-8")}
+    if (model_data := model_data_entry(exported_dir)) is not None:
+        manifest["model_data"] = model_data
+    files = {TOKENIZER_FILE: tokenizer_text.encode("utf-8"), REFERENCES_FILE: refs_bytes,
+             MANIFEST_FILE: (json.dumps(manifest, indent=2) + "\n").encode("utf-8")}
     found = [checkpoint.path / name for name in (EVAL_JSONL_FILE, EVAL_TEXT_FILE) if (checkpoint.path / name).is_file()]
     eval_file = found[0] if found else None
-    written = write_atomically(out, lambda tmp: _write(tmp, files, eval_file))
-    report(f"wrote {out} ({written.format}, model.onnx {len(exported.model_bytes) / 2**20:.1f} MiB)")
+    written = write_atomically(out, lambda tmp: _write(tmp, exported_dir, files, eval_file))
+    report(f"wrote {out} ({written.format}, {MODEL_FILE} {exported.model_bytes / 2**20:.1f} MiB{layout})")
     return ImportResult(path=out, manifest=written, parity=parity, checkpoint=checkpoint,
-                        model_bytes=len(exported.model_bytes), seconds=time.perf_counter() - started,
+                        model_bytes=exported.model_bytes, seconds=time.perf_counter() - started,
                         warnings=checkpoint.warnings)
 
 
-def _onnx_runs(model_bytes: bytes, tokenizer_path: Path, limit: int, texts: Sequence[str], output: str,
+def _onnx_runs(model_path: Path, tokenizer_path: Path, limit: int, texts: Sequence[str], output: str,
                pairs: Sequence[str] | None = None, *, per_token: bool = False) -> list[Run]:
     """The exported graph as the server feeds it: in batches of 16 in the texts' order, and one text at a time
     (with `pairs`: each text and its second text, one row; `per_token`: each text's rows at its mask=1 positions)."""
     run = run_token_outputs if per_token else run_outputs
     try:
-        session = open_session(model_bytes, THREADS)
+        session = open_session(model_path, THREADS)
         batched = run(session, make_batches(tokenizer_path, limit, texts, BATCH_SIZE, by_length=False, pairs=pairs),
                       len(texts), output)
         alone = run(session, make_batches(tokenizer_path, limit, texts, 1, pairs=pairs), len(texts), output)
@@ -349,7 +373,8 @@ def _weights_digest(paths: Sequence[Path]) -> dict[str, str]:
     return out
 
 
-def _write(tmp: Path, files: dict[str, bytes], eval_file: Path | None) -> BundleManifest:
+def _write(tmp: Path, model_dir: Path, files: dict[str, bytes], eval_file: Path | None) -> BundleManifest:
+    copy_model(model_dir, tmp)
     for name, data in files.items():
         (tmp / name).write_bytes(data)
     if eval_file is not None:  # the optimiser's accuracy gate then runs on the same texts
