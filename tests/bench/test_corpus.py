@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from bench_lib.corpus import make_corpus
+from ortserve_devtools.bench.corpus import make_corpus
 
 
 def test_same_seed_same_texts_other_seed_other_texts() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from bench_lib.engine_limit import EngineSettings
+from ortserve_devtools.bench.engine_limit import EngineSettings
 
 from ortserve.service import config
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench_lib.prom import parse, window_stats
+from ortserve_devtools.bench.prom import parse, window_stats
 
 
 def _exposition(batches: list[int], ok: int, model: str = "m") -> str:

@@ -9,7 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from bench_lib.server_cpu import engine_thread_share, thread_cpu_seconds
+from ortserve_devtools.bench.server_cpu import engine_thread_share, thread_cpu_seconds
 
 from ortserve.service.os_threads import name_os_thread
 

@@ -57,7 +57,7 @@ def test_dockerfile_is_multi_stage_on_the_agreed_base() -> None:
     assert [s.name for s in stages] == ["builder", "runtime"]
     assert {s.base for s in stages} == {"python:3.11-slim-bookworm"}
     assert args["PYTHON_IMAGE"] == "python:3.11-slim-bookworm"
-    # By default both stages use one base (the venv links to its python3); scripts/image passes two of its own.
+    # By default both stages use one base (the venv links to its python3); scripts/dev image passes two of its own.
     assert args["BUILDER_IMAGE"] == args["PYTHON_IMAGE"]
 
 

@@ -1,10 +1,10 @@
-"""A bounded, deterministic fuzz run over real gRPC against both front ends (the long run is `scripts/fuzz`).
+"""A bounded, deterministic fuzz run over real gRPC against both front ends (the long run is `scripts/dev fuzz`).
 
-Hypothesis draws hostile ModelInfer calls (scripts/fuzz_lib/requests.py: structured requests with broken names,
+Hypothesis draws hostile ModelInfer calls (ortserve_devtools/fuzz/requests.py: structured requests with broken names,
 datatypes, shapes, length prefixes, UTF-8, parameters, outputs and headers; serialised bodies mutated byte by byte)
 and sends each to a real server process. Every answer must be OK / INVALID_ARGUMENT / NOT_FOUND / RESOURCE_EXHAUSTED,
 within the deadline, with no traceback; an OK answer must carry the model's logits for the call's texts; afterwards
-the server answers a fixed call with the same logits and its RSS stayed within RSS_BOUND (scripts/fuzz_lib/harness.py).
+the server answers a fixed call with the same logits and its RSS stayed within RSS_BOUND (fuzz.harness).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import grpc
 import pytest
-from fuzz_lib.harness import Finding, FuzzTarget, MiB
-from fuzz_lib.requests import Metadata, call_metadata, infer_requests, request_bodies
 from hypothesis import HealthCheck, given, settings
+from ortserve_devtools.fuzz.harness import Finding, FuzzTarget, MiB
+from ortserve_devtools.fuzz.requests import Metadata, call_metadata, infer_requests, request_bodies
 from support.reference import Reference
 from support.server_process import ServerProcess, running_server
 

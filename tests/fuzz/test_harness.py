@@ -1,4 +1,4 @@
-"""The fuzz harness's rules catch what they claim to (scripts/fuzz_lib/harness.py), without an ortserve server: a
+"""The fuzz harness's rules catch what they claim to (ortserve_devtools.fuzz.harness), without an ortserve server: a
 fuzz run that passes means something only if a bad answer would have failed it."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from concurrent import futures
 import grpc
 import numpy as np
 import pytest
-from fuzz_lib.harness import Answer, Finding, FuzzTarget, MiB, logits_of, texts_of
-from fuzz_lib.requests import join_raw, mutate
+from ortserve_devtools.fuzz.harness import Answer, Finding, FuzzTarget, MiB, logits_of, texts_of
+from ortserve_devtools.fuzz.requests import join_raw, mutate
 
 from ortserve.proto import grpc_service_pb2 as pb
 

@@ -1,6 +1,6 @@
 """Hostile JSON on every HTTP route (issue 54), against one real server of a classifier, an embedding model and a
 sparse embedding model (/embed_sparse, V2's top_k and threshold: issue 57): any
-JSON value in any field of any route's body (scripts/fuzz_lib/http_calls.py, also `scripts/fuzz --http`) is answered
+JSON value in any field of any route's body (fuzz.http_calls, also `scripts/dev fuzz --http`) is answered
 2xx or 4xx with a message, never 5xx and never a traceback, and the server logs no error for it. Numbers outside a
 parameter's range, of any size, are refused with each API's 400 naming the field: one rule (the C++ wire rules) for
 every route and transport.
@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 import requests
-from fuzz_lib.http_calls import (
+from hypothesis import HealthCheck, given, settings
+from ortserve_devtools.fuzz.http_calls import (
     CLASSIFIER,
     EMBEDDING,
     ROUTES,
@@ -27,7 +28,6 @@ from fuzz_lib.http_calls import (
     http_calls,
     serve_models,
 )
-from hypothesis import HealthCheck, given, settings
 from ortserve_devtools.server_process import ServerProcess
 
 EXAMPLES = 400  # ~5 s of calls on two shared cores

@@ -2,7 +2,7 @@
 
 Real `ortserve serve` processes on loopback, the real `registry` CLI, callers that balance with gRPC round robin and
 the service config deploy/ ships (deploy/client/service-config.json), a real SIGKILL. How fast the replicas converge
-is measured by scripts/replicas, not asserted here.
+is measured by scripts/dev replicas, not asserted here.
 """
 
 from __future__ import annotations

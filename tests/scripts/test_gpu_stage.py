@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from gpu_lib import stage, unpack
+from ortserve_devtools.gpu import stage, unpack
 
 ROOT = Path(__file__).resolve().parents[2]
 MAGIC = struct.pack("<I", stage.FATBIN_MAGIC)

@@ -1,4 +1,4 @@
-"""scripts/image without building anything: its command line, what it reads from deploy/k8s, how it checks an image
+"""scripts/dev image without building anything: its command line, what it reads from deploy/k8s, how it checks an image
 against that and runs a container for it, the bases it makes, and its size arithmetic.
 
 The build and the smoke themselves need podman and minutes (deploy/README.md, The image); here every rule they apply
@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 import yaml
-from image_lib import bases, build, build_inputs
-from image_lib.container import run_arguments, volume_dir
-from image_lib.pod_contract import (
+from ortserve_devtools.image import bases, build, build_inputs
+from ortserve_devtools.image.container import run_arguments, volume_dir
+from ortserve_devtools.image.pod_contract import (
     ContractError,
     ImageConfig,
     contract_of,
@@ -32,7 +32,7 @@ from image_lib.pod_contract import (
     publisher_contract,
     server_contract,
 )
-from image_lib.size_report import SizeReport, read_distributions
+from ortserve_devtools.image.size_report import SizeReport, read_distributions
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "deploy"))
@@ -43,7 +43,8 @@ DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "image"), *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "dev"), "image", *args], capture_output=True,
+                          text=True,
                           timeout=60)
 
 
@@ -56,7 +57,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_bad_command_lines_exit_2_with_a_message(args: tuple[str, ...], message: str) -> None:
     done = run_cli(*args)
     assert done.returncode == 2, done.stderr
-    assert message in done.stderr and done.stderr.startswith("scripts/image: ")
+    assert message in done.stderr and done.stderr.startswith("scripts/dev image: ")
 
 
 def test_smoke_names_a_missing_image() -> None:
@@ -187,7 +188,7 @@ def test_run_arguments_follow_the_contract(tmp_path: Path) -> None:
 
 
 def test_the_bases_carry_every_package_the_dockerfile_would_install() -> None:
-    """With scripts/image's bases, deploy/Dockerfile's apt steps install nothing: the build needs no network."""
+    """With scripts/dev image's bases, deploy/Dockerfile's apt steps install nothing: the build needs no network."""
     _, stages = parse(DOCKERFILE.read_text())
     wanted = {s.name: set(re.search(r'pkgs="([^"]+)"', " ".join(i.args for i in s.of("RUN"))).group(1).split())
               for s in stages}  # type: ignore[union-attr]

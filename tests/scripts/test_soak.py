@@ -1,4 +1,4 @@
-"""scripts/soak: its pure parts (schedule, holds, the byte flip) and one compressed end-to-end run.
+"""scripts/dev soak: its pure parts (schedule, holds, the byte flip) and one compressed end-to-end run.
 
 The end-to-end run is the soak itself, seconds long: a real Consul stand-in process killed and restarted, a real
 registry-backed server, `registry` CLI runs, client processes, the cache drill. Its timings mean nothing; it checks
@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-from bench_lib.prom import Histogram
+from ortserve_devtools.bench.prom import Histogram
 from ortserve_devtools.bert_bundle import build_tiny_bundle
-from soak_lib import analysis, drill, schedule
-from soak_lib.processes import ADMIN_STATUS_METHOD
+from ortserve_devtools.soak import analysis, drill, schedule
+from ortserve_devtools.soak.processes import ADMIN_STATUS_METHOD
 
 pytestmark = pytest.mark.slow  # the soak's short runs
 
@@ -226,7 +226,7 @@ def test_admin_status_method_is_the_servers() -> None:
 def test_compressed_soak_runs_every_event_and_reports(tmp_path: Path) -> None:
     out = tmp_path / "out"
     # A light load (15% of saturation) and a loose P99 bound: the suite may share the cores with anything.
-    cmd = [sys.executable, str(ROOT / "scripts" / "soak"), "--minutes", "0.3", "--route-every", "4",
+    cmd = [sys.executable, str(ROOT / "scripts" / "dev"), "soak", "--minutes", "0.3", "--route-every", "4",
            "--publish-every", "9", "--consul-outage", "0.5", "--sample-every", "0.25", "--bucket-s", "3",
            "--saturation-s", "1", "--clients", "2", "--load-fraction", "0.15", "--max-p99-drift", "50",
            "--out", str(out), "--workdir", str(tmp_path / "work")]

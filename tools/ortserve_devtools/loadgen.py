@@ -1,6 +1,6 @@
 """The one load generator: closed-loop and open-loop (Poisson) load over gRPC aio or HTTP/REST (aiohttp), one event
-loop, bounded in time and count. scripts/bench, the soak's client processes and the GPU check drive it directly;
-steady_load.SteadyLoad (the reload tests, scripts/bench_swap) runs its closed loop on a thread until stopped.
+loop, bounded in time and count. bench serve, the soak's client processes and the GPU check drive it directly;
+steady_load.SteadyLoad (the reload tests, scripts/dev bench swap) runs its closed loop on a thread until stopped.
 
 A run is: warm-up (sent, not counted) → measured window → drain (outstanding calls get at most
 `drain_s`, then are cancelled). A call counts in the window when it *completes* inside it, so

@@ -1,5 +1,5 @@
 """A steady closed-loop load kept up until its owner stops it, every call recorded: the reload tests and
-scripts/bench_swap, which ask which version answered which call, and when.
+scripts/dev bench swap, which ask which version answered which call, and when.
 
     with SteadyLoad(server.address, "sentiment", concurrency=16, tag="swap") as load:
         ... change the registry ...
