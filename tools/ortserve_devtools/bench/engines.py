@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import logging
 import math
 import os
@@ -58,12 +57,13 @@ import numpy as np
 
 from ortserve.prepare.accuracy import Batch, compare, make_batches, open_session
 from ortserve_devtools.bench.corpus import make_corpus
+from ortserve_devtools.bench.machine import CPU_FLAGS, cpu_flags, cpu_model
 from ortserve_devtools.bench.options import HelpWithDefaults
+from ortserve_devtools.bench.report import write_json
 
 THREADS = 2
 MAX_SEQ_LEN = 128
 DECISIVE_MARGIN = 0.1
-CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 MODELS = ("minilm", "bert-base")
 MODEL_TITLES = {"minilm": "all-MiniLM-L6-v2 embedding (6 layers, hidden 384)",
                 "bert-base": "BERT-base classifier (12 layers, hidden 768, 3 labels, random weights)"}
@@ -91,21 +91,6 @@ def log(line: str) -> None:
 
 
 # -- the host --------------------------------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
-
-
-def cpu_flags() -> list[str]:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            have = set(line.split(":", 1)[1].split())
-            return [flag for flag in CPU_FLAGS if flag in have]
-    return []
 
 
 def load_average() -> list[float]:
@@ -608,14 +593,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print("\n".join(table(report["models"], args.batch_sizes)))
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2, default=_jsonable) + "\n")
+        write_json(args.json, report)
     finite = all(math.isfinite(b["texts_per_s"]) for r in report["models"] for e in r["engines"].values()
                  for b in e.get("batches", {}).values())
     return 0 if finite else 1
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    return str(value)
 

@@ -48,7 +48,8 @@ import numpy as np
 import psutil
 
 from ortserve_devtools.bench.corpus import make_corpus
-from ortserve_devtools.bench.machine import cpu_model, percentile
+from ortserve_devtools.bench.machine import cpu_flags, cpu_model, percentile
+from ortserve_devtools.bench.report import write_json
 from ortserve_devtools.bench.v2client import V2Target, build_request, channel_options, infer_method, parse_logits
 from ortserve_devtools.loadgen import CallRefused, LoadResult, LoadSpec, Payload, run_load
 from ortserve_devtools.server_process import ServerProcess, free_port
@@ -60,14 +61,6 @@ LABELS = {"grpc": "ortserve V2 gRPC", "openai": "ortserve /v1/embeddings", "torc
           "optimum": "Infinity optimum"}
 
 
-
-def cpu_flags() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            have = set(line.split(":", 1)[1].split())
-            return ", ".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
-                             if f in have)
-    return ""
 
 
 def load_average() -> str:
@@ -318,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bundle = out / "minilm"
     import_bundle(checkpoint, bundle)
     texts = make_corpus(4096, seed=39)
-    report: dict[str, Any] = {"cpu": cpu_model(), "flags": cpu_flags(), "cores": os.cpu_count(),
+    report: dict[str, Any] = {"cpu": cpu_model(), "flags": ", ".join(cpu_flags()), "cores": os.cpu_count(),
                               "checkpoint": str(checkpoint), "seconds": args.seconds, "warmup": args.warmup,
                               "rounds": args.rounds, "encoding": args.encoding, "load_average": {}, "failed": {}}
     print(f"CPU: {report['cpu']} ({report['flags']}), {report['cores']} cores; {args.seconds:g} s windows after "
@@ -407,6 +400,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {per_call:2d} texts/call C={callers:2d}: " + ", ".join(f"{k} {v:.2f}x" for k, v in entry.items()))
     report["ratios"] = ratios
     if args.json_out:
-        args.json_out.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json_out, report)
     return 0
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import subprocess
@@ -34,7 +33,8 @@ import grpc
 
 from ortserve_devtools.bench import prom
 from ortserve_devtools.bench.corpus import make_corpus
-from ortserve_devtools.bench.machine import cpu_model, percentile
+from ortserve_devtools.bench.machine import cpu_flags, cpu_model, percentile
+from ortserve_devtools.bench.report import write_json
 from ortserve_devtools.bench.v2client import (
     RestCall,
     V2Target,
@@ -52,13 +52,6 @@ MODEL = "search"
 BULK_TEXTS = 2048
 
 
-
-def cpu_flags() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            have = set(line.split(":", 1)[1].split())
-            return ", ".join(f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16") if f in have)
-    return ""
 
 
 
@@ -143,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         subprocess.run([sys.executable, str(ROOT / "scripts" / "make_demo_bundle.py"), str(bundle), "--kind",
                         "embedding"], check=True, stdout=subprocess.DEVNULL)
     texts = make_corpus(8192, seed=45)
-    report: dict[str, Any] = {"cpu": cpu_model(), "flags": cpu_flags(), "cores": os.cpu_count(),
+    report: dict[str, Any] = {"cpu": cpu_model(), "flags": ", ".join(cpu_flags()), "cores": os.cpu_count(),
                               "seconds": args.seconds, "frontend": args.frontend}
     print(f"CPU: {report['cpu']} ({report['flags']}), {report['cores']} cores; {args.seconds:g} s windows")
 
@@ -212,6 +205,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"request log, {name}: {row['texts_per_s']} texts/s (best of {args.rounds}), "
                   f"{row['log_bytes_per_call']} log bytes a call")
     if args.json_out:
-        args.json_out.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json_out, report)
     return 0
 

@@ -23,6 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ortserve_devtools.bench.machine import cpu_flags, cpu_model
+from ortserve_devtools.bench.options import minilm_demo_bundle
+from ortserve_devtools.bench.report import write_json
 from ortserve_devtools.checkout import ROOT
 
 VENV_BIN = ROOT / ".venv" / "bin"
@@ -46,24 +49,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def cpu_line() -> str:
-    model, flags = "unknown", set()
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name" and model == "unknown":
-            model = value.strip()
-        elif key.strip() == "flags" and not flags:
-            flags = set(value.split())
-    shown = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8") if f in flags]
-    return f"{model}, {os.cpu_count()} CPUs ({' '.join(shown)})"
+    return f"{cpu_model()}, {os.cpu_count()} CPUs ({' '.join(cpu_flags())})"
 
 
 def bundles(cache: Path) -> dict[str, Path]:
     """fp32 (scripts/dev bench serve's demo bundle), int8 and bf16 copies of it, made once."""
-    fp32 = cache / "minilm-demo"
-    if not (fp32 / "manifest.json").is_file():
-        from ortserve_devtools.bert_bundle import build_minilm_bundle
-
-        build_minilm_bundle(fp32)
+    fp32 = minilm_demo_bundle(cache, lambda line: print(line, file=sys.stderr, flush=True))
     out = {"fp32": fp32}
     for level in ("int8", "bf16"):
         dest = cache / f"minilm-demo-{level}"
@@ -129,6 +120,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n{args.concurrency} callers x {args.texts_per_request} texts, {args.duration:g} s per arm and round; "
           f"CPU: {cpu}; load average after {os.getloadavg()[0]:.1f}")
     if args.json_out:
-        args.json_out.write_text(json.dumps({"cpu": cpu, "rounds": rounds}, indent=2))
+        write_json(args.json_out, {"cpu": cpu, "rounds": rounds})
     return 0
 

@@ -80,6 +80,14 @@ def scrape(url: str, *, model: str = "", timeout_s: float = 5.0) -> Snapshot:
     return parse(text, model=model)
 
 
+def sample_sum(url: str, prefix: str, *, timeout_s: float = 5.0) -> float:
+    """The sum of the samples at url whose exposition lines start with prefix (`ortserve_queue_depth{`, a family's
+    `_sum`): one figure over every label set, without parsing families."""
+    with urllib.request.urlopen(url, timeout=timeout_s) as reply:
+        body = reply.read().decode("utf-8", errors="replace")
+    return sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines() if line.startswith(prefix))
+
+
 def parse(text: str, *, model: str = "") -> Snapshot:
     snap = Snapshot()
     # Keyed on sample names, not family names: exposition formats differ on the counter family's name

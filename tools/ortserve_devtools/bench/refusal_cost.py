@@ -24,25 +24,21 @@ import grpc
 
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
+from ortserve_devtools.bench.prom import sample_sum
+from ortserve_devtools.bench.report import write_json
 from ortserve_devtools.bench.server_cpu import thread_cpu_seconds
+from ortserve_devtools.bench.v2client import text_request
 from ortserve_devtools.server_process import ServerProcess, start_until_ready
 
 MODEL = "m"
 
 
 def request(texts: list[str]) -> pb.ModelInferRequest:
-    req = pb.ModelInferRequest(model_name=MODEL)
-    tensor = req.inputs.add(name="TEXT", datatype="BYTES", shape=[len(texts)])
-    tensor.contents.bytes_contents.extend(t.encode() for t in texts)
-    return req
+    return text_request(MODEL, texts)
 
 
 def queue_depth(server: ServerProcess) -> float:
-    import urllib.request
-
-    body = urllib.request.urlopen(server.metrics_url, timeout=5).read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
-               if line.startswith("ortserve_queue_depth{"))
+    return sample_sum(server.metrics_url, "ortserve_queue_depth{")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(result, indent=2))
     if args.json_out:
-        args.json_out.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.json_out, result)
     if refused != args.calls or not still_running:
         print("refusal_cost: not every call in the window was refused; raise --blocker-texts", file=sys.stderr)
         return 1

@@ -190,15 +190,17 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     return out
 
 
-def write_json(path: Path, report: dict[str, Any]) -> None:
+def write_json(path: Path, report: Any) -> None:
+    """Every tool's JSON report: two-space indent, a final newline, numpy scalars as numbers."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=2, sort_keys=False, default=_jsonable) + "\n")
 
 
 def _jsonable(value: Any) -> Any:
+    """numpy scalars as numbers, anything else JSON has no form for (a Path, ...) as its text."""
     if isinstance(value, np.generic):
         return value.item()
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+    return str(value)
 
 
 def plot(path: Path, runs: Sequence[dict[str, Any]], *, limit_texts_per_s: float | None, title: str) -> None:
@@ -233,6 +235,13 @@ def plot(path: Path, runs: Sequence[dict[str, Any]], *, limit_texts_per_s: float
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
+    save_figure(fig, path)
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    """A matplotlib figure as a PNG at path (parents made), then closed: every tool's plot."""
+    import matplotlib.pyplot as plt
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)

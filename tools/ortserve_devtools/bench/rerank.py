@@ -20,7 +20,6 @@ Prints a table (served / engine alone); --json-out writes it. Needs the bench or
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -28,6 +27,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ortserve_devtools.bench.report import write_json
 
 if TYPE_CHECKING:
     from ortserve_devtools.loadgen import LoadResult
@@ -193,6 +194,6 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{r['ratio']:.2f}x | {r['engine_sorted_pairs_per_s']:.0f} | {r['ratio_sorted']:.2f}x | "
               f"{r['p50_ms']:.0f} | {r['p99_ms']:.0f} |")
     if args.json_out:
-        args.json_out.write_text(json.dumps(rows, indent=2) + "\n")
+        write_json(args.json_out, rows)
     return 0
 

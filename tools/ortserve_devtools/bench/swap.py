@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ortserve_devtools.bench.report import write_json
 from ortserve_devtools.checkout import ROOT as _ROOT
 from ortserve_devtools.consul_standin import StandinProcess
 from ortserve_devtools.server_process import ServerProcess, start_until_ready
@@ -341,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json_out:
             doc = {"bundle": kind, "frontend": args.frontend or "auto", "concurrency": args.concurrency,
                    "swaps": args.swaps, "publishes": args.publishes, "cpus": os.cpu_count(), "results": summaries}
-            args.json_out.write_text(json.dumps(doc, indent=2))
+            write_json(args.json_out, doc)
             progress(f"wrote {args.json_out}")
         return 0 if all(s["failed_calls"] == 0 for s in summaries.values()) else 1
     finally:

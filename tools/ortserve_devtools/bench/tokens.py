@@ -23,13 +23,14 @@ Needs the dev extra (the importer's torch and transformers).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from ortserve_devtools.bench.report import write_json
 
 LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
 MAX_SEQ_LEN = 128
@@ -130,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  ENTITIES ({aggregation:<6})          {figures[f'entities_{aggregation}_s'] * 1e3:8.2f} ms   "
               f"entities add {figures[f'added_share_{aggregation}']:.1%} of the engine time")
     if args.json_out:
-        args.json_out.write_text(json.dumps({"texts_per_call": args.texts, "calls": args.calls,
-                                             "mean_tokens": float(tokens), **figures}, indent=2))
+        write_json(args.json_out, {"texts_per_call": args.texts, "calls": args.calls, "mean_tokens": float(tokens),
+                                   **figures})
     return 0
 

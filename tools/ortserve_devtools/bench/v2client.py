@@ -40,6 +40,14 @@ class V2Target:
     """Put the texts in raw_input_contents (length-prefixed) instead of contents.bytes_contents."""
 
 
+def text_request(model: str, texts: Sequence[str]) -> pb.ModelInferRequest:
+    """The plainest V2 call of texts: one BYTES input TEXT of shape [N], every output (the server's choice)."""
+    request = pb.ModelInferRequest(model_name=model)
+    tensor = request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(texts)])
+    tensor.contents.bytes_contents.extend(t.encode() for t in texts)
+    return request
+
+
 def build_request(target: V2Target, texts: Sequence[str]) -> bytes:
     request = pb.ModelInferRequest(model_name=target.model, model_version=target.version)
     shape = [len(texts), 1] if target.shape_n1 else [len(texts)]

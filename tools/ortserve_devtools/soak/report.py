@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ortserve_devtools.bench.report import save_figure
 from ortserve_devtools.soak.analysis import MIB, Calls, Hold, percentile
 
 _EVENT_SHORT = {"route": "R", "publish": "P", "consul_restart": "K", "cache_drill": "C", "probe_mismatch": "!"}
@@ -132,6 +133,4 @@ def plot(path: Path, *, calls: Calls, rows: Sequence[Mapping[str, Any]], samples
     ax_lat.legend(fontsize=7, loc="upper left", ncol=3)
     ax_lat.set_title(title + "\n(ticks at the top: route changes)", fontsize=9)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
