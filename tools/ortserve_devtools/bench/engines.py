@@ -534,7 +534,9 @@ def models_arg(text: str) -> list[str]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0], formatter_class=HelpWithDefaults)
+    parser = argparse.ArgumentParser(
+        prog="scripts/dev bench engines", description=(__doc__ or "").split("\n\n")[0],
+        formatter_class=HelpWithDefaults)
     parser.add_argument("--models", type=models_arg, default=",".join(MODELS), help="which models, comma-separated")
     parser.add_argument("--texts", type=int, default=256, help="corpus texts for minilm")
     parser.add_argument("--bert-texts", type=int, default=128,

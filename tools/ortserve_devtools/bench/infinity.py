@@ -287,7 +287,8 @@ def ints(text: str) -> list[int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="scripts/dev bench infinity", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--infinity-venv", type=Path, default=Path("/tmp/infinity-venv"),
                    help="the virtual environment with infinity-emb installed (its bin/infinity_emb)")
     p.add_argument("--out", type=Path, default=None, help="bundle and logs (default: a temporary directory)")

@@ -118,7 +118,8 @@ def log_bytes(server: ServerProcess) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="scripts/dev bench mixed", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=None, help="bundle and logs (default: a temporary directory)")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--frontend", default="auto")

@@ -33,7 +33,7 @@ PRECISIONS = ("fp32", "bf16", "int8")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="scripts/dev bench precisions", description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=2, help="passes over every arm (best kept)")
     p.add_argument("--duration", type=float, default=20.0, help="seconds of load per arm and round")
     p.add_argument("--warmup", type=float, default=3.0)

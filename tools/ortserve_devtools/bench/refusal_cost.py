@@ -42,7 +42,9 @@ def queue_depth(server: ServerProcess) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="scripts/dev bench refusal-cost", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bundle", type=Path, required=True)
     p.add_argument("--frontend", choices=("python", "native"), default="native")
     p.add_argument("--calls", type=int, default=1000, help="refused calls to send")

@@ -152,7 +152,7 @@ def start_server(bundle: Path, frontend: str, log_path: Path) -> ServerProcess:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="scripts/dev bench rerank", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "ortserve-bench-rerank")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--concurrency", default="1,8,32")

@@ -83,7 +83,8 @@ async def saturate(server: ServerProcess, texts: Sequence[str], *, callers: int,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="scripts/dev bench shadow", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, default=None, help="bundle, store and logs (default: a temporary directory)")
     p.add_argument("--seconds", type=float, default=15.0)
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds of each")

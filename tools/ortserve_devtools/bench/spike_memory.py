@@ -40,7 +40,9 @@ def engine_seconds(server: ServerProcess) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="scripts/dev bench spike-memory", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bundle", type=Path, required=True)
     p.add_argument("--frontend", choices=("python", "native"), default="native")
     p.add_argument("--calls", type=int, default=200, help="calls per phase")

@@ -312,7 +312,7 @@ def print_table(summaries: dict[str, dict[str, Any]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench_swap", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="scripts/dev bench swap", description=__doc__.split("\n\n")[0])
     p.add_argument("--tiny", action="store_true", help="tiny random-weight BERT (quick) instead of the MiniLM demo")
     p.add_argument("--backends", default="file,standin", help="comma list of: file, standin (default both)")
     p.add_argument("--swaps", type=int, default=6, help="route-only swaps per backend (default 6)")

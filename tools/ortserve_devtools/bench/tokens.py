@@ -73,7 +73,7 @@ def best_seconds(step: Callable[[list[str]], Any], calls: list[list[str]], round
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="scripts/dev bench tokens", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "ortserve-bench-tokens",
                         help="where the bundle is built (kept, reused by the next run)")
     parser.add_argument("--calls", type=int, default=32)
