@@ -53,6 +53,8 @@ TOOLS: dict[str, dict[str, Tool]] = {
         "shadow": Tool("what a shadow copy costs the stable version at saturation", _B + "shadow"),
         "swap": Tool("hot reload: a registry change to traffic, P99 during swaps", _B + "swap"),
         "tokens": Tool("what entities cost a token classifier against its engine time", _B + "tokens"),
+        "decoder": Tool("a 0.6B decoder embedder served at FP32 and bf16 beside PyTorch", _B + "decoder",
+                        needs=("torch", "transformers")),
         "refusal-cost": Tool("CPU per RESOURCE_EXHAUSTED answer on one front end", _B + "refusal_cost"),
         "spike-memory": Tool("memory after a spike and the cost of a maximal legal call", _B + "spike_memory"),
     },

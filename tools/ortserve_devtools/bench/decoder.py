@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """A 0.6B decoder embedder (Qwen3-Embedding-0.6B's shape, random weights) served by ortserve at FP32 and bf16, beside
 PyTorch on the same machine and the same texts (issue 56 item 4):
 
-    scripts/bench_decoder [--cache-dir DIR] [--calls 8] [--per-call 1,32] [--max-seq-len 128] [--rounds 1]
+    scripts/dev bench decoder [--cache-dir DIR] [--calls 8] [--per-call 1,32] [--max-seq-len 128] [--rounds 1]
                           [--arms fp32,bf16,torch,torch-bf16] [--prepare-only] [--json-out FILE]
 
 The checkpoint is made offline, once, into --cache-dir: transformers' Qwen3Model from Qwen3-Embedding-0.6B's config
@@ -15,7 +14,7 @@ then take more tokens). An eval.txt of 24 texts beside it keeps the import's par
 `registry optimize --optimize bf16 --accept-accuracy-loss` where the CPU has AVX-512 BF16 or AMX (OpenVINO runs it;
 24 texts prove no agreement bound, so the gate's verdict is kept in the manifest and the copy written either way).
 
-Each arm answers the same corpus (scripts/bench_lib/corpus.py, seed 0): ortserve over V2 gRPC (one server per
+Each arm answers the same corpus (ortserve_devtools.bench.corpus, seed 0): ortserve over V2 gRPC (one server per
 precision, `--bundle`, started alone), PyTorch in this process (AutoModel, torch threads = the machine's cores, the
 tokenizer padding left, the last token, L2-normalised: Qwen3-Embedding's code), at FP32 and bf16 (the model cast to
 bfloat16). One caller, calls back to back: per texts-a-call, one warm-up call then --calls timed calls; texts/s is
@@ -37,17 +36,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))  # bench_lib (the installed ortserve, never this source tree)
-sys.path.insert(1, str(ROOT / "tools"))  # ortserve_devtools: the launcher (not in the wheel)
-sys.path.insert(2, str(ROOT / "tests"))  # support.hf_checkpoints: the tests' decoder tokenizer, the fallback
+import grpc
+import numpy as np
 
-import grpc  # noqa: E402
-import numpy as np  # noqa: E402
-from bench_lib.corpus import make_corpus  # noqa: E402
-from bench_lib.machine import cpu_model, percentile  # noqa: E402
-from bench_lib.v2client import V2Target, build_request, channel_options, parse_logits  # noqa: E402
-from ortserve_devtools.server_process import ServerProcess  # noqa: E402
+from ortserve_devtools.bench.corpus import make_corpus
+from ortserve_devtools.bench.machine import cpu_model, percentile
+from ortserve_devtools.bench.v2client import V2Target, build_request, channel_options, parse_logits
+from ortserve_devtools.checkout import ROOT
+from ortserve_devtools.server_process import ServerProcess
 
 VENV_BIN = Path(sys.executable).parent
 MODEL = "qwen3-0.6b"
@@ -65,8 +61,8 @@ EVAL_TEXTS = 24
 CHECK_TEXTS = 32
 
 
-def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="scripts/dev bench decoder", description=__doc__.split("\n\n")[0])
     p.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "ortserve-bench" / "decoder")
     p.add_argument("--calls", type=int, default=8, help="timed calls per arm and texts-a-call (after one warm-up)")
     p.add_argument("--per-call", default="1,32", help="texts a call, comma-separated")
@@ -77,7 +73,7 @@ def parse_args() -> argparse.Namespace:
                    help="make the checkpoint and its bundles, then stop (before the timed part, which goes under "
                         "flock /tmp/ortserve-timing.lock)")
     p.add_argument("--json-out", type=Path)
-    return p.parse_args()
+    return p.parse_args(argv)
 
 
 def cpu_line() -> str:
@@ -116,6 +112,7 @@ def qwen_tokenizer() -> tuple[Any, str]:
         made = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=end, eos_token=SPECIALS[2],
                                                     padding_side="left")
         return made, f"Qwen's BPE ({len(made)} tokens, qwen-tokenizer's ranks)"
+    sys.path.insert(0, str(ROOT / "tests"))  # support.hf_checkpoints: the tests' decoder tokenizer, the fallback
     from support.hf_checkpoints import make_decoder_tokenizer
 
     made = make_decoder_tokenizer()
@@ -232,8 +229,8 @@ def pytorch(source: Path, max_seq_len: int, dtype: str) -> Embed:
     return embed
 
 
-def main() -> int:
-    args = parse_args()
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     arms = [a for a in args.arms.split(",") if a]
     per_call = [int(n) for n in args.per_call.split(",") if n]
     cpu = cpu_line()
@@ -285,7 +282,3 @@ def main() -> int:
         args.json_out.write_text(json.dumps({"cpu": cpu, "tokenizer": tokenizer_about, "best": best,
                                              "rounds": results, "min_cosine": agreement}, indent=2))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
