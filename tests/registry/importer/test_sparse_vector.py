@@ -47,10 +47,12 @@ def graphs(tmp_path_factory: pytest.TempPathFactory, torch_one_thread: None) -> 
         graph = SparseVector(masked_lm, strategy=strategy, activation=activation,
                              takes_token_types=takes_token_types).eval()
         tokenizer = encoder.tokenizer
+        out = root / f"{arch}-{strategy}-{activation}-onnx"
+        out.mkdir()
         exported = export(graph, names, "sparse_embedding", columns=masked_lm.config.vocab_size,
                           max_seq_len=IMPORT_MAX_SEQ_LEN, pad_id=tokenizer.pad_token_id,
-                          example_id=tokenizer.convert_tokens_to_ids("a"))
-        session = ort.InferenceSession(exported.model_bytes, providers=["CPUExecutionProvider"])
+                          example_id=tokenizer.convert_tokens_to_ids("a"), directory=out)
+        session = ort.InferenceSession(str(exported.path), providers=["CPUExecutionProvider"])
         made[(arch, strategy, activation)] = (encoder, session, names)
     return made
 
