@@ -60,6 +60,13 @@ def copied(address: str, candidate: str, calls: int) -> dict[str, Any]:
     return wait_until(enough, timeout=30, what=f"{calls} shadow copies to {candidate} judged")
 
 
+def shadow_routed(reg: Registry, addr: str, version: str, percent: int) -> None:
+    """`registry route` v1=100 with `version` as the shadow of `percent`, and wait until the server has it in force."""
+    reg.cli("route", MODEL, "v1=100", "--shadow", f"{version}={percent}")
+    wait_until(lambda: model_status(addr, MODEL).get("shadow") == {"version": version, "percent": percent},
+               timeout=30, what=f"the shadow {version} in force")
+
+
 def in_sample(keys: list[str], percent: int) -> list[str]:
     """The keys a shadow of `percent` copies: their canary bucket below percent x 100 (sticky by key)."""
     return [k for k in keys if engine_ext.route_bucket(MODEL, k) < percent * 100]
@@ -77,9 +84,7 @@ def test_shadow_copies_are_judged_and_change_no_live_answer(file_registry: Regis
         before = answers(addr, KEYS)
         assert {v for v, _ in before.values()} == {"v1"}
 
-        reg.cli("route", MODEL, "v1=100", "--shadow", "v2=100")
-        wait_until(lambda: model_status(addr, MODEL).get("shadow") == {"version": "v2", "percent": 100},
-                   timeout=30, what="the shadow v2 in force")
+        shadow_routed(reg, addr, "v2", 100)
         assert answers(addr, KEYS) == before  # the caller's answer and version are the stable one's, byte for byte
         equal = copied(addr, "v2", len(KEYS))
         assert equal["stable"] == "v1"
@@ -89,9 +94,7 @@ def test_shadow_copies_are_judged_and_change_no_live_answer(file_registry: Regis
         assert equal["agreed"] == equal["judged"]  # the same graph: every decisive answer the same
         assert equal["worst"] == []  # nothing differs at all
 
-        reg.cli("route", MODEL, "v1=100", "--shadow", "v3=50")
-        wait_until(lambda: model_status(addr, MODEL).get("shadow") == {"version": "v3", "percent": 50},
-                   timeout=30, what="the shadow v3 in force")
+        shadow_routed(reg, addr, "v3", 50)
         assert answers(addr, KEYS) == before
         sampled = in_sample(KEYS, 50)
         assert 0 < len(sampled) < len(KEYS)
@@ -114,9 +117,7 @@ def test_a_token_classifiers_copies_are_judged_on_their_entities(file_registry: 
     with running_server([*reg.server_args(tmp_path / "cache"), "--frontend", frontend]) as server:
         addr = server.address
         wait_routing(addr, MODEL, {"v1": 100})
-        reg.cli("route", MODEL, "v1=100", "--shadow", "v2=100")
-        wait_until(lambda: model_status(addr, MODEL).get("shadow") == {"version": "v2", "percent": 100},
-                   timeout=30, what="the shadow v2 in force")
+        shadow_routed(reg, addr, "v2", 100)
         answers(addr, KEYS[:40])
         pair = copied(addr, "v2", 40)
     assert pair["outcomes"]["compared"] > 0 and pair["outcomes"]["failed"] == 0
@@ -146,9 +147,7 @@ def test_copies_to_a_version_on_hf_tokenizers_are_tokenized_in_python_and_judged
         assert versions["v1"]["tokenizer"] == "native" and versions["v2"]["tokenizer"] == "hf", versions
         before = answers(addr, KEYS)
 
-        reg.cli("route", MODEL, "v1=100", "--shadow", "v2=100")
-        wait_until(lambda: model_status(addr, MODEL).get("shadow") == {"version": "v2", "percent": 100},
-                   timeout=30, what="the shadow v2 in force")
+        shadow_routed(reg, addr, "v2", 100)
         assert answers(addr, KEYS) == before
         equal = copied(addr, "v2", len(KEYS))
         assert equal["outcomes"]["failed"] == equal["outcomes"]["stable_failed"] == 0
@@ -157,9 +156,7 @@ def test_copies_to_a_version_on_hf_tokenizers_are_tokenized_in_python_and_judged
         assert equal["agreed"] == equal["judged"] > 0  # the same ids through the same graph
         assert equal["worst"] == []
 
-        reg.cli("route", MODEL, "v1=100", "--shadow", "v3=100")
-        wait_until(lambda: model_status(addr, MODEL).get("shadow") == {"version": "v3", "percent": 100},
-                   timeout=30, what="the shadow v3 in force")
+        shadow_routed(reg, addr, "v3", 100)
         answers(addr, KEYS[:40])
         other = copied(addr, "v3", 40)
         assert other["outcomes"]["compared"] > 0 and other["outcomes"]["failed"] == 0
