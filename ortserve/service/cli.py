@@ -148,6 +148,8 @@ def _status(args: argparse.Namespace) -> int:
             if v.get("verify"):
                 compute += " " + _verify_cell(v["verify"])
             extra = f"  error: {v['error']}" if v.get("error") else ""
+            if v.get("retrying"):
+                extra += f" (attempt {v['attempts'] + 1} running)"
             print(f"  {version:<16} {v['state']:<9} leases={v.get('leases', 0)} {compute}{extra}".rstrip())
         if info.get("last_error"):
             print(f"  last error: {info['last_error']}")

@@ -453,11 +453,8 @@ class ModelManager:
                 }
                 for v, lv in sorted(self._versions.get(model, {}).items())
             }
-            for (m, v), lv in self._loading.items():
-                if m == model and v not in versions:
-                    versions[v] = {"state": lv.state.value, "leases": 0, "source": lv.spec.source(), "queue_depth": 0}
-                    if lv.state is State.FAILED:  # failed, still closing what the attempt opened: say why already
-                        versions[v]["error"] = lv.reason
+            # A retry of a failed version stays `failed` (with `retrying`) until it succeeds, as readiness does:
+            # the status must not flap between failed and loading every backoff.
             for (m, v), failure in self._failures.items():
                 if m == model and v not in versions:
                     versions[v] = {
@@ -465,7 +462,13 @@ class ModelManager:
                         "error": failure.error,
                         "attempts": failure.attempts,
                         "source": failure.source,
+                        **({"retrying": True} if (m, v) in self._loading else {}),
                     }
+            for (m, v), lv in self._loading.items():
+                if m == model and v not in versions:
+                    versions[v] = {"state": lv.state.value, "leases": 0, "source": lv.spec.source(), "queue_depth": 0}
+                    if lv.state is State.FAILED:  # failed, still closing what the attempt opened: say why already
+                        versions[v]["error"] = lv.reason
             models[model] = {
                 "routing": dict(route.weights) if route else {},
                 **({"shadow": {"version": route.shadow[0], "percent": route.shadow[1]}}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -47,7 +48,8 @@ def state(bundles: dict[str, Path], weights: dict[str, int], *, versions: list[s
     return DesiredState({"m": model})
 
 
-def run(coro_fn) -> None:
+def run(coro_fn, *, on_event: Callable[[ModelManager, str, str], None] | None = None) -> None:
+    """`coro_fn(manager, events)` on a real data plane; `on_event` also sees each lifecycle event as it happens."""
     async def main() -> None:
         tok = ThreadPoolExecutor(1)
         events: list[tuple[str, str]] = []
@@ -55,8 +57,13 @@ def run(coro_fn) -> None:
         plane = DataPlane(settings, Metrics(), tokenize_pool=tok)
         plane.start(asyncio.get_running_loop())
         factory = VersionFactory(settings, plane, fetch=None)
-        manager = ModelManager(factory, drain_timeout_s=5, retry_backoff_s=(0.05, 0.2),
-                               observer=lambda event, model, version, **_: events.append((event, version)))
+
+        def observe(event: str, model: str, version: str, **_: object) -> None:
+            events.append((event, version))
+            if on_event is not None:
+                on_event(manager, event, version)
+
+        manager = ModelManager(factory, drain_timeout_s=5, retry_backoff_s=(0.05, 0.2), observer=observe)
         try:
             await coro_fn(manager, events)
         finally:
@@ -109,6 +116,13 @@ def test_load_route_and_split(bundles) -> None:
 
 
 def test_failed_load_changes_no_traffic_and_is_reported(bundles) -> None:
+    # What the status says of v2 as each retry starts: still failed (and retrying), never back to "loading".
+    at_retry: list[dict] = []
+
+    def on_event(manager: ModelManager, event: str, version: str) -> None:
+        if event == "loading" and version == "v2" and manager.version_failure("m", "v2"):
+            at_retry.append(manager.status()["models"]["m"]["versions"]["v2"])
+
     async def body(manager: ModelManager, events) -> None:
         manager.apply(state(bundles, {"v1": 100}))
         await manager.wait_converged(30)
@@ -127,13 +141,14 @@ def test_failed_load_changes_no_traffic_and_is_reported(bundles) -> None:
                 break
             await asyncio.sleep(0.02)
         assert [e for e, _ in events].count("failed") >= 2, "a failed load was never retried"
+        assert at_retry and all(v["state"] == "failed" and v["retrying"] and v["attempts"] >= 1 for v in at_retry)
         # A fixed artifact for v2 is loaded and routed.
         manager.apply(state(bundles, {"v1": 50, "v2": 50}))
         await manager.wait_converged(30)
         assert routable(manager) == {"v1": 50, "v2": 50}
         assert manager.status()["models"]["m"]["last_error"] is None
 
-    run(body)
+    run(body, on_event=on_event)
 
 
 def test_retired_version_closes_only_after_its_last_lease(bundles) -> None:
