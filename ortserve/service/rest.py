@@ -83,7 +83,10 @@ class RestServer:
         self._max_body = max_body_bytes
         self._body_timeout_s, self._max_connections, self._keys = body_timeout_s, max_connections, keys
         self.accepting = True
-        self.app = web.Application(client_max_size=max_body_bytes, middlewares=[self._check_key, _no_trace_leaks])
+        # Without API keys no route asks for one: the key check is not a step of every call.
+        self.app = web.Application(client_max_size=max_body_bytes,
+                                   middlewares=[self._check_key, _no_trace_leaks] if keys.required else
+                                   [_no_trace_leaks])
         for path in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
             self.app.router.add_get(path, self._model_metadata)
             self.app.router.add_get(path + "/ready", self._model_ready)
@@ -133,6 +136,8 @@ class RestServer:
         """The request's body, within max_message_bytes and http_body_timeout_s; BodyNotRead otherwise (408 and
         413 close the connection: what is left of the body is never read)."""
         try:
+            if request.content.is_eof():  # it has all arrived (a small body does with its headers): no wait to bound
+                return await request.read()
             async with asyncio.timeout(self._body_timeout_s or None):
                 return await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -373,6 +378,10 @@ def write_reply(reply: InferReply, binary_outputs: set[str] | bool) -> web.Respo
             data = payload if raw else _raw(datatype, payload)
             out["parameters"] = {"binary_data_size": len(data)}
             sections.append(data)
+        elif datatype == "FP32" and raw:
+            # As float64: orjson writes a numpy float64 as it writes a Python float (the same shortest digits),
+            # without a Python float per value.
+            out["data"] = np.frombuffer(payload, dtype="<f4").astype(np.float64)
         elif datatype in _NUMPY:
             out["data"] = np.frombuffer(payload, dtype=_NUMPY[datatype]).tolist() if raw else list(payload)
         else:
@@ -380,7 +389,7 @@ def write_reply(reply: InferReply, binary_outputs: set[str] | bool) -> web.Respo
             out["data"] = [e.decode("utf-8", "replace") for e in elements]
         outputs.append(out)
     header = orjson.dumps({"model_name": reply.model, "model_version": reply.version, "id": reply.id,
-                           "outputs": outputs})
+                           "outputs": outputs}, option=orjson.OPT_SERIALIZE_NUMPY)
     extra = {"x-request-id": reply.request_id, "x-model-version": reply.version}
     if not sections:
         return web.Response(body=header, content_type="application/json", headers=extra)
