@@ -118,6 +118,9 @@ class DataPlane:
         self._drainer = threading.Thread(target=self._drain_events, name="ortserve-events", daemon=True)
         self._processed = 0  # events handled by the drain thread (it alone writes it)
         self._caught_up = threading.Condition()
+        self._after_reply = 0
+        """Records `after_reply` queued on the loop and not yet run; guarded by `_replied`."""
+        self._replied = threading.Condition()
         metrics.before_scrape(self.flush)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -177,10 +180,32 @@ class DataPlane:
     # ---- events -> logs and metrics (own thread) --------------------------------------------------
 
     def flush(self, timeout_s: float = 2.0) -> None:
-        """Wait until every event pushed so far is logged and counted (a scrape right after a reply sees it)."""
+        """Wait until every event pushed so far is logged and counted, and every call's record queued by
+        `after_reply` (a scrape right after a reply sees it; from the loop's own thread those run after the current
+        step, so only the events are waited for)."""
         target = self.events.pushed
         with self._caught_up:
             self._caught_up.wait_for(lambda: self._processed >= target or not self._drainer.is_alive(), timeout_s)
+        loop = self._loop
+        if loop is not None and not loop.is_closed() and loop.is_running() and not _on_loop(loop):
+            with self._replied:
+                self._replied.wait_for(lambda: self._after_reply == 0, timeout_s)
+
+    def after_reply(self, record: Callable[[], None]) -> None:
+        """Run `record` (a finished call's log line and metrics) once the loop is done with the current step, so
+        after the call's reply is written (it costs the caller no time); `flush` waits for it. On the loop."""
+        assert self._loop is not None, "DataPlane.start() first"
+        with self._replied:
+            self._after_reply += 1
+        self._loop.call_soon(self._recorded, record)
+
+    def _recorded(self, record: Callable[[], None]) -> None:
+        try:
+            record()
+        finally:
+            with self._replied:
+                self._after_reply -= 1
+                self._replied.notify_all()
 
     def _drain_events(self) -> None:
         observers: dict[tuple[str, str], Callable[[Any], None]] = {}
@@ -291,6 +316,14 @@ class VersionBatcher:
                                leases=native.in_flight)
         await loop.run_in_executor(None, native.close)
         self._plane.shadow_tokenizer.remove(native.model, native.version)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this thread runs `loop`."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def _left(deadline: float | None) -> float | None:

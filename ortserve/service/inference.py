@@ -17,6 +17,7 @@ routing, admission and deadlines, the same `request` line, metrics and trace.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -150,7 +151,10 @@ class Inference:
             reply = await self._on_the_call_path(call, record)
             if reply is None:
                 reply = await self._on_the_python_path(call, record)
-            self._finish(record, started, "OK", call.transport)
+            # Timed now, recorded once the reply is written (the caller does not wait for its line and metrics).
+            record.status, record.total_s = "OK", time.monotonic() - started
+            self._plane.after_reply(functools.partial(log_call, self._metrics, record, transport=call.transport,
+                                                      tracing=self._tracing, sampling=self._sampling))
             return reply
         except ServiceError as e:
             self._finish(record, started, e.code.name, call.transport, error=e.message)

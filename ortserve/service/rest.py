@@ -27,6 +27,7 @@ The port's own limits, for every route on it (the client APIs' too): a body must
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import os
@@ -34,7 +35,7 @@ import ssl
 import struct
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -83,14 +84,17 @@ class RestServer:
         self._max_body = max_body_bytes
         self._body_timeout_s, self._max_connections, self._keys = body_timeout_s, max_connections, keys
         self.accepting = True
-        self.app = web.Application(client_max_size=max_body_bytes, middlewares=[self._check_key, _no_trace_leaks])
+        # No middleware a call does not need (aiohttp then calls the route's handler directly): the key check only
+        # with API keys; a bug's 500 is each route's own (_no_trace_leaks here, text_calls.api_route for the APIs).
+        self.app = web.Application(client_max_size=max_body_bytes,
+                                   middlewares=[self._check_key] if keys.required else [])
         for path in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
-            self.app.router.add_get(path, self._model_metadata)
-            self.app.router.add_get(path + "/ready", self._model_ready)
-            self.app.router.add_post(path + "/infer", self._infer)
-        self.app.router.add_get("/v2/health/live", self._live)
-        self.app.router.add_get("/v2/health/ready", self._ready)
-        self.app.router.add_get("/v2", self._server_metadata)
+            self.app.router.add_get(path, _no_trace_leaks(self._model_metadata))
+            self.app.router.add_get(path + "/ready", _no_trace_leaks(self._model_ready))
+            self.app.router.add_post(path + "/infer", _no_trace_leaks(self._infer))
+        self.app.router.add_get("/v2/health/live", _no_trace_leaks(self._live))
+        self.app.router.add_get("/v2/health/ready", _no_trace_leaks(self._ready))
+        self.app.router.add_get("/v2", _no_trace_leaks(self._server_metadata))
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -133,6 +137,8 @@ class RestServer:
         """The request's body, within max_message_bytes and http_body_timeout_s; BodyNotRead otherwise (408 and
         413 close the connection: what is left of the body is never read)."""
         try:
+            if request.content.is_eof():  # it has all arrived (a small body does with its headers): no wait to bound
+                return await request.read()
             async with asyncio.timeout(self._body_timeout_s or None):
                 return await request.read()
         except web.HTTPRequestEntityTooLarge:
@@ -244,16 +250,22 @@ class _Refusal(asyncio.Protocol):
         transport.close()
 
 
-@web.middleware
-async def _no_trace_leaks(request: web.Request, handler: Any) -> web.StreamResponse:
-    """A bug reaching here is logged with its trace; the caller gets 500 with a line, never the trace."""
-    try:
-        return await handler(request)
-    except web.HTTPException:
-        raise  # aiohttp's own answers (404 for an unknown path, 405, ...)
-    except Exception:
-        log.exception("http_request_failed", method=request.method, path=request.path)
-        return _json({"error": "internal error"}, 500)
+def _no_trace_leaks(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """A V2 route's handler: a bug reaching it is logged with its trace; the caller gets 500 with a line, never the
+    trace (the client APIs' routes do the same in their own shape: text_calls.api_route)."""
+
+    @functools.wraps(handler)
+    async def route(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except web.HTTPException:
+            raise  # aiohttp's own answers
+        except Exception:
+            log.exception("http_request_failed", method=request.method, path=request.path)
+            return _json({"error": "internal error"}, 500)
+
+    return route
 
 
 BODY_TYPES = ("application/json", "application/octet-stream", "application/x-www-form-urlencoded")
@@ -373,6 +385,10 @@ def write_reply(reply: InferReply, binary_outputs: set[str] | bool) -> web.Respo
             data = payload if raw else _raw(datatype, payload)
             out["parameters"] = {"binary_data_size": len(data)}
             sections.append(data)
+        elif datatype == "FP32" and raw:
+            # As float64: orjson writes a numpy float64 as it writes a Python float (the same shortest digits),
+            # without a Python float per value.
+            out["data"] = np.frombuffer(payload, dtype="<f4").astype(np.float64)
         elif datatype in _NUMPY:
             out["data"] = np.frombuffer(payload, dtype=_NUMPY[datatype]).tolist() if raw else list(payload)
         else:
@@ -380,7 +396,7 @@ def write_reply(reply: InferReply, binary_outputs: set[str] | bool) -> web.Respo
             out["data"] = [e.decode("utf-8", "replace") for e in elements]
         outputs.append(out)
     header = orjson.dumps({"model_name": reply.model, "model_version": reply.version, "id": reply.id,
-                           "outputs": outputs})
+                           "outputs": outputs}, option=orjson.OPT_SERIALIZE_NUMPY)
     extra = {"x-request-id": reply.request_id, "x-model-version": reply.version}
     if not sections:
         return web.Response(body=header, content_type="application/json", headers=extra)

@@ -184,6 +184,10 @@ class TextCalls:
         self.settings = settings
         self._first_served: dict[str, int] = {}
         """Unix time each model was first seen served here (OpenAI's `created`); guarded by the loop."""
+        self._described: tuple[object, dict[str, ServedModel]] = (None, {})
+        """The route table the served models were described from, and each named one's ServedModel (a call that
+        names a served model costs a dict look-up, not a sort and a description); owned by the loop, renewed when the
+        manager swaps the table."""
 
     # ---- the request ------------------------------------------------------------------------------------
 
@@ -222,12 +226,15 @@ class TextCalls:
         404 an unknown name, 503 one still loading, 400 none named where several are served (listing them)."""
         if named is not None and not isinstance(named, str):
             raise ApiError.invalid(f"'{param}' must be a string, the served model's name", param)
+        table, described = self._described
+        if named and table is self._manager.route_table and named in described:
+            return described[named]
         served = self.served_names()
         wanted = sorted(set(self._manager.wanted_models()) | set(served))
         listing = ", ".join(repr(n) for n in wanted) or "none yet"
         if named:
             if named in served:
-                return self.describe(named)
+                return self._describe_routed(named)
             if named in wanted:
                 raise ApiError.of(Unavailable(self._manager.not_ready_reason(named)), param=param)
             raise ApiError(404, f"model '{named}' is not served here; served models: {listing}", kind="not_found",
@@ -237,6 +244,14 @@ class TextCalls:
         if not wanted:
             raise ApiError.of(Unavailable("no model is loaded yet; retry shortly"), param=param)
         raise ApiError.invalid(f"this server serves several models ({listing}): name one in '{param}'", param)
+
+    def _describe_routed(self, name: str) -> ServedModel:
+        """`describe(name)`, kept for the route table in force until the manager swaps it."""
+        table = self._manager.route_table
+        if self._described[0] is not table:
+            self._described = (table, {})
+        served = self._described[1][name] = self.describe(name)
+        return served
 
     def describe(self, name: str, version: str = "") -> ServedModel:
         """The served model by its version `version` (else its first routed one). ApiError 503 when it has none

