@@ -61,7 +61,7 @@ from ortserve.registry.store import Store, StoreRefused, StoreUnavailable
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 # The accuracy gate's flags (`optimize`, and `publish` with --optimize); see accuracy.GateSettings.
-GATE_FLAGS = ("min_margin", "min_agreement", "max_accuracy_drop", "accept_accuracy_loss")
+GATE_FLAGS = ("min_margin", "min_agreement", "max_accuracy_drop", "accept_accuracy_loss", "speed_rounds")
 WAIT_POLL_S = 1.0
 
 
@@ -225,6 +225,11 @@ def _gate_flags(s: argparse.ArgumentParser) -> None:
                         f"(default {d.max_accuracy_drop:g})")
     s.add_argument("--accept-accuracy-loss", action="store_true", default=None,
                    help="write the optimised bundle even when the gate refuses (the report records it)")
+    s.add_argument("--speed-rounds", type=_rounds, metavar="N",
+                   help=f"after judging, time both models over the eval texts in up to N rounds, each batch keeping "
+                        f"its best (default {d.speed_rounds}; none starts after {d.speed_budget_s:g} s): the "
+                        f"report's texts/s. 0 skips the timing, which the verdict does not read, for pipelines that "
+                        f"do not read it either")
 
 
 def _gate_settings(args: argparse.Namespace) -> GateSettings:
@@ -443,6 +448,16 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number 0..1, got {text!r}") from None
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be 0..1, got {text}")
+    return value
+
+
+def _rounds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of rounds, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (0: no timing), got {value}")
     return value
 
 

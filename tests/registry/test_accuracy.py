@@ -495,6 +495,22 @@ def test_optimize_json_reports_a_refusal_too(balanced: Path, tmp_path: Path, mon
     assert doc["gate"]["speed"]["ratio"] > 0  # timed as usual: the speed is shown for a refused model too
 
 
+def test_speed_rounds_0_skips_the_timing_and_judges_the_same(balanced: Path, tmp_path: Path, run_cli: Any) -> None:
+    """`--speed-rounds 0`: no texts/s row and `speed` null, the same verdict and accuracy entry as a timed run."""
+    runs = {}
+    for rounds in ("0", "1"):
+        code, out, err = run_cli("optimize", "--bundle", str(balanced), "--out", str(tmp_path / rounds), "--optimize",
+                                 "int8", "--json", "--speed-rounds", rounds)
+        assert code == 0, err
+        runs[rounds] = json.loads(out)["gate"]
+    untimed, timed = runs["0"], runs["1"]
+    assert untimed["speed"] is None and timed["speed"]["rounds"] == 1
+    assert {k: v for k, v in untimed.items() if k != "speed"} == {k: v for k, v in timed.items() if k != "speed"}
+    code, out, err = run_cli("optimize", "--bundle", str(balanced), "--out", str(tmp_path / "table"), "--optimize",
+                             "int8", "--speed-rounds", "0")
+    assert code == 0 and "verdict: pass" in out and "texts/s" not in out and "timed both models" not in out, out
+
+
 @pytest.mark.parametrize(("files", "pattern"), [
     ({"eval.txt": "\n"}, r"evaluation texts: eval.txt: no texts"),
     ({"eval.jsonl": '{"text": "fine", "label": "good"}\n'},
@@ -519,6 +535,10 @@ def test_cli_names_a_bad_eval_file(balanced: Path, tmp_path: Path, run_cli: Any,
      "argument --min-agreement: must be 0..1, got 99"),
     (["optimize", "--bundle", "{b}", "--out", "{o}", "--optimize", "int8", "--max-accuracy-drop", "x"],
      "argument --max-accuracy-drop: must be a number of percentage points"),
+    (["optimize", "--bundle", "{b}", "--out", "{o}", "--optimize", "int8", "--speed-rounds", "-1"],
+     r"argument --speed-rounds: must be >= 0 \(0: no timing\), got -1"),
+    (["publish", "--model", "m", "--version", "v1", "--bundle", "{b}", "--speed-rounds", "0"],
+     "--speed-rounds: the accuracy gate runs only with --optimize LEVEL"),
 ])
 def test_bad_gate_flags_are_usage_errors(balanced: Path, tmp_path: Path, run_cli: Any, args: list[str],
                                          pattern: str) -> None:

@@ -14,12 +14,10 @@ them: another CPU's rounding (AVX2) moves a vector by ~1e-6, which can swap a ne
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-from ortserve_devtools.bert_bundle import build_minilm_embedding_bundle
 from support.reference import Reference
+from support.shared_builds import minilm_demo
 
 from ortserve import engine_ext
 from ortserve.prepare.accuracy import load_eval_set
@@ -36,8 +34,7 @@ FLOOR = {"int8": 0.95, "uint8": 0.95, "binary": 0.55, "ubinary": 0.55}
 @pytest.fixture(scope="module")
 def vectors(tmp_path_factory: pytest.TempPathFactory) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(passages, queries, the corpus's calibration vectors), float32, unit length."""
-    dest: Path = tmp_path_factory.mktemp("minilm") / "bundle"
-    build_minilm_embedding_bundle(dest)
+    dest = minilm_demo(tmp_path_factory, "embedding").path  # build_minilm_embedding_bundle, once per run
     corpus = load_eval_set(dest, None).texts
     reference = Reference(dest)
     passages = list(corpus[:PASSAGES])

@@ -2,7 +2,9 @@
 by room (tests/<room>/), prints the slowest at the end of a run and writes them all to `build/test-timings.json`.
 
 Loaded by the test command (`-p ortserve_devtools.suite_timing` in pyproject's addopts). With pytest-xdist the
-reports reach the controller, so the figures are per test, whichever worker ran it; `wall_s` is the run's.
+reports reach the controller, so the figures are per test, whichever worker ran it; `wall_s` is the run's, and
+`by_worker` gives each worker's summed tests and when its last test ended (seconds into the run): a worker that ends
+long before the other is the schedule's tail (suite_schedule.py).
 """
 
 from __future__ import annotations
@@ -29,9 +31,14 @@ class SuiteTiming:
         self.started = time.monotonic()
         self.by_test: dict[str, float] = defaultdict(float)
         self.outcome: dict[str, str] = {}
+        self.worker_test_s: dict[str, float] = defaultdict(float)
+        self.worker_ended_s: dict[str, float] = {}
 
     def add(self, report: pytest.TestReport) -> None:
         self.by_test[report.nodeid] += report.duration
+        worker = _worker_of(report)
+        self.worker_test_s[worker] += report.duration
+        self.worker_ended_s[worker] = time.monotonic() - self.started
         if report.when == "call" or report.outcome != "passed":
             self.outcome[report.nodeid] = report.outcome
 
@@ -47,10 +54,18 @@ class SuiteTiming:
         return {"wall_s": round(time.monotonic() - self.started, 1),
                 "test_s": round(sum(self.by_test.values()), 1),
                 "workers": self.workers,
+                "by_worker": {w: {"test_s": round(self.worker_test_s[w], 1),
+                                  "ended_s": round(self.worker_ended_s[w], 1)} for w in sorted(self.worker_test_s)},
                 "cpu": _cpu_model(),
                 "rooms": {k: round(v, 1) for k, v in ranked(by_room).items()},
                 "files": {k: round(v, 2) for k, v in ranked(by_file).items()},
                 "tests": {k: round(v, 3) for k, v in ranked(self.by_test).items()}}
+
+
+def _worker_of(report: pytest.TestReport) -> str:
+    """The xdist worker that ran it ("gw0"; xdist sets `report.node` on the controller), else "main"."""
+    gateway = getattr(getattr(report, "node", None), "gateway", None)
+    return str(getattr(gateway, "id", "main"))
 
 
 def _cpu_model() -> str:
@@ -93,6 +108,8 @@ class _Hooks:
                       f" {summary['workers'] or 1} worker(s), on {summary['cpu']}"
                       f" (all figures: {self.timing.out})")
         tr.write_line("rooms: " + ", ".join(f"{k} {v:.0f}s" for k, v in summary["rooms"].items()))
+        tr.write_line("workers: " + ", ".join(f"{w} ended at {v['ended_s']:.0f} s ({v['test_s']:.0f} s of tests)"
+                                              for w, v in summary["by_worker"].items()))
         for title, key in (("slowest files", "files"), ("slowest tests", "tests")):
             tr.write_line(f"{title}:")
             for name, seconds in list(summary[key].items())[:SHOWN]:
