@@ -15,7 +15,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -451,16 +451,6 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _rounds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number of rounds, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 (0: no timing), got {value}")
-    return value
-
-
 def _points(text: str) -> float:
     try:
         value = float(text)
@@ -493,14 +483,23 @@ def _seq_len(text: str) -> int:
     return value
 
 
-def _mib(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number of MiB, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 (0: any model keeps its weights beside it), got {value}")
-    return value
+def _whole_number(unit: str, zero: str) -> Callable[[str], int]:
+    """An argparse type: a whole number >= 0 of `unit`; `zero` says what 0 means."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number of {unit}, got {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must be >= 0 (0: {zero}), got {value}")
+        return value
+
+    return parse
+
+
+_rounds = _whole_number("rounds", "no timing")
+_mib = _whole_number("MiB", "any model keeps its weights beside it")
 
 
 def _percent(text: str) -> int:

@@ -151,10 +151,7 @@ class Inference:
             reply = await self._on_the_call_path(call, record)
             if reply is None:
                 reply = await self._on_the_python_path(call, record)
-            # Timed now, recorded once the reply is written (the caller does not wait for its line and metrics).
-            record.status, record.total_s = "OK", time.monotonic() - started
-            self._plane.after_reply(functools.partial(log_call, self._metrics, record, transport=call.transport,
-                                                      tracing=self._tracing, sampling=self._sampling))
+            self._finish(record, started, "OK", call.transport, after_reply=True)
             return reply
         except ServiceError as e:
             self._finish(record, started, e.code.name, call.transport, error=e.message)
@@ -249,9 +246,17 @@ class Inference:
         return InferReply(request_id=record.request_id, model=call.model, version=lv.version, id=call.id,
                           tensors=tensors, token_count=result.token_count)
 
-    def _finish(self, record: CallRecord, started: float, status: str, transport: str, error: str = "") -> None:
+    def _finish(self, record: CallRecord, started: float, status: str, transport: str, error: str = "", *,
+                after_reply: bool = False) -> None:
+        """Time the call now and write its record: at once, or (`after_reply`, an answered call) once the loop has
+        written its reply, so the caller does not wait for its line and metrics."""
         record.status, record.error, record.total_s = status, error, time.monotonic() - started
-        log_call(self._metrics, record, transport=transport, tracing=self._tracing, sampling=self._sampling)
+        write = functools.partial(log_call, self._metrics, record, transport=transport, tracing=self._tracing,
+                                  sampling=self._sampling)
+        if after_reply:
+            self._plane.after_reply(write)
+        else:
+            write()
 
     def describe(self, name: str, version: str = "") -> ModelDescription:
         """ModelMetadata: the model's versions, input and output (the version's, else the first routed one's)."""

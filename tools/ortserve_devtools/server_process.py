@@ -47,13 +47,18 @@ class ServerStartError(RuntimeError):
     """The server exited, or did not start or become ready in time; the message carries its last log lines."""
 
 
-def child_env(extra: Mapping[str, str] | None = None, *, paths: Sequence[Path | str] = ()) -> dict[str, str]:
+def child_env(extra: Mapping[str, str] | None = None, *, paths: Sequence[Path | str] = (),
+              own_install: bool = False) -> dict[str, str]:
     """This process's environment for a child that imports the same ortserve (source tree or installed package),
-    with `paths` after it on PYTHONPATH, output unbuffered, then `extra`."""
-    root = str(Path(ortserve.__file__).resolve().parent.parent)
-    pythonpath = [root, *map(str, paths), os.environ.get("PYTHONPATH", "")]
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(p for p in pythonpath if p),
-            **(extra or {})}
+    with `paths` after it on PYTHONPATH, output unbuffered, then `extra`. `own_install`: the child is another
+    interpreter that imports its own ortserve, so no PYTHONPATH of ours (nor `paths`)."""
+    if own_install:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    else:
+        root = str(Path(ortserve.__file__).resolve().parent.parent)
+        pythonpath = [root, *map(str, paths), os.environ.get("PYTHONPATH", "")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in pythonpath if p)}
+    return {**env, "PYTHONUNBUFFERED": "1", **(extra or {})}
 
 
 class ServerLog:
@@ -113,9 +118,7 @@ class ServerProcess:
             self.logs = self._follower.events
         command = [python or sys.executable, "-m", "ortserve.service.cli", "serve", "--host", "127.0.0.1", "--port",
                    "0", "--metrics-host", "127.0.0.1", "--metrics-port", "0", *self.args]
-        # Another interpreter imports its own ortserve: no PYTHONPATH of ours.
-        environment = child_env(env) if python is None else {
-            **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "PYTHONUNBUFFERED": "1", **(env or {})}
+        environment = child_env(env, own_install=python is not None)
         if log_path is None:
             self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                          env=environment, cwd=cwd)

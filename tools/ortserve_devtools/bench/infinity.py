@@ -332,22 +332,24 @@ class Servers:
         return self.infinity[route].url
 
 
+async def grpc_embeddings(address: str, texts: Sequence[str]) -> np.ndarray:
+    """One V2 gRPC call's embeddings of `texts`, unit length."""
+    target = V2Target(address, MODEL, output_name="EMBEDDING")
+    async with grpc.aio.insecure_channel(address, options=channel_options()) as channel:
+        return unit(parse_logits(target, await infer_method(channel)(build_request(target, texts), timeout=60)))
+
+
 async def check_answers(servers: Servers, arms: Sequence[str], texts: Sequence[str]) -> dict[str, float]:
     """Each arm's embeddings of the same texts against the V2 gRPC path's (the measured ortserve's): the lowest
     cosine."""
-    target = V2Target(servers.ortserve.address, MODEL, output_name="EMBEDDING")
-    async with grpc.aio.insecure_channel(servers.ortserve.address, options=channel_options()) as channel:
-        reference = unit(parse_logits(target, await infer_method(channel)(build_request(target, texts), timeout=60)))
+    reference = await grpc_embeddings(servers.ortserve.address, texts)
     cosines = {}
     async with aiohttp.ClientSession() as session:
         for arm in arms:
             route = arm.removesuffix(BASE)
             if route == "grpc":
                 if arm != route:
-                    base = servers.ortserve_of(arm).address
-                    async with grpc.aio.insecure_channel(base, options=channel_options()) as channel:
-                        got = unit(parse_logits(target, await infer_method(channel)(build_request(target, texts),
-                                                                                     timeout=60)))
+                    got = await grpc_embeddings(servers.ortserve_of(arm).address, texts)
                     cosines[arm] = float(np.min(np.sum(got * reference, axis=1)))
                 continue
             json_route = ROUTES[route]
